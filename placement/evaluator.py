@@ -1,0 +1,365 @@
+"""The one evaluator: makespan, schedule and memory of a placement, and the checker of schedules.
+
+Every heuristic, formulation and report in the project computes its makespan and memory here.
+
+- :func:`evaluate` turns a placement (and optionally a per-device order) into a schedule by
+  simulating a TensorFlow-like executor: each device keeps a FIFO queue of ready nodes (ready =
+  all inputs have arrived, ``F_u + comm`` for inputs from another device) and runs the one that
+  became ready first whenever it is idle.
+- :func:`check` validates a complete schedule given as start times, and names the first violated
+  constraint.
+- :func:`static_memory` and :func:`peak_memory` implement the two memory models of docs/model.md.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .problem import Problem
+
+MEMORY_MODELS = ("static", "peak")
+
+
+class ScheduleError(ValueError):
+    """A placement or schedule breaks a constraint; the message names which and where."""
+
+
+@dataclass
+class Evaluation:
+    """What the evaluator says of a placement and schedule."""
+
+    placement: np.ndarray  # device index per node
+    start: np.ndarray
+    finish: np.ndarray
+    makespan: float
+    static_memory: np.ndarray  # per device, bytes
+    peak_memory: np.ndarray  # per device, bytes
+    memory_model: str
+
+    @property
+    def memory(self) -> np.ndarray:
+        """Per-device memory under the chosen model."""
+        return self.static_memory if self.memory_model == "static" else self.peak_memory
+
+    def overflow(self, problem: Problem) -> np.ndarray:
+        """Bytes over capacity on each device (0 where it fits)."""
+        return np.maximum(self.memory - problem.memory, 0.0)
+
+    def feasible(self, problem: Problem) -> bool:
+        return bool(np.all(self.memory <= problem.memory * (1 + 1e-12) + 1e-9))
+
+
+def as_placement(problem: Problem, placement: Sequence[int] | Mapping | np.ndarray) -> np.ndarray:
+    """Normalise a placement (array by node index, or mapping node id -> device) to an int array,
+    checking that every node has a device in range."""
+    if isinstance(placement, Mapping):
+        arr = np.full(problem.n, -1, dtype=np.int64)
+        for key, dev in placement.items():
+            if key not in problem.index:
+                raise ScheduleError(f"placement names unknown node {key!r}")
+            arr[problem.index[key]] = int(dev)
+    else:
+        arr = np.asarray(placement, dtype=np.int64).copy()
+        if arr.shape != (problem.n,):
+            raise ScheduleError(f"placement has {arr.shape[0] if arr.ndim else 0} entries for {problem.n} nodes")
+    bad = np.flatnonzero((arr < 0) | (arr >= problem.k))
+    if bad.size:
+        i = int(bad[0])
+        what = "has no device" if arr[i] < 0 else f"is on device {arr[i]}, not in 0..{problem.k - 1}"
+        raise ScheduleError(f"node {problem.ids[i]!r} {what}")
+    return arr
+
+
+def check_placement(problem: Problem, placement: np.ndarray) -> None:
+    """Raise :class:`ScheduleError` if a node sits on a device it may not use or a colocation group
+    is split."""
+    for i, devs in enumerate(problem.allowed):
+        if devs is not None and int(placement[i]) not in devs:
+            raise ScheduleError(f"node {problem.ids[i]!r} is on device {int(placement[i])}, not one of its allowed devices {list(devs)}")
+    for g, members in enumerate(problem.groups):
+        devs = np.unique(placement[members])
+        if devs.size > 1:
+            raise ScheduleError(f"colocation group {problem.colocate_names[g]!r} is split over devices {devs.tolist()}")
+
+
+def edge_delay(problem: Problem, placement: np.ndarray) -> np.ndarray:
+    """Per-edge transfer time actually paid: comm when the ends are on different devices."""
+    return np.where(placement[problem.src] != placement[problem.dst], problem.comm, 0.0)
+
+
+def static_memory(problem: Problem, placement: np.ndarray) -> np.ndarray:
+    """Per device: the sum of param_bytes + out_bytes of its nodes (Tarnawski's model)."""
+    return np.bincount(placement, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
+
+
+def peak_memory(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray) -> np.ndarray:
+    """Per device: the peak over time of memory in use (PARDNN's Eq. 2 made exact, docs/model.md).
+
+    On device d: params of its nodes always; a node's output while it runs, [S_v, F_v); the output
+    of every node u with a consumer on d, from F_u until the last consumer of u on d finishes; for
+    u on d with a consumer on d the two join into [S_u, last finish).
+    """
+    k, n = problem.k, problem.n
+    params = np.bincount(placement, weights=problem.param_bytes, minlength=k)
+    src, dst = problem.src, problem.dst
+    dev_v = placement[dst]
+    # Last finish of u's consumers on each device that has one: group edges by (u, device of v).
+    key = src * k + dev_v
+    uniq, inv = np.unique(key, return_inverse=True)
+    last = np.full(uniq.shape[0], -np.inf)
+    np.maximum.at(last, inv, finish[dst])
+    hold_u = uniq // k
+    hold_d = uniq % k
+    local = placement[hold_u] == hold_d
+    hold_start = np.where(local, start[hold_u], finish[hold_u])
+    hold_end = np.maximum(last, np.where(local, finish[hold_u], -np.inf))
+    # Nodes without a local consumer hold their output only while running.
+    has_local = np.zeros(n, dtype=bool)
+    has_local[hold_u[local]] = True
+    run = np.flatnonzero(~has_local)
+    dev = np.concatenate([hold_d, placement[run]])
+    t0 = np.concatenate([hold_start, start[run]])
+    t1 = np.concatenate([hold_end, finish[run]])
+    size = np.concatenate([problem.out_bytes[hold_u], problem.out_bytes[run]])
+    keep = (t1 > t0) & (size > 0)
+    dev, t0, t1, size = dev[keep], t0[keep], t1[keep], size[keep]
+    peak = params.copy()
+    if dev.size == 0:
+        return peak
+    # Sweep: at equal times, releases (half-open intervals end) come before allocations.
+    ev_dev = np.concatenate([dev, dev])
+    ev_t = np.concatenate([t0, t1])
+    ev_delta = np.concatenate([size, -size])
+    order = np.lexsort((ev_delta > 0, ev_t, ev_dev))
+    ev_dev, ev_delta = ev_dev[order], ev_delta[order]
+    running = np.cumsum(ev_delta)
+    seg_start = np.flatnonzero(np.r_[True, ev_dev[1:] != ev_dev[:-1]])
+    base = np.r_[0.0, running][seg_start]  # cumsum before each device's first event
+    level = running - np.repeat(base, np.diff(np.r_[seg_start, ev_dev.size]))
+    top = np.zeros(k)
+    np.maximum.at(top, ev_dev, level)
+    return peak + top
+
+
+def _ready_simulation(problem: Problem, placement: np.ndarray, delay: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """FIFO list scheduling: each device runs the earliest-ready node whenever it is idle.
+
+    Nodes are started in non-decreasing start time over all devices, so a node whose inputs are
+    not all scheduled yet cannot become ready before the current time; ties go to the node earlier
+    in the topological order.
+    """
+    n, k = problem.n, problem.k
+    ptr, nbr, eid = problem.succ_ptr
+    ptr_l, nbr_l, eid_l = ptr.tolist(), nbr.tolist(), eid.tolist()
+    indeg = np.bincount(problem.dst, minlength=n).tolist()
+    rank = problem.topo_rank.tolist()
+    dur = problem.time.tolist()
+    dev_of = placement.tolist()
+    delay_l = delay.tolist()
+    ready = [0.0] * n
+    start = [0.0] * n
+    finish = [0.0] * n
+    queues: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]
+    free = [0.0] * k
+    version = [0] * k
+    devheap: list[tuple[float, int, int, int]] = []  # (candidate start, tie rank, device, version)
+
+    def offer(d: int) -> None:
+        q = queues[d]
+        if q:
+            version[d] += 1
+            r, rk, _ = q[0]
+            heapq.heappush(devheap, (max(free[d], r), rk, d, version[d]))
+
+    for v in range(n):
+        if indeg[v] == 0:
+            heapq.heappush(queues[dev_of[v]], (0.0, rank[v], v))
+    for d in range(k):
+        offer(d)
+    done = 0
+    while devheap:
+        s, _, d, ver = heapq.heappop(devheap)
+        if ver != version[d]:
+            continue
+        r, _, v = heapq.heappop(queues[d])
+        f = s + dur[v]
+        start[v] = s
+        finish[v] = f
+        free[d] = f
+        done += 1
+        touched = {d}
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            w = nbr_l[j]
+            arrive = f + delay_l[eid_l[j]]
+            if arrive > ready[w]:
+                ready[w] = arrive
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                dw = dev_of[w]
+                heapq.heappush(queues[dw], (ready[w], rank[w], w))
+                touched.add(dw)
+        for dd in touched:
+            offer(dd)
+    if done != n:  # cannot happen for a validated DAG
+        raise ScheduleError("simulation stalled: the graph is not a DAG")
+    return np.asarray(start), np.asarray(finish)
+
+
+def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray, order: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest start times when each device runs its nodes in the given order."""
+    n = problem.n
+    pos_dev = np.full(n, -1, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
+    for d, seq in enumerate(order):
+        seq = [int(problem.index[x]) if not isinstance(x, (int, np.integer)) else int(x) for x in seq]
+        for p, v in enumerate(seq):
+            if not 0 <= v < n:
+                raise ScheduleError(f"order of device {d} names node index {v}, not in 0..{n - 1}")
+            if pos_dev[v] >= 0:
+                raise ScheduleError(f"node {problem.ids[v]!r} appears twice in the order")
+            if placement[v] != d:
+                raise ScheduleError(f"node {problem.ids[v]!r} is ordered on device {d} but placed on {int(placement[v])}")
+            pos_dev[v] = d
+            prev[v] = seq[p - 1] if p else -1
+    missing = np.flatnonzero(pos_dev < 0)
+    if missing.size:
+        raise ScheduleError(f"node {problem.ids[int(missing[0])]!r} is missing from the order")
+    # Kahn over DAG edges plus the chain edges prev[v] -> v.
+    has_prev = prev >= 0
+    src = np.concatenate([problem.src, prev[has_prev]])
+    dst = np.concatenate([problem.dst, np.flatnonzero(has_prev)])
+    dly = np.concatenate([delay, np.zeros(int(has_prev.sum()))])
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    srt = np.argsort(src, kind="stable")
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    nbr_l, dly_l, ptr_l = dst[srt].tolist(), dly[srt].tolist(), ptr.tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    dur = problem.time.tolist()
+    start = [0.0] * n
+    finish = [0.0] * n
+    stack = [v for v in range(n) if indeg[v] == 0]
+    done = 0
+    while stack:
+        v = stack.pop()
+        finish[v] = start[v] + dur[v]
+        done += 1
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            w = nbr_l[j]
+            t = finish[v] + dly_l[j]
+            if t > start[w]:
+                start[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    if done != n:
+        raise ScheduleError("the given device order contradicts the graph's precedence (a node is ordered before one of its ancestors)")
+    return np.asarray(start), np.asarray(finish)
+
+
+def evaluate(
+    problem: Problem,
+    placement: Sequence[int] | Mapping | np.ndarray,
+    order: Sequence[Sequence[int]] | None = None,
+    memory_model: str = "static",
+) -> Evaluation:
+    """Schedule a placement and measure it.
+
+    ``order``, if given, is one sequence of node indices (or ids) per device, the order that device
+    runs them in; otherwise the FIFO executor decides. Raises :class:`ScheduleError` if the
+    placement breaks colocation or allowed devices.
+    """
+    if memory_model not in MEMORY_MODELS:
+        raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
+    pl = as_placement(problem, placement)
+    check_placement(problem, pl)
+    delay = edge_delay(problem, pl)
+    if order is None:
+        start, finish = _ready_simulation(problem, pl, delay)
+    else:
+        start, finish = _ordered_schedule(problem, pl, delay, order)
+    return _measure(problem, pl, start, finish, memory_model)
+
+
+def _measure(problem: Problem, pl: np.ndarray, start: np.ndarray, finish: np.ndarray, memory_model: str) -> Evaluation:
+    makespan = float(finish.max()) if problem.n else 0.0
+    return Evaluation(
+        placement=pl,
+        start=start,
+        finish=finish,
+        makespan=makespan,
+        static_memory=static_memory(problem, pl),
+        peak_memory=peak_memory(problem, pl, start, finish),
+        memory_model=memory_model,
+    )
+
+
+def check(
+    problem: Problem,
+    placement: Sequence[int] | Mapping | np.ndarray,
+    start: Sequence[float] | Mapping | np.ndarray,
+    memory_model: str = "static",
+    *,
+    check_memory: bool = True,
+    tol: float = 1e-6,
+) -> Evaluation:
+    """Validate a complete schedule and return its evaluation (makespan = max finish).
+
+    Checks, with a relative tolerance ``tol``: every node placed on an allowed device, colocation,
+    precedence ``S_v >= F_u + comm`` across devices (``>= F_u`` on one device), one node at a time
+    per device (zero-time nodes may coincide with anything), and memory within capacity under the
+    chosen model. Raises :class:`ScheduleError` naming the first violation.
+    """
+    if memory_model not in MEMORY_MODELS:
+        raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
+    pl = as_placement(problem, placement)
+    check_placement(problem, pl)
+    if isinstance(start, Mapping):
+        st = np.full(problem.n, math.nan)
+        for key, t in start.items():
+            if key not in problem.index:
+                raise ScheduleError(f"start times name unknown node {key!r}")
+            st[problem.index[key]] = float(t)
+    else:
+        st = np.asarray(start, dtype=float)
+        if st.shape != (problem.n,):
+            raise ScheduleError(f"{st.shape[0] if st.ndim else 0} start times for {problem.n} nodes")
+    bad = np.flatnonzero(~np.isfinite(st) | (st < -tol))
+    if bad.size:
+        raise ScheduleError(f"node {problem.ids[int(bad[0])]!r} has no valid start time ({st[bad[0]]})")
+    fin = st + problem.time
+    scale = max(1.0, float(fin.max()) if problem.n else 1.0)
+    eps = tol * scale
+    delay = edge_delay(problem, pl)
+    slack = st[problem.dst] - (fin[problem.src] + delay)
+    viol = np.flatnonzero(slack < -eps)
+    if viol.size:
+        j = int(viol[np.argmin(slack[viol])])
+        u, v = int(problem.src[j]), int(problem.dst[j])
+        raise ScheduleError(
+            f"precedence {problem.ids[u]!r} -> {problem.ids[v]!r}: starts at {st[v]:g} but its input is ready at "
+            f"{fin[u] + delay[j]:g} (finish {fin[u]:g} + transfer {delay[j]:g})"
+        )
+    busy = np.flatnonzero(problem.time > 0)
+    order = busy[np.lexsort((st[busy], pl[busy]))]
+    same = pl[order[1:]] == pl[order[:-1]]
+    clash = np.flatnonzero(same & (st[order[1:]] < fin[order[:-1]] - eps))
+    if clash.size:
+        a, b = int(order[clash[0]]), int(order[clash[0] + 1])
+        raise ScheduleError(
+            f"device {int(pl[a])} runs {problem.ids[a]!r} [{st[a]:g}, {fin[a]:g}) and {problem.ids[b]!r} "
+            f"[{st[b]:g}, {fin[b]:g}) at the same time"
+        )
+    ev = _measure(problem, pl, st, fin, memory_model)
+    if check_memory:
+        over = np.flatnonzero(ev.memory > problem.memory * (1 + 1e-12) + 1e-9)
+        if over.size:
+            d = int(over[0])
+            raise ScheduleError(
+                f"device {d} ({problem.device_names[d]}) needs {ev.memory[d]:.6g} bytes of {memory_model} memory, "
+                f"capacity is {problem.memory[d]:.6g}"
+            )
+    return ev

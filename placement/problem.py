@@ -1,0 +1,381 @@
+"""The placement problem: a DAG of operators, K memory-limited devices, and the links between them.
+
+This is the contract every part of the project uses (docs/model.md states it in prose). Nodes are
+addressed internally by their index 0..n-1; the user's ids (strings or integers) are kept in
+``Problem.ids`` and used only at the edges of the program (formats, reports).
+
+Arrays are numpy so that evaluators and bounds stay fast on graphs of 10^5 to 10^6 nodes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Hashable, Iterable, Sequence
+
+import numpy as np
+
+NodeId = Hashable  # str or int in practice
+
+
+class ProblemError(ValueError):
+    """Bad input: the message names the node, field, edge or cycle at fault."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """PARDNN's link model: moving ``b`` bytes costs ``latency + b / bandwidth`` time units."""
+
+    latency: float = 0.0
+    bandwidth: float = math.inf
+
+    def comm(self, nbytes: np.ndarray | float) -> np.ndarray | float:
+        return self.latency + np.asarray(nbytes, dtype=float) / self.bandwidth
+
+
+@dataclass(eq=False)
+class Problem:
+    """A placement instance. Build it with :func:`make_problem`, which validates everything.
+
+    Attributes (n nodes, m edges, K devices):
+        ids: the user's node ids, ``ids[i]`` for node index i.
+        names: display names (defaults to ``str(id)``).
+        time, out_bytes, param_bytes: float arrays of length n.
+        colocate: int array of length n, the colocation group index of each node or -1.
+        allowed: per node, a sorted tuple of allowed device indices, or None for "any device".
+        src, dst: int arrays of length m; comm: float array, the transfer time of each edge.
+        memory: float array of length K, each device's capacity in bytes.
+        device_names: K strings.
+        link: the link model edges given in bytes were priced with (None if none was given).
+        node_attrs: extra per-node arrays kept for other objectives (e.g. ``cpu_latency``,
+            ``supported``, ``is_backward`` from msr-fiddle), keyed by name, each of length n.
+        attrs: extra problem-level values (e.g. ``max_cpus``).
+    """
+
+    name: str
+    ids: list[NodeId]
+    names: list[str]
+    time: np.ndarray
+    out_bytes: np.ndarray
+    param_bytes: np.ndarray
+    colocate: np.ndarray
+    allowed: list[tuple[int, ...] | None]
+    src: np.ndarray
+    dst: np.ndarray
+    comm: np.ndarray
+    memory: np.ndarray
+    device_names: list[str]
+    link: Link | None = None
+    edge_bytes: np.ndarray | None = None
+    node_attrs: dict[str, np.ndarray] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    colocate_names: list[str] = field(default_factory=list)
+
+    # ----- sizes -------------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def m(self) -> int:
+        return int(self.src.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.memory.shape[0])
+
+    # ----- derived structure (computed once, cached) ---------------------------------------------
+    @cached_property
+    def index(self) -> dict[NodeId, int]:
+        """Node id -> index. String forms of ids are accepted too (reports key nodes by str)."""
+        idx: dict[NodeId, int] = {}
+        for i, nid in enumerate(self.ids):
+            idx[nid] = i
+        for i, nid in enumerate(self.ids):
+            idx.setdefault(str(nid), i)
+        return idx
+
+    @cached_property
+    def succ_ptr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CSR of successors: (ptr, node, edge) so node u's out-edges are edge[ptr[u]:ptr[u+1]]."""
+        return _csr(self.src, self.dst, self.n)
+
+    @cached_property
+    def pred_ptr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CSR of predecessors: (ptr, node, edge)."""
+        return _csr(self.dst, self.src, self.n)
+
+    @cached_property
+    def topo_order(self) -> np.ndarray:
+        """A topological order of the node indices (Kahn's algorithm, smallest index first)."""
+        order = _toposort(self.n, self.src, self.dst, self.succ_ptr)
+        if order is None:
+            raise ProblemError(f"graph has a cycle: {' -> '.join(map(str, self.find_cycle()))}")
+        return order
+
+    @cached_property
+    def topo_rank(self) -> np.ndarray:
+        rank = np.empty(self.n, dtype=np.int64)
+        rank[self.topo_order] = np.arange(self.n)
+        return rank
+
+    @cached_property
+    def groups(self) -> list[np.ndarray]:
+        """Members (node indices) of each colocation group, by group index."""
+        count = len(self.colocate_names)
+        if count == 0:
+            return []
+        order = np.argsort(self.colocate, kind="stable")
+        sorted_groups = self.colocate[order]
+        starts = np.searchsorted(sorted_groups, np.arange(count + 1))
+        return [order[starts[g]:starts[g + 1]] for g in range(count)]
+
+    def allowed_mask(self) -> np.ndarray:
+        """Boolean (n, K) matrix: may node i run on device d? (allowed devices and colocation)."""
+        mask = np.ones((self.n, self.k), dtype=bool)
+        for i, devs in enumerate(self.allowed):
+            if devs is not None:
+                mask[i] = False
+                mask[i, list(devs)] = True
+        for members in self.groups:
+            joint = mask[members].all(axis=0)
+            mask[members] = joint
+        return mask
+
+    def find_cycle(self) -> list[NodeId]:
+        """Ids along one directed cycle (first id repeated at the end), or [] if acyclic."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_edges_from(zip(self.src.tolist(), self.dst.tolist()))
+        try:
+            cyc = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return []
+        path = [self.ids[u] for u, _ in cyc]
+        return path + [path[0]]
+
+    def with_devices(self, count: int | None = None, memory: Sequence[float] | float | None = None) -> "Problem":
+        """A copy with the device count and/or memory overridden (CLI --devices / --memory)."""
+        k = self.k if count is None else int(count)
+        if k < 1:
+            raise ProblemError(f"device count must be at least 1, got {k}")
+        if memory is None:
+            mem = self.memory if k == self.k else np.full(k, float(self.memory.max()) if self.k else math.inf)
+        else:
+            mem = _memory_array(memory, k)
+        names = self.device_names if k == self.k else [f"dev{d}" for d in range(k)]
+        for i, devs in enumerate(self.allowed):
+            if devs is not None and max(devs) >= k:
+                raise ProblemError(f"node {self.ids[i]!r}: allowed device {max(devs)} does not exist with {k} devices")
+        return replace(self, memory=mem, device_names=list(names))
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.n} nodes, {self.m} edges, {self.k} devices"
+
+
+def _csr(a: np.ndarray, b: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    order = np.argsort(a, kind="stable")
+    counts = np.bincount(a, minlength=n)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return ptr, b[order].astype(np.int64), order.astype(np.int64)
+
+
+def _toposort(n: int, src: np.ndarray, dst: np.ndarray, succ: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray | None:
+    import heapq
+
+    ptr, nbr, _ = succ
+    indeg = np.bincount(dst, minlength=n).tolist()
+    ptr_l = ptr.tolist()
+    nbr_l = nbr.tolist()
+    heap = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        u = heapq.heappop(heap)
+        out.append(u)
+        for j in range(ptr_l[u], ptr_l[u + 1]):
+            v = nbr_l[j]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, v)
+    if len(out) != n:
+        return None
+    return np.asarray(out, dtype=np.int64)
+
+
+def _memory_array(memory: Sequence[float] | float, k: int) -> np.ndarray:
+    if np.isscalar(memory):
+        return np.full(k, float(memory))  # type: ignore[arg-type]
+    mem = np.asarray(list(memory), dtype=float)  # type: ignore[arg-type]
+    if mem.shape[0] != k:
+        raise ProblemError(f"{mem.shape[0]} memory capacities given for {k} devices")
+    return mem
+
+
+def _check_number(value: Any, what: str, *, allow_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ProblemError(f"{what}: expected a number, got {value!r}")
+    x = float(value)
+    if math.isnan(x):
+        raise ProblemError(f"{what}: is NaN")
+    if math.isinf(x) and not allow_inf:
+        raise ProblemError(f"{what}: is infinite")
+    if x < 0:
+        raise ProblemError(f"{what}: is negative ({x})")
+    return x
+
+
+def make_problem(
+    nodes: Iterable[dict[str, Any]],
+    edges: Iterable[dict[str, Any]],
+    *,
+    devices: int | Sequence[dict[str, Any]] = 1,
+    memory: float | Sequence[float] = math.inf,
+    link: Link | None = None,
+    name: str = "problem",
+    node_attrs: dict[str, Sequence[Any]] | None = None,
+    attrs: dict[str, Any] | None = None,
+) -> Problem:
+    """Validate plain records and build a :class:`Problem`.
+
+    ``nodes``: dicts with ``id``, ``time``, ``out_bytes``, ``param_bytes`` and optionally ``colocate``
+    (any hashable group key), ``devices`` (allowed device indices) and ``name``.
+    ``edges``: dicts with ``src``, ``dst`` and either ``comm`` (time) or ``bytes`` (priced with
+    ``link``). ``devices`` is a count (then ``memory`` is one capacity or a list), or a list of
+    ``{"name", "memory"}`` dicts. Raises :class:`ProblemError` naming the first fault found.
+    """
+    nodes = list(nodes)
+    ids: list[NodeId] = []
+    names: list[str] = []
+    index: dict[NodeId, int] = {}
+    cols = {"time": [], "out_bytes": [], "param_bytes": []}  # type: dict[str, list[float]]
+    group_of: list[int] = []
+    group_index: dict[Any, int] = {}
+    group_names: list[str] = []
+    allowed: list[tuple[int, ...] | None] = []
+
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        k = devices
+        if k < 1:
+            raise ProblemError(f"devices: count must be at least 1, got {k}")
+        mem = _memory_array(memory, k)
+        device_names = [f"dev{d}" for d in range(k)]
+    else:
+        devs = list(devices)
+        if not devs:
+            raise ProblemError("devices: the list is empty")
+        k = len(devs)
+        device_names = [str(d.get("name", f"dev{i}")) for i, d in enumerate(devs)]
+        mem = np.array([_check_number(d.get("memory", math.inf), f"devices[{i}].memory", allow_inf=True) for i, d in enumerate(devs)])
+    for d in range(k):
+        _check_number(mem[d], f"device {device_names[d]!r} memory", allow_inf=True)
+
+    for pos, rec in enumerate(nodes):
+        if not isinstance(rec, dict):
+            raise ProblemError(f"nodes[{pos}]: expected an object, got {type(rec).__name__}")
+        if "id" not in rec:
+            raise ProblemError(f"nodes[{pos}]: missing field 'id'")
+        nid = rec["id"]
+        if isinstance(nid, bool) or not isinstance(nid, (str, int)):
+            raise ProblemError(f"nodes[{pos}]: id must be a string or an integer, got {nid!r}")
+        if nid in index:
+            raise ProblemError(f"node {nid!r}: duplicate id (nodes[{index[nid]}] and nodes[{pos}])")
+        index[nid] = pos
+        ids.append(nid)
+        names.append(str(rec.get("name", nid)))
+        for fld in cols:
+            if fld not in rec:
+                raise ProblemError(f"node {nid!r}: missing field {fld!r}")
+            cols[fld].append(_check_number(rec[fld], f"node {nid!r} field {fld!r}"))
+        grp = rec.get("colocate")
+        if grp is None:
+            group_of.append(-1)
+        else:
+            if grp not in group_index:
+                group_index[grp] = len(group_names)
+                group_names.append(str(grp))
+            group_of.append(group_index[grp])
+        devs_allowed = rec.get("devices")
+        if devs_allowed is None:
+            allowed.append(None)
+        else:
+            if not isinstance(devs_allowed, (list, tuple)) or not devs_allowed:
+                raise ProblemError(f"node {nid!r} field 'devices': expected a non-empty list of device indices")
+            for d in devs_allowed:
+                if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < k:
+                    raise ProblemError(f"node {nid!r} field 'devices': {d!r} is not a device index in 0..{k - 1}")
+            allowed.append(tuple(sorted(set(int(d) for d in devs_allowed))))
+
+    src: list[int] = []
+    dst: list[int] = []
+    comm: list[float] = []
+    ebytes: list[float] = []
+    seen: dict[tuple[int, int], int] = {}
+    for pos, rec in enumerate(edges):
+        if not isinstance(rec, dict):
+            raise ProblemError(f"edges[{pos}]: expected an object, got {type(rec).__name__}")
+        for fld in ("src", "dst"):
+            if fld not in rec:
+                raise ProblemError(f"edges[{pos}]: missing field {fld!r}")
+            if rec[fld] not in index:
+                raise ProblemError(f"edges[{pos}] ({rec.get('src')!r} -> {rec.get('dst')!r}): unknown node {rec[fld]!r} in field {fld!r}")
+        u, v = index[rec["src"]], index[rec["dst"]]
+        label = f"edge {rec['src']!r} -> {rec['dst']!r}"
+        if u == v:
+            raise ProblemError(f"graph has a cycle: {label} is a self-loop")
+        if "comm" in rec:
+            c = _check_number(rec["comm"], f"{label} field 'comm'")
+            b = float(rec["bytes"]) if "bytes" in rec else math.nan
+            if "bytes" in rec:
+                _check_number(rec["bytes"], f"{label} field 'bytes'")
+        elif "bytes" in rec:
+            b = _check_number(rec["bytes"], f"{label} field 'bytes'")
+            if link is None:
+                raise ProblemError(f"{label}: gives 'bytes' but the problem has no 'link' (latency, bandwidth) to price it")
+            c = float(link.comm(b))
+        else:
+            raise ProblemError(f"{label}: needs 'comm' or 'bytes'")
+        if (u, v) in seen:
+            # Parallel edges carry one tensor; keep the costlier transfer.
+            j = seen[(u, v)]
+            comm[j] = max(comm[j], c)
+            continue
+        seen[(u, v)] = len(src)
+        src.append(u)
+        dst.append(v)
+        comm.append(c)
+        ebytes.append(b)
+
+    n = len(ids)
+    extra = {key: np.asarray(list(vals)) for key, vals in (node_attrs or {}).items()}
+    for key, arr in extra.items():
+        if arr.shape[0] != n:
+            raise ProblemError(f"node attribute {key!r} has {arr.shape[0]} values for {n} nodes")
+    prob = Problem(
+        name=name,
+        ids=ids,
+        names=names,
+        time=np.asarray(cols["time"], dtype=float),
+        out_bytes=np.asarray(cols["out_bytes"], dtype=float),
+        param_bytes=np.asarray(cols["param_bytes"], dtype=float),
+        colocate=np.asarray(group_of, dtype=np.int64),
+        allowed=allowed,
+        src=np.asarray(src, dtype=np.int64),
+        dst=np.asarray(dst, dtype=np.int64),
+        comm=np.asarray(comm, dtype=float),
+        memory=mem.astype(float),
+        device_names=device_names,
+        link=link,
+        edge_bytes=np.asarray(ebytes, dtype=float) if ebytes and not np.all(np.isnan(ebytes)) else None,
+        node_attrs=extra,
+        attrs=dict(attrs or {}),
+        colocate_names=group_names,
+    )
+    prob.topo_order  # raises ProblemError naming a cycle
+    for g, members in enumerate(prob.groups):
+        mask = prob.allowed_mask()[members[0]]
+        if not mask.any():
+            raise ProblemError(f"colocation group {group_names[g]!r}: its nodes' allowed devices have no device in common")
+    return prob

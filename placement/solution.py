@@ -1,0 +1,69 @@
+"""What every method returns, and the options every method takes.
+
+A method (heuristic or exact model) is a function ``(problem, options) -> Solution``. The
+orchestrator in solvers/ re-evaluates every returned placement with placement.evaluator before
+reporting it; ``Solution.objective`` must equal what the evaluator computes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+STATUSES = ("optimal", "feasible", "heuristic", "infeasible", "unknown")
+
+
+@dataclass
+class SolveOptions:
+    """Options shared by all methods.
+
+    time_limit: seconds for this method (None: no limit). workers: CP-SAT search workers (None: the
+    machine's cores). seed: makes heuristics deterministic. hint: a previous solution to warm-start
+    from. reserve: fraction of each device's memory to keep free (PARDNN spares 10%).
+    """
+
+    memory_model: str = "static"
+    time_limit: float | None = None
+    workers: int | None = None
+    seed: int = 0
+    hint: "Solution | None" = None
+    reserve: float = 0.0
+    verbose: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def remaining(self) -> float | None:
+        """Seconds left of the time limit (None when unlimited)."""
+        if self.time_limit is None:
+            return None
+        return max(0.0, self.time_limit - (time.monotonic() - self.started))
+
+
+@dataclass
+class Solution:
+    """A method's answer.
+
+    placement: device index per node (None when no feasible answer was found).
+    start: explicit start times (exact solvers); order: per-device node order (list schedulers);
+    with neither, the evaluator's FIFO executor schedules the placement.
+    status: one of STATUSES. objective: the method's claimed makespan (or other objective).
+    lower_bound: a bound the method proved for this very problem (None if it proved none).
+    reason: why there is no answer, or why it is infeasible.
+    """
+
+    method: str
+    status: str
+    placement: np.ndarray | None = None
+    start: np.ndarray | None = None
+    order: list[list[int]] | None = None
+    objective: float | None = None
+    lower_bound: float | None = None
+    reason: str = ""
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
