@@ -1,0 +1,114 @@
+"""Valid lower bounds on the optimal makespan, and proofs that memory cannot fit.
+
+Every bound here holds for the original problem whatever the placement, so a gap computed against
+it is honest:
+- critical path: the longest path by compute time alone (comm can only add to it);
+- load: total compute time / K (K devices work at most in parallel), and, for each colocation
+  group, its total time (the group runs on one device);
+- largest node: no node can be split.
+
+Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
+than any device it may use can hold, or when the memory every placement must use exceeds the total
+capacity.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .problem import Problem
+
+
+@dataclass(frozen=True)
+class LowerBounds:
+    critical_path: float
+    load: float
+    largest_node: float
+    largest_group: float
+
+    @property
+    def best(self) -> float:
+        return max(self.critical_path, self.load, self.largest_node, self.largest_group)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
+                "largest_group": self.largest_group, "best": self.best}
+
+
+def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
+    """Per node, the largest total weight of a path ending at that node (node included).
+
+    ``weights`` defaults to compute times; ``edge_weights`` (default none) are added along edges."""
+    w = problem.time if weights is None else weights
+    ew = np.zeros(problem.m) if edge_weights is None else edge_weights
+    head = np.zeros(problem.n)
+    ptr, nbr, eid = problem.pred_ptr
+    ptr_l, nbr_l, eid_l, ew_l, w_l = ptr.tolist(), nbr.tolist(), eid.tolist(), ew.tolist(), w.tolist()
+    head_l = head.tolist()
+    for v in problem.topo_order.tolist():
+        best = 0.0
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            cand = head_l[nbr_l[j]] + ew_l[eid_l[j]]
+            if cand > best:
+                best = cand
+        head_l[v] = best + w_l[v]
+    return np.asarray(head_l)
+
+
+def lower_bounds(problem: Problem) -> LowerBounds:
+    if problem.n == 0:
+        return LowerBounds(0.0, 0.0, 0.0, 0.0)
+    groups = [float(problem.time[g].sum()) for g in problem.groups]
+    return LowerBounds(
+        critical_path=float(longest_path(problem).max()),
+        load=float(problem.time.sum()) / problem.k,
+        largest_node=float(problem.time.max()),
+        largest_group=max(groups, default=0.0),
+    )
+
+
+def makespan_lower_bound(problem: Problem, memory_model: str = "static") -> float:
+    """The best valid lower bound on the optimal makespan (memory model does not weaken it)."""
+    return lower_bounds(problem).best
+
+
+def _units_need(problem: Problem, need: np.ndarray) -> list[tuple[str, float, np.ndarray]]:
+    """(label, bytes, allowed-device mask) for each colocation group and each ungrouped node."""
+    mask = problem.allowed_mask()
+    out = [(f"colocation group {problem.colocate_names[g]!r}", float(need[members].sum()), mask[members[0]])
+           for g, members in enumerate(problem.groups)]
+    for v in np.flatnonzero(problem.colocate < 0).tolist():
+        out.append((f"node {problem.ids[v]!r}", float(need[v]), mask[v]))
+    return out
+
+
+def infeasibility(problem: Problem, memory_model: str = "static") -> str | None:
+    """A reason no placement can fit memory, or None if none is proved.
+
+    Static model: a unit (node or colocation group) needs params + outputs on one device; all units
+    together need the sum. Peak model: a device always holds the params of its nodes, and a node
+    that runs (time > 0) holds its own output while running."""
+    if memory_model == "static":
+        need = problem.param_bytes + problem.out_bytes
+        per_node_floor = need
+    else:
+        need = problem.param_bytes
+        per_node_floor = problem.param_bytes + np.where(problem.time > 0, problem.out_bytes, 0.0)
+    cap = problem.memory
+    mask = problem.allowed_mask()
+    room = np.where(mask, cap[None, :], 0.0).max(axis=1) if problem.n else np.zeros(0)
+    bad = np.flatnonzero(per_node_floor > room)
+    if bad.size:
+        v = int(bad[0])
+        return (f"node {problem.ids[v]!r} needs {per_node_floor[v]:.6g} bytes but the largest device it may use "
+                f"holds {room[v]:.6g}")
+    for label, size, ok in _units_need(problem, need):
+        best = cap[ok].max() if ok.any() else 0.0
+        if size > best:
+            return f"{label} needs {size:.6g} bytes on one device but the largest device it may use holds {best:.6g}"
+    total = float(need.sum())
+    if total > float(cap.sum()):
+        what = "params + outputs" if memory_model == "static" else "params"
+        return f"all nodes together need {total:.6g} bytes ({what}) but the {problem.k} devices hold {float(cap.sum()):.6g} in total"
+    return None

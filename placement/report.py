@@ -1,0 +1,138 @@
+"""Outputs: the JSON report and PARDNN's placement file (``node device`` lines).
+
+The report's numbers all come from an :class:`~placement.evaluator.Evaluation`, so the reported
+makespan and memory are the evaluator's, whatever method produced the placement.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .evaluator import Evaluation
+from .problem import Problem, ProblemError
+
+
+def gap(value: float | None, bound: float | None) -> float | None:
+    """(value - bound) / value; 0 when both are 0; None when either is missing."""
+    if value is None or bound is None:
+        return None
+    if value <= 0:
+        return 0.0
+    return max(0.0, (value - bound) / value)
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, inf/nan to None."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_clean(v) for v in x.tolist()]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        return None if math.isnan(f) or math.isinf(f) else f
+    return x
+
+
+def build_report(
+    problem: Problem,
+    *,
+    status: str,
+    method: str,
+    memory_model: str,
+    seconds: float,
+    evaluation: Evaluation | None,
+    lower_bound: float | None,
+    objective_name: str = "makespan",
+    objective: float | None = None,
+    reason: str = "",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report dict (see README: status, objective, makespan, lower_bound, gap, memory, placement,
+    start, seconds, method). ``objective`` defaults to the evaluator's makespan."""
+    makespan = evaluation.makespan if evaluation is not None else None
+    value = objective if objective is not None else makespan
+    rep: dict[str, Any] = {
+        "status": status,
+        "objective_name": objective_name,
+        "objective": value,
+        "makespan": makespan,
+        "lower_bound": lower_bound,
+        "gap": gap(value, lower_bound) if value is not None else None,
+        "memory_model": memory_model,
+        "capacity": problem.memory.tolist(),
+        "static_memory": evaluation.static_memory.tolist() if evaluation is not None else None,
+        "peak_memory": evaluation.peak_memory.tolist() if evaluation is not None else None,
+        "placement": {str(nid): int(d) for nid, d in zip(problem.ids, evaluation.placement.tolist())} if evaluation is not None else None,
+        "start": {str(nid): float(s) for nid, s in zip(problem.ids, evaluation.start.tolist())} if evaluation is not None else None,
+        "seconds": seconds,
+        "method": method,
+        "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m, "devices": problem.k},
+    }
+    if reason:
+        rep["reason"] = reason
+    if extra:
+        rep.update(extra)
+    return _clean(rep)
+
+
+def _atomic_write(path: str | Path, text: str) -> None:
+    """Write via a temporary file and rename, so a failure leaves no half-written output."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_report(path: str | Path, report: dict[str, Any]) -> None:
+    _atomic_write(path, json.dumps(report, indent=1) + "\n")
+
+
+def placement_lines(problem: Problem, placement: np.ndarray) -> str:
+    return "".join(f"{nid} {int(d)}\n" for nid, d in zip(problem.ids, placement.tolist()))
+
+
+def write_placement(path: str | Path, problem: Problem, placement: np.ndarray) -> None:
+    """PARDNN's placement file: one ``node device`` line per node (node = its id)."""
+    _atomic_write(path, placement_lines(problem, placement))
+
+
+def read_placement(path: str | Path, problem: Problem) -> np.ndarray:
+    """Read a ``node device`` placement file; every node must appear exactly once."""
+    placement = np.full(problem.n, -1, dtype=np.int64)
+    for lineno, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.rsplit(None, 1)
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+            raise ProblemError(f"{path}:{lineno}: expected 'node device', got {line!r}")
+        name, dev = parts
+        if name not in problem.index:
+            raise ProblemError(f"{path}:{lineno}: unknown node {name!r}")
+        i = problem.index[name]
+        if placement[i] >= 0:
+            raise ProblemError(f"{path}:{lineno}: node {name!r} placed twice")
+        d = int(dev)
+        if not 0 <= d < problem.k:
+            raise ProblemError(f"{path}:{lineno}: device {d} of node {name!r} not in 0..{problem.k - 1}")
+        placement[i] = d
+    missing = np.flatnonzero(placement < 0)
+    if missing.size:
+        raise ProblemError(f"{path}: node {problem.ids[int(missing[0])]!r} has no device")
+    return placement

@@ -1,0 +1,162 @@
+"""The ``solve`` command: load a graph, place it, evaluate it, report.
+
+Exit status: 0 when a feasible answer was written; 1 when none exists (proved infeasible) or none
+was found (the report is still written, with the reason); 2 for bad input or bad options (nothing
+written).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+from placement.evaluator import MEMORY_MODELS
+from placement.formats import FORMATS, load_problem
+from placement.problem import Problem, ProblemError
+from placement.report import write_placement, write_report
+from placement.solution import SolveOptions
+from placement.units import format_bytes, parse_bytes, parse_memory_list
+
+from . import registry
+from .run import RunResult, run
+
+OBJECTIVES = ("makespan", "max-load", "latency")
+DEFAULT_EXAMPLE = "default.json"
+
+
+class UsageError(Exception):
+    """Bad options: exit 2."""
+
+
+def default_graph() -> Path:
+    """The shipped default example: data/default.json, installed as the package data placement.data
+    (or found beside the sources when running from a checkout)."""
+    try:
+        installed = Path(str(resources.files("placement.data").joinpath(DEFAULT_EXAMPLE)))
+        if installed.exists():
+            return installed
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parents[1] / "data" / DEFAULT_EXAMPLE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="solve",
+        description="Place a DNN operator graph on K memory-limited devices and report the makespan, memory per "
+                    "device, a valid lower bound and the gap. With no GRAPH, solves the shipped default example.",
+    )
+    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, or a PARDNN .dot (or its directory)")
+    p.add_argument("--devices", type=int, metavar="K", help="number of devices (overrides the file)")
+    p.add_argument("--memory", metavar="SIZE", help="memory per device: bytes, 16GB (=16e9), 16GiB (=16*2^30), or a comma list, one per device (overrides the file)")
+    p.add_argument("--memory-model", choices=MEMORY_MODELS, default="static", help="static: params + outputs of a device's nodes (default); peak: peak over time of live tensors (PARDNN Eq. 2)")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds for the whole run (default 60)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="makespan", help="what to minimise (default makespan)")
+    p.add_argument("--method", default="auto", metavar="NAME", help="auto (default: the best available portfolio) or one method from --list-methods")
+    p.add_argument("--list-methods", action="store_true", help="list the method names and exit")
+    p.add_argument("--out", metavar="FILE", help="write the placement as 'node device' lines (PARDNN's format)")
+    p.add_argument("--report", metavar="FILE", help="write the JSON report")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: detected from the content)")
+    p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
+    p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
+    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def list_methods() -> str:
+    rows = [f"{'auto':16} {'portfolio':10} {'makespan':9} run the heuristics, then an exact model if available, keep the best"]
+    for name, info in registry.methods().items():
+        rows.append(f"{name:16} {info.kind:10} {info.objective:9} {info.summary}")
+    return "\n".join(rows)
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise UsageError(f"--time-limit must be positive, got {args.time_limit}")
+    if args.devices is not None and args.devices < 1:
+        raise UsageError(f"--devices must be at least 1, got {args.devices}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if not 0.0 <= args.reserve < 1.0:
+        raise UsageError(f"--reserve must be in [0, 1), got {args.reserve}")
+    for flag, value in (("--out", args.out), ("--report", args.report)):
+        if value is not None:
+            folder = Path(value).parent
+            if not folder.is_dir():
+                raise UsageError(f"{flag}: directory {str(folder)!r} does not exist")
+            if Path(value).is_dir():
+                raise UsageError(f"{flag}: {value!r} is a directory")
+    memory = None
+    if args.memory is not None:
+        try:
+            memory = parse_memory_list(args.memory)
+        except ValueError as exc:
+            raise UsageError(f"--memory: {exc}") from None
+    table = registry.methods()
+    if args.method != "auto" and args.method not in table:
+        raise UsageError(f"--method: unknown method {args.method!r}; see --list-methods")
+    if args.method != "auto" and table[args.method].objective != args.objective:
+        raise UsageError(f"--method {args.method} optimises {table[args.method].objective}, not {args.objective}")
+    if args.objective != "makespan" and args.method == "auto":
+        if not any(info.objective == args.objective for info in table.values()):
+            raise UsageError(f"--objective {args.objective}: no method for it is installed yet")
+    graph = args.graph or default_graph()
+    problem = load_problem(graph, args.format)
+    if args.devices is not None or memory is not None:
+        if isinstance(memory, list) and args.devices is not None and len(memory) != args.devices:
+            raise UsageError(f"--memory lists {len(memory)} sizes for --devices {args.devices}")
+        count = args.devices if args.devices is not None else (len(memory) if isinstance(memory, list) else None)
+        problem = problem.with_devices(count, memory)
+    opts = SolveOptions(memory_model=args.memory_model, time_limit=args.time_limit, workers=args.workers,
+                        seed=args.seed, reserve=args.reserve, verbose=not args.quiet)
+    return problem, opts
+
+
+def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
+    lines = [f"{problem.describe()}; memory model: {memory_model}"]
+    lines.append(f"status: {result.status}   method: {result.method}   time: {result.seconds:.2f} s")
+    if result.evaluation is not None:
+        ev = result.evaluation
+        g = result.gap
+        lines.append(f"makespan: {ev.makespan:.6g}   lower bound: {result.lower_bound:.6g}   gap: {100 * g:.2f}%" if g is not None else "")
+        lines.append("device  nodes  static memory   peak memory     capacity")
+        counts = [int((ev.placement == d).sum()) for d in range(problem.k)]
+        for d in range(problem.k):
+            lines.append(f"{problem.device_names[d]:7} {counts[d]:6d}  {format_bytes(ev.static_memory[d]):>13}  "
+                         f"{format_bytes(ev.peak_memory[d]):>12}  {format_bytes(problem.memory[d]):>11}")
+    else:
+        lines.append(f"lower bound: {result.lower_bound:.6g}")
+    if result.reason:
+        lines.append(f"reason: {result.reason}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_methods:
+        print(list_methods())
+        return 0
+    try:
+        problem, opts = _prepare(args)
+    except (UsageError, ProblemError) as exc:
+        print(f"solve: error: {exc}", file=sys.stderr)
+        return 2
+    progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
+    result = run(problem, args.method, opts, progress=progress)
+    report = result.report(problem, opts.memory_model)
+    if args.report:
+        write_report(args.report, report)
+    if args.out and result.evaluation is not None and result.feasible:
+        write_placement(args.out, problem, result.evaluation.placement)
+    print(summary(problem, result, opts.memory_model))
+    return 0 if result.feasible else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

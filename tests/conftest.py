@@ -1,0 +1,35 @@
+"""Shared fixtures: paths to the shipped data and to ../shared workloads, small random problems."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from placement.problem import Problem, make_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+WORKLOADS = ROOT.parent / "shared" / "workloads" / "msr-fiddle"
+
+
+def random_problem(seed: int, n: int, k: int, *, memory: float = float("inf"), edge_p: float = 0.35,
+                   zero_time_p: float = 0.1, colocate_p: float = 0.0) -> Problem:
+    """A random DAG (edges only from lower to higher index) with random costs."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(n):
+        rec = {"id": i, "time": 0.0 if rng.random() < zero_time_p else rng.randint(1, 9),
+               "out_bytes": rng.randint(0, 50), "param_bytes": rng.randint(0, 20)}
+        if colocate_p and rng.random() < colocate_p:
+            rec["colocate"] = rng.randint(0, 2)
+        nodes.append(rec)
+    edges = [{"src": u, "dst": v, "comm": rng.randint(0, 6)} for u in range(n) for v in range(u + 1, n) if rng.random() < edge_p]
+    return make_problem(nodes, edges, devices=k, memory=memory, name=f"random{seed}")
+
+
+@pytest.fixture
+def workloads() -> Path:
+    if not WORKLOADS.is_dir():
+        pytest.fail(f"../shared/workloads/msr-fiddle not found at {WORKLOADS}: the tests need ../shared beside the project")
+    return WORKLOADS

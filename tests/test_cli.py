@@ -1,0 +1,93 @@
+"""The solve command end to end: outputs agree with the evaluator, exit statuses, overrides."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from placement.bounds import makespan_lower_bound
+from placement.evaluator import check, evaluate
+from placement.formats import load_problem
+from placement.report import read_placement
+from solvers.cli import default_graph, main
+from tests.conftest import DATA, ROOT
+
+EXAMPLE = DATA / "pardnn_example"
+
+
+def run_cli(tmp_path, *args):
+    report, out = tmp_path / "report.json", tmp_path / "placement.txt"
+    code = main([*map(str, args), "--report", str(report), "--out", str(out), "--quiet"])
+    rep = json.loads(report.read_text()) if report.exists() else None
+    return code, rep, out
+
+
+def test_report_agrees_with_the_evaluator(tmp_path):
+    code, rep, out = run_cli(tmp_path, EXAMPLE, "--method", "topo-fill")
+    assert code == 0 and rep["status"] == "heuristic" and rep["method"] == "topo-fill"
+    for key in ("status", "objective", "makespan", "lower_bound", "gap", "memory_model", "static_memory",
+                "peak_memory", "placement", "start", "seconds", "method"):
+        assert key in rep
+    prob = load_problem(EXAMPLE)
+    placement = read_placement(out, prob)
+    assert {str(prob.ids[i]): int(d) for i, d in enumerate(placement)} == rep["placement"]
+    ev = check(prob, rep["placement"], rep["start"], rep["memory_model"])
+    assert ev.makespan == pytest.approx(rep["makespan"]) == pytest.approx(rep["objective"])
+    assert evaluate(prob, placement).makespan == pytest.approx(rep["makespan"])
+    assert rep["static_memory"] == pytest.approx(ev.static_memory.tolist())
+    assert rep["peak_memory"] == pytest.approx(ev.peak_memory.tolist())
+    assert rep["lower_bound"] == pytest.approx(makespan_lower_bound(prob))
+    assert rep["gap"] == pytest.approx((rep["makespan"] - rep["lower_bound"]) / rep["makespan"])
+
+
+def test_peak_model_and_overrides(tmp_path):
+    code, rep, _ = run_cli(tmp_path, EXAMPLE, "--method", "topo-fill", "--memory-model", "peak",
+                           "--devices", "3", "--memory", "30KB")
+    assert code == 0
+    assert rep["memory_model"] == "peak" and rep["capacity"] == [30e3] * 3
+    assert max(rep["peak_memory"]) <= 30e3
+    assert len(set(rep["placement"].values())) >= 2
+
+
+def test_infeasible_writes_report_with_reason(tmp_path):
+    code, rep, out = run_cli(tmp_path, EXAMPLE, "--memory", "10KB", "--method", "topo-fill")
+    assert code == 1
+    assert rep["status"] == "infeasible"
+    assert "w1" in rep["reason"] and "needs" in rep["reason"]  # w1 alone holds 12 KB of parameters
+    assert rep["placement"] is None and not out.exists()
+
+
+def test_no_answer_found_is_exit_one(tmp_path):
+    # Fits on two devices but not on one: the single-device method finds nothing.
+    code, rep, out = run_cli(tmp_path, EXAMPLE, "--memory", "30KB", "--method", "single")
+    assert code == 1 and rep["status"] == "unknown" and rep["reason"]
+    assert not out.exists()
+
+
+def test_list_methods(capsys):
+    assert main(["--list-methods"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("auto", "topo-fill", "greedy-fill", "single"):
+        assert f"\n{name} " in "\n" + listed
+
+
+def test_default_example_is_shipped_and_memory_bound():
+    path = default_graph()
+    prob = load_problem(path)
+    total = float((prob.param_bytes + prob.out_bytes).sum())
+    assert prob.k > 1 and total > prob.memory.max(), "the default example should need more than one device"
+
+
+def test_solve_without_arguments_runs_the_default_example(tmp_path):
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "solvers.cli", "--time-limit", "20", "--report", str(report)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(report.read_text())
+    prob = load_problem(default_graph())
+    assert rep["problem"]["nodes"] == prob.n
+    assert check(prob, rep["placement"], rep["start"]).makespan == pytest.approx(rep["makespan"])
+    assert "makespan" in proc.stdout and "lower bound" in proc.stdout
