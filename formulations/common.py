@@ -1,0 +1,191 @@
+"""Shared pieces of the exact makespan models (CP-SAT, MIP, brute force).
+
+- :class:`Units`: nodes grouped into placement units (a colocation group moves as one), numbered
+  by their lowest node index; the symmetry breaking and the brute force both label devices by it.
+- :func:`device_classes` and :func:`canonical_placement`: identical devices (same capacity, same
+  allowed units) and the canonical relabelling of a placement (within a class, devices appear in
+  the order of the first unit they hold).
+- :func:`hint_schedule`: a hint Solution turned into (placement, start), scheduled by the evaluator.
+- :func:`device_order` and :func:`finish_solution`: a solver's assignment turned into a Solution
+  whose objective is the evaluator's makespan, checked with :func:`placement.evaluator.check`.
+- :func:`lower_bound` and :func:`infeasible_reason`: placement.bounds when present.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from placement.evaluator import ScheduleError, check, evaluate
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+
+# Relative gap under which a solver's proved optimum counts as "optimal" for the real problem.
+OPTIMAL_RTOL = 1e-6
+
+
+@dataclass
+class Units:
+    """Placement units: ``of[i]`` is node i's unit, ``members[g]`` the nodes of unit g (sorted).
+
+    Units are numbered in increasing order of their lowest node index."""
+
+    of: np.ndarray
+    members: list[np.ndarray]
+
+    @property
+    def count(self) -> int:
+        return len(self.members)
+
+
+def units(problem: Problem) -> Units:
+    of = np.full(problem.n, -1, dtype=np.int64)
+    members: list[np.ndarray] = []
+    seen: dict[int, int] = {}
+    groups = problem.groups
+    for i in range(problem.n):
+        g = int(problem.colocate[i])
+        if g < 0:
+            of[i] = len(members)
+            members.append(np.array([i]))
+        elif g not in seen:
+            seen[g] = len(members)
+            mem = np.sort(groups[g])
+            of[mem] = len(members)
+            members.append(mem)
+    return Units(of, members)
+
+
+def device_classes(problem: Problem) -> list[list[int]]:
+    """Devices that are interchangeable: same capacity and the same allowed nodes. Each class is a
+    sorted list of device indices; every device is in exactly one class."""
+    mask = problem.allowed_mask()
+    classes: dict[tuple, list[int]] = {}
+    for d in range(problem.k):
+        key = (float(problem.memory[d]), mask[:, d].tobytes())
+        classes.setdefault(key, []).append(d)
+    return sorted(classes.values())
+
+
+def canonical_placement(problem: Problem, placement: np.ndarray, un: Units | None = None) -> np.ndarray:
+    """Relabel the devices of each class so that, within the class, a device's first unit comes
+    after the first unit of the device before it (empty devices last). Same makespan and memory."""
+    un = un or units(problem)
+    first = np.full(problem.k, np.iinfo(np.int64).max)
+    for g in range(un.count - 1, -1, -1):
+        first[int(placement[un.members[g][0]])] = g
+    perm = np.arange(problem.k)
+    for cls in device_classes(problem):
+        ordered = sorted(cls, key=lambda d: (first[d], d))
+        for new, old in zip(cls, ordered):
+            perm[old] = new
+    return perm[placement]
+
+
+def hint_schedule(problem: Problem, hint: Solution, memory_model: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The hint's placement and start times (scheduled by the evaluator when the hint has only a
+    placement or an order), or None when the hint has no placement or breaks a hard constraint
+    other than memory (a memory-infeasible hint is still a useful start)."""
+    if hint is None or hint.placement is None:
+        return None
+    try:
+        if hint.start is not None:
+            ev = check(problem, hint.placement, hint.start, memory_model, check_memory=False)
+        else:
+            ev = evaluate(problem, hint.placement, order=hint.order, memory_model=memory_model)
+    except ScheduleError:
+        return None
+    return ev.placement.copy(), ev.start.copy()
+
+
+def device_order(problem: Problem, placement: np.ndarray, start: Sequence[float]) -> list[list[int]]:
+    """Per device, its nodes sorted by start time; ties by topological rank (a zero-time node and
+    its successor may start together, and the rank keeps the predecessor first)."""
+    rank = problem.topo_rank
+    keys = sorted(range(problem.n), key=lambda i: (start[i], rank[i]))
+    order: list[list[int]] = [[] for _ in range(problem.k)]
+    for i in keys:
+        order[int(placement[i])].append(i)
+    return order
+
+
+def lower_bound(problem: Problem, memory_model: str) -> float:
+    """The project's simple valid lower bound (critical path, load / K, largest node or group)."""
+    try:
+        from placement.bounds import makespan_lower_bound
+    except ImportError:  # pragma: no cover - bounds.py is part of the foundation
+        if problem.n == 0:
+            return 0.0
+        return float(max(problem.time.sum() / problem.k, problem.time.max()))
+    return float(makespan_lower_bound(problem, memory_model))
+
+
+def infeasible_reason(problem: Problem, memory_model: str) -> str | None:
+    """A simple proof that memory cannot fit (placement.bounds.infeasibility), or None."""
+    try:
+        from placement.bounds import infeasibility
+    except ImportError:  # pragma: no cover
+        return None
+    return infeasibility(problem, memory_model)
+
+
+def is_optimal(objective: float, bound: float) -> bool:
+    return objective - bound <= OPTIMAL_RTOL * max(1.0, abs(objective))
+
+
+def best_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, memory_model: str) -> tuple[float, np.ndarray] | None:
+    """The better of two checked schedules for a solver's answer: its device order left-justified
+    with the real data (always valid under static memory), and ``start`` itself. None if neither
+    passes :func:`check`."""
+    found: list[tuple[float, np.ndarray]] = []
+    order = device_order(problem, placement, start)
+    try:
+        ev = evaluate(problem, placement, order=order, memory_model=memory_model)
+        ok = check(problem, placement, ev.start, memory_model)
+        found.append((ok.makespan, ok.start))
+    except ScheduleError:
+        pass
+    try:
+        ok = check(problem, placement, start, memory_model)
+        found.append((ok.makespan, ok.start))
+    except ScheduleError:
+        pass
+    if not found:
+        return None
+    return min(found, key=lambda x: x[0])
+
+
+def finish_solution(
+    problem: Problem,
+    opts: SolveOptions,
+    method: str,
+    t0: float,
+    proved_optimal: bool,
+    bound: float | None,
+    found: tuple[np.ndarray, np.ndarray] | None,
+    info: dict,
+) -> Solution:
+    """Build the returned Solution from a checked schedule ``found`` = (placement, start).
+
+    ``bound`` is a valid lower bound for the real problem (or None); it is combined with the simple
+    bound. The objective is recomputed by :func:`check`; "optimal" requires the solver's proof and
+    objective == bound within OPTIMAL_RTOL."""
+    lb = lower_bound(problem, opts.memory_model)
+    if bound is not None and math.isfinite(bound):
+        lb = max(lb, bound)
+    seconds = time.monotonic() - t0
+    if found is None:
+        return Solution(method, "unknown", lower_bound=lb, reason=f"{method}: no feasible solution found within the limits",
+                        seconds=seconds, info=info)
+    placement, start = found
+    ev = check(problem, placement, start, opts.memory_model)
+    obj = ev.makespan
+    if lb > obj * (1 + OPTIMAL_RTOL) + 1e-9:
+        raise RuntimeError(f"{method}: lower bound {lb!r} exceeds the evaluated makespan {obj!r} of its own solution")
+    lb = min(lb, obj)
+    status = "optimal" if proved_optimal and is_optimal(obj, lb) else "feasible"
+    return Solution(method, status, placement=ev.placement, start=ev.start, objective=obj, lower_bound=lb,
+                    seconds=seconds, info=info)

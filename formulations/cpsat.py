@@ -1,0 +1,423 @@
+"""CP-SAT makespan model of the delay-model contract (docs/exact.md gives the math).
+
+One optional interval per (node, allowed device), one NoOverlap per device, precedence with the
+edge's comm when a same-device literal says the ends are apart, colocation by shared placement
+literals, static memory as a linear constraint per device, or peak memory as a per-device
+cumulative over tensor lifetimes exactly as placement.evaluator.peak_memory defines them. Identical
+devices are labelled canonically; a hint is relabelled the same way before it is given.
+
+CP-SAT needs integers: times are scaled (``Scale``). With floored times the model is a relaxation
+of the real problem, so its proved bound divided by the scale is a valid bound; the solver's
+device order is then re-timed with the real data by the evaluator. When the scaled data are
+exact integers (tests, integral workloads) the model is the real problem itself.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.evaluator import MEMORY_MODELS, evaluate
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+from solvers.registry import register
+
+from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
+                     hint_schedule, infeasible_reason, units)
+
+TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
+_EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10_000, 100_000, 1_000_000)
+_MAX_INT = 2**52
+
+
+@dataclass
+class Scale:
+    """Integer data of the model: ``lo`` rounds down (relaxation), ``hi`` rounds up (restriction).
+
+    ``exact``: lo == hi, the scaled data equal the real data. ``factor``: integer units per time unit."""
+
+    factor: float
+    exact: bool
+    dur_lo: np.ndarray
+    dur_hi: np.ndarray
+    comm_lo: np.ndarray
+    comm_hi: np.ndarray
+
+
+def _integral(x: np.ndarray) -> bool:
+    return bool(np.all(np.abs(x - np.round(x)) <= 1e-9 * np.maximum(1.0, np.abs(x))))
+
+
+def choose_scale(problem: Problem, units_target: float = TIME_UNITS) -> Scale:
+    """The smallest of a few round factors making every time and comm integral, if the horizon stays
+    small; otherwise a factor mapping a makespan-sized reference time to ``units_target`` units."""
+    data = np.concatenate([problem.time, problem.comm])
+    horizon = float(data.sum())
+    factor = None
+    for f in _EXACT_FACTORS:
+        if horizon * f <= _MAX_INT / 16 and _integral(data * f):
+            factor = float(f)
+            break
+    if factor is not None:
+        r = lambda a: np.round(a * factor).astype(np.int64)  # noqa: E731
+        return Scale(factor, True, r(problem.time), r(problem.time), r(problem.comm), r(problem.comm))
+    ref = max(float(problem.time.sum()) + float(problem.comm.max(initial=0.0)), 1e-12)
+    factor = min(units_target / ref, _MAX_INT / 16 / max(horizon, 1e-12))
+    lo = lambda a: np.floor(a * factor).astype(np.int64)  # noqa: E731
+    hi = lambda a: np.ceil(a * factor).astype(np.int64)  # noqa: E731
+    return Scale(factor, False, lo(problem.time), hi(problem.time), lo(problem.comm), hi(problem.comm))
+
+
+def _memory_ints(problem: Problem, memory_model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(param, out, capacity) as integers over a common divisor, and whether that is exact.
+
+    Non-integral bytes are rounded conservatively (demands up, capacities down)."""
+    par, out, cap = problem.param_bytes, problem.out_bytes, problem.memory
+    exact = _integral(par) and _integral(out)
+    p, o = np.ceil(par - 1e-9).astype(np.int64), np.ceil(out - 1e-9).astype(np.int64)
+    g = int(np.gcd.reduce(np.concatenate([p, o, [0]])))
+    g = max(g, 1)
+    finite = np.isfinite(cap)
+    c = np.where(finite, np.floor(np.where(finite, cap, 0.0) / g), -1).astype(np.int64)
+    return p // g, o // g, c, exact
+
+
+@dataclass
+class Built:
+    """A built model and what is needed to hint it and read its answer."""
+
+    model: cp_model.CpModel
+    units: Units
+    scale: Scale
+    mode: str  # "relax" (floored data) or "safe" (restriction, for peak memory with inexact data)
+    bound_valid: bool  # the model's proved bound / infeasibility hold for the real problem
+    x: dict[tuple[int, int], cp_model.IntVar]
+    start: list[cp_model.IntVar]
+    makespan: cp_model.IntVar
+    same: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
+    used: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
+    last: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
+    remote: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
+    room: list[tuple[cp_model.IntVar, int]] = field(default_factory=list)
+
+
+def _heads_tails(problem: Problem, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """head[i]: longest duration path before i; tail[i]: longest path from i (i included)."""
+    n = problem.n
+    head = np.zeros(n, dtype=np.int64)
+    tail = dur.astype(np.int64).copy()
+    topo = problem.topo_order.tolist()
+    ptr, nbr, _ = problem.pred_ptr
+    for v in topo:
+        for u in nbr[ptr[v]:ptr[v + 1]].tolist():
+            head[v] = max(head[v], head[u] + dur[u])
+    sptr, snbr, _ = problem.succ_ptr
+    for u in reversed(topo):
+        for v in snbr[sptr[u]:sptr[u + 1]].tolist():
+            tail[u] = max(tail[u], dur[u] + tail[v])
+    return head, tail
+
+
+def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, symmetry: bool = True,
+          redundant: bool = True) -> Built:
+    """Build the CP-SAT model (see the module docstring)."""
+    if memory_model not in MEMORY_MODELS:
+        raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
+    sc = scale or choose_scale(problem)
+    mode = "relax" if (memory_model == "static" or sc.exact) else "safe"
+    dur = sc.dur_lo if mode == "relax" else sc.dur_hi
+    comm = sc.comm_lo if mode == "relax" else sc.comm_hi
+    param, out, cap, mem_exact = _memory_ints(problem, memory_model)
+    bound_valid = mem_exact and (mode == "relax")
+    n, k = problem.n, problem.k
+    un = units(problem)
+    mask = problem.allowed_mask()
+    m = cp_model.CpModel()
+    horizon = int(dur.sum() + comm.sum()) + 1
+    head, tail = _heads_tails(problem, dur)
+
+    x: dict[tuple[int, int], cp_model.IntVar] = {}
+    for g, mem in enumerate(un.members):
+        devs = np.flatnonzero(mask[mem[0]]).tolist()
+        lits = [m.new_bool_var(f"x{g}_{d}") for d in devs]
+        for d, lit in zip(devs, lits):
+            x[g, d] = lit
+        m.add_exactly_one(lits)
+    ug = un.of
+    if redundant:
+        start = [m.new_int_var(int(head[i]), horizon - int(tail[i]), f"s{i}") for i in range(n)]
+        lb = max(int(tail.max(initial=0)), -(-int(dur.sum()) // k))
+    else:
+        start = [m.new_int_var(0, horizon, f"s{i}") for i in range(n)]
+        lb = 0
+    mk = m.new_int_var(lb, horizon, "makespan")
+    b = Built(m, un, sc, mode, bound_valid, x, start, mk)
+
+    # One node at a time per device (zero-time nodes may coincide with anything).
+    per_dev: list[list] = [[] for _ in range(k)]
+    for i in range(n):
+        if dur[i] <= 0:
+            continue
+        for d in np.flatnonzero(mask[i]).tolist():
+            per_dev[d].append(m.new_optional_fixed_size_interval_var(start[i], int(dur[i]), x[ug[i], d], f"I{i}_{d}"))
+    for d in range(k):
+        if len(per_dev[d]) > 1:
+            m.add_no_overlap(per_dev[d])
+
+    # Precedence, with comm when the ends are on different devices.
+    same_of: dict[tuple[int, int], cp_model.IntVar] = {}
+    for e in range(problem.m):
+        u, v = int(problem.src[e]), int(problem.dst[e])
+        gu, gv = int(ug[u]), int(ug[v])
+        c = int(comm[e])
+        m.add(start[v] >= start[u] + int(dur[u]))
+        if gu == gv or c == 0:
+            continue
+        common = np.flatnonzero(mask[u] & mask[v]).tolist()
+        if not common:
+            m.add(start[v] >= start[u] + int(dur[u]) + c)
+            continue
+        key = (min(gu, gv), max(gu, gv))
+        z = same_of.get(key)
+        if z is None:
+            z = m.new_bool_var(f"same{gu}_{gv}")
+            same_of[key] = z
+            b.same.append((z, gu, gv))
+            for d in np.flatnonzero(mask[u]).tolist():
+                if mask[v, d]:
+                    m.add_bool_or([z.Not(), x[gu, d].Not(), x[gv, d]])
+                    m.add_bool_or([z, x[gu, d].Not(), x[gv, d].Not()])
+                else:
+                    m.add_bool_or([z.Not(), x[gu, d].Not()])
+        m.add(start[v] >= start[u] + int(dur[u]) + c).only_enforce_if(z.Not())
+
+    for i in range(n):
+        if redundant or problem.succ_ptr[0][i + 1] == problem.succ_ptr[0][i]:
+            m.add(mk >= start[i] + (int(tail[i]) if redundant else int(dur[i])))
+
+    if redundant:  # per-device load
+        for d in range(k):
+            terms = [(int(dur[i]), x[ug[i], d]) for i in range(n) if mask[i, d] and dur[i] > 0]
+            if terms:
+                m.add(sum(w * lit for w, lit in terms) <= mk)
+
+    # Memory.
+    if memory_model == "static":
+        for d in range(k):
+            if cap[d] < 0:
+                continue
+            terms = [(int(param[i] + out[i]), x[ug[i], d]) for i in range(n) if mask[i, d] and param[i] + out[i] > 0]
+            if terms:
+                m.add(sum(w * lit for w, lit in terms) <= int(cap[d]))
+    else:
+        _peak_memory(problem, b, dur, param, out, cap, mask, horizon)
+
+    if symmetry:
+        _break_symmetry(problem, b, mask)
+    m.minimize(mk)
+    return b
+
+
+def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray, out: np.ndarray, cap: np.ndarray,
+                 mask: np.ndarray, horizon: int) -> None:
+    """Cumulative per device over the tensor lifetimes of placement.evaluator.peak_memory.
+
+    For node v and device d, T[v,d] >= F_v and >= F_c for every consumer c on d (the model only
+    ever wants it small, so ">=" is exact at the optimum). The local tensor [S_v, T) is present when
+    v is on d; the remote copy [F_v, T) when v is not on d but a consumer is. In the safe mode
+    (inexact times) remote copies start at S_v + floor(time), ends use the rounded-up times."""
+    m, x, ug, start = b.model, b.x, b.units.of, b.start
+    lo = b.scale.dur_lo
+    k = problem.k
+    ptr, nbr, _ = problem.succ_ptr
+    intervals: list[list] = [[] for _ in range(k)]
+    demands: list[list[int]] = [[] for _ in range(k)]
+    for v in range(problem.n):
+        size = int(out[v])
+        if size <= 0:
+            continue
+        cons = sorted(set(nbr[ptr[v]:ptr[v + 1]].tolist()))
+        gv = int(ug[v])
+        for d in range(k):
+            on_d = [c for c in cons if mask[c, d]]
+            can_local = bool(mask[v, d])
+            can_remote = bool(on_d) and any(dd != d for dd in np.flatnonzero(mask[v]).tolist())
+            if not can_local and not can_remote:
+                continue
+            end_v = start[v] + int(dur[v])
+            if not on_d:
+                if dur[v] > 0:
+                    iv = m.new_optional_fixed_size_interval_var(start[v], int(dur[v]), x[gv, d], f"run{v}_{d}")
+                    intervals[d].append(iv)
+                    demands[d].append(size)
+                continue
+            t = m.new_int_var(0, horizon, f"T{v}_{d}")
+            m.add(t >= end_v)
+            for c in on_d:
+                m.add(t >= start[c] + int(dur[c])).only_enforce_if(x[int(ug[c]), d])
+            b.last.append((t, v, d, on_d))
+            if can_local:
+                sz = m.new_int_var(0, horizon, f"Ls{v}_{d}")
+                intervals[d].append(m.new_optional_interval_var(start[v], sz, t, x[gv, d], f"L{v}_{d}"))
+                demands[d].append(size)
+            if can_remote:
+                y = m.new_bool_var(f"y{v}_{d}")
+                local = x[gv, d] if can_local else None
+                for c in on_d:
+                    lits = [x[int(ug[c]), d].Not(), y]
+                    if local is not None:
+                        lits.append(local)
+                    m.add_bool_or(lits)
+                if local is not None:
+                    m.add_implication(y, local.Not())
+                m.add_bool_or([y.Not()] + [x[int(ug[c]), d] for c in on_d])
+                b.remote.append((y, v, d, on_d))
+                rs = start[v] + int(lo[v])
+                sz = m.new_int_var(0, horizon, f"Rs{v}_{d}")
+                intervals[d].append(m.new_optional_interval_var(rs, sz, t, y, f"R{v}_{d}"))
+                demands[d].append(size)
+    for d in range(k):
+        if cap[d] < 0:
+            continue
+        pterms = [(int(param[i]), x[int(ug[i]), d]) for i in range(problem.n) if mask[i, d] and param[i] > 0]
+        room = m.new_int_var(0, int(cap[d]), f"room{d}")
+        m.add(room == int(cap[d]) - sum(w * lit for w, lit in pterms))
+        b.room.append((room, d))
+        if intervals[d]:
+            m.add_cumulative(intervals[d], demands[d], room)
+
+
+def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray) -> None:
+    """Within a class of identical devices c0 < c1 < ..., unit g may use c_j (j >= 1) only if some
+    unit before g uses c_{j-1}: devices are labelled in the order of their lowest unit."""
+    m, x = b.model, b.x
+    for cls in device_classes(problem):
+        if len(cls) < 2:
+            continue
+        prev_used: dict[int, cp_model.IntVar | None] = {d: None for d in cls}
+        for g, mem in enumerate(b.units.members):
+            if not mask[mem[0], cls[0]]:
+                continue  # the class is all-or-nothing for a unit (same allowed columns)
+            for j in range(len(cls) - 1, 0, -1):
+                p = prev_used[cls[j - 1]]
+                if p is None:
+                    m.add(x[g, cls[j]] == 0)
+                else:
+                    m.add_implication(x[g, cls[j]], p)
+            for d in cls[:-1]:
+                u = m.new_bool_var(f"used{g}_{d}")
+                p = prev_used[d]
+                m.add_implication(x[g, d], u)
+                if p is None:
+                    m.add_implication(u, x[g, d])
+                else:
+                    m.add_implication(p, u)
+                    m.add_bool_or([u.Not(), p, x[g, d]])
+                b.used.append((u, g, d))
+                prev_used[d] = u
+
+
+def int_schedule(problem: Problem, b: Built, placement: np.ndarray, order: list[list[int]]) -> np.ndarray:
+    """Earliest integer start times of a placement and device order under the model's data."""
+    from dataclasses import replace
+
+    dur = b.scale.dur_lo if b.mode == "relax" else b.scale.dur_hi
+    comm = b.scale.comm_lo if b.mode == "relax" else b.scale.comm_hi
+    scaled = replace(problem, time=dur.astype(float), comm=comm.astype(float))
+    ev = evaluate(scaled, placement, order=order)
+    return np.round(ev.start).astype(np.int64)
+
+
+def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.ndarray) -> dict:
+    """Hint every model variable from a (canonically relabelled) placement and its device order."""
+    pl = canonical_placement(problem, placement, b.units)
+    order = device_order(problem, pl, start_real)
+    s = int_schedule(problem, b, pl, order)
+    dur = b.scale.dur_lo if b.mode == "relax" else b.scale.dur_hi
+    m = b.model
+    m.clear_hints()
+    dev_of_unit = [int(pl[mem[0]]) for mem in b.units.members]
+    for (g, d), lit in b.x.items():
+        m.add_hint(lit, dev_of_unit[g] == d)
+    for i, var in enumerate(b.start):
+        m.add_hint(var, int(s[i]))
+    fin = s + dur
+    m.add_hint(b.makespan, int(fin.max(initial=0)))
+    for z, gu, gv in b.same:
+        m.add_hint(z, dev_of_unit[gu] == dev_of_unit[gv])
+    seen: dict[int, bool] = {}
+    for u, g, d in b.used:
+        m.add_hint(u, any(dev_of_unit[h] == d for h in range(g + 1)))
+    for t, v, d, on_d in b.last:
+        m.add_hint(t, int(max([fin[v]] + [fin[c] for c in on_d if pl[c] == d])))
+    for y, v, d, on_d in b.remote:
+        m.add_hint(y, pl[v] != d and any(pl[c] == d for c in on_d))
+    param, out, cap, _ = _memory_ints(problem, "peak")
+    for room, d in b.room:
+        m.add_hint(room, int(cap[d] - param[pl == d].sum()))
+    del seen
+    return {"hint_makespan_int": int(fin.max(initial=0))}
+
+
+def _solve(problem: Problem, opts: SolveOptions) -> Solution:
+    t0 = time.monotonic()
+    mm = opts.memory_model
+    ex = opts.extra
+    why = infeasible_reason(problem, mm)
+    if why:
+        return Solution("cpsat", "infeasible", reason=why, seconds=time.monotonic() - t0)
+    scale = choose_scale(problem, float(ex.get("time_units", TIME_UNITS)))
+    b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)))
+    info: dict = {"scale": scale.factor, "exact_data": scale.exact, "mode": b.mode, "bound_valid": b.bound_valid}
+    hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None
+    hint_found = None
+    if hint is not None:
+        info.update(add_hint(problem, b, *hint))
+        hint_found = best_schedule(problem, hint[0], hint[1], mm)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    rem = opts.remaining()
+    if rem is not None:
+        prm.max_time_in_seconds = max(0.01, rem)
+    prm.num_workers = int(opts.workers or 2)
+    prm.random_seed = int(opts.seed)
+    prm.log_search_progress = bool(opts.verbose)
+    status = solver.solve(b.model)
+    info["cp_status"] = solver.status_name(status)
+    info["cp_wall"] = solver.wall_time
+    if status == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"cpsat: invalid model: {b.model.validate()}")
+    if status == cp_model.INFEASIBLE:
+        if b.bound_valid:
+            return Solution("cpsat", "infeasible", seconds=time.monotonic() - t0, info=info,
+                            reason=f"cpsat: proved that no placement and schedule fits the {mm} memory capacities")
+        return Solution("cpsat", "unknown", seconds=time.monotonic() - t0, info=info,
+                        reason="cpsat: the conservatively rounded model is infeasible (not a proof for the real data)")
+    bound = None
+    if b.bound_valid and status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        bound = solver.best_objective_bound / scale.factor
+        info["cp_bound_int"] = solver.best_objective_bound
+    found = None  # (makespan, placement, start)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        pl = np.empty(problem.n, dtype=np.int64)
+        for (g, d), lit in b.x.items():
+            if solver.boolean_value(lit):
+                pl[b.units.members[g]] = d
+        s_int = np.array([solver.value(v) for v in b.start], dtype=float)
+        got = best_schedule(problem, pl, s_int / scale.factor, mm)
+        if got is not None:
+            found = (got[0], pl, got[1])
+        info["cp_objective_int"] = solver.objective_value
+    if hint_found is not None and (found is None or hint_found[0] < found[0]):
+        found = (hint_found[0], hint[0], hint_found[1])
+        info["returned_hint"] = True
+    proved = status == cp_model.OPTIMAL and b.bound_valid
+    return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info)
+
+
+@register("cpsat", kind="exact", summary="CP-SAT makespan model (optional intervals, NoOverlap, static or peak memory); proves optimality")
+def cpsat(problem: Problem, opts: SolveOptions) -> Solution:
+    return _solve(problem, opts)
