@@ -6,6 +6,7 @@ reporting it; ``Solution.objective`` must equal what the evaluator computes.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,12 +34,20 @@ class SolveOptions:
     verbose: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    # Set by Ctrl-C / SIGTERM: methods stop at their next check and return their best answer.
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def remaining(self) -> float | None:
-        """Seconds left of the time limit (None when unlimited)."""
+        """Seconds left of the time limit (None when unlimited; 0 once a stop was requested)."""
+        if self.stop.is_set():
+            return 0.0
         if self.time_limit is None:
             return None
         return max(0.0, self.time_limit - (time.monotonic() - self.started))
+
+    def out_of_time(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0.0
 
 
 @dataclass

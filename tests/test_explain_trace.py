@@ -1,0 +1,42 @@
+"""The explanation of a schedule adds up, and the timeline exports carry every node."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from placement.evaluator import evaluate
+from placement.explain import critical_path, explain
+from placement.trace import chrome_trace, write_chrome_trace
+from tests.conftest import random_problem
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_critical_path_accounts_for_the_makespan(seed):
+    rng = random.Random(seed)
+    prob = random_problem(seed, rng.randint(1, 25), rng.randint(1, 4))
+    ev = evaluate(prob, [rng.randrange(prob.k) for _ in range(prob.n)])
+    chain = critical_path(prob, ev)
+    assert chain[0]["start"] == 0 and chain[0]["because"] == "start"
+    assert chain[-1]["finish"] == pytest.approx(ev.makespan)
+    for a, b in zip(chain, chain[1:]):  # consecutive steps are tight
+        assert b["start"] == pytest.approx(a["finish"] + b.get("comm", 0.0))
+    info = explain(prob, ev)
+    assert info["critical_path_compute"] + info["critical_path_comm"] == pytest.approx(ev.makespan)
+    assert sum(d["busy"] for d in info["devices"]) == pytest.approx(prob.time.sum())
+
+
+def test_chrome_trace_has_one_event_per_node(tmp_path):
+    prob = random_problem(1, 12, 3)
+    ev = evaluate(prob, np.arange(prob.n) % 3)
+    write_chrome_trace(tmp_path / "t.json", prob, ev)
+    doc = json.loads((tmp_path / "t.json").read_text())
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert sorted(e["args"]["id"] for e in spans) == sorted(str(i) for i in prob.ids)
+    by_id = {e["args"]["id"]: e for e in spans}
+    for i, nid in enumerate(prob.ids):
+        assert by_id[str(nid)]["ts"] == pytest.approx(ev.start[i] * 1000)
+        assert by_id[str(nid)]["tid"] == ev.placement[i]
+    assert doc == chrome_trace(prob, ev)
