@@ -376,6 +376,7 @@ def finish_problem(name: str, names: list[str], time: np.ndarray, out_bytes: np.
             colocate[i] = g
     if jitter:
         time = time * rng.lognormal(0.0, TIME_JITTER, n)
+    time = np.round(time, 6)  # 1 ns resolution keeps the JSON short
     if memory_fraction is None:
         cap = math.inf
     else:
