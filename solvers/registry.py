@@ -18,6 +18,11 @@ Method = Callable[[Problem, SolveOptions], Solution]
 METHOD_MODULES = (
     "heuristics.baselines",
     "heuristics.pardnn",
+    "heuristics.list_scheduling",
+    "heuristics.critical_path",
+    "heuristics.linear_clustering",
+    "heuristics.random_feasible",
+    "heuristics.portfolio",
     "formulations.cpsat",
     "formulations.mip",
     "formulations.maxload",

@@ -14,6 +14,7 @@ successor is left it is a single node.
 from __future__ import annotations
 
 import heapq
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,9 +56,10 @@ def _walk(g: Graph, start: int, wl: list[float], rank: list[int], live: list[boo
         v = best
 
 
-def slice_graph(g: Graph, k: int, comm: np.ndarray) -> Slicing:
+def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = None) -> Slicing:
     """Algorithm 1: K primary clusters (critical paths, levels recomputed after each removal),
-    then secondary linear clusters until every node belongs to one."""
+    then secondary linear clusters until every node belongs to one. With ``deadline`` (a
+    time.monotonic() value) the recomputing phase stops early once it is passed."""
     n = g.n
     rank = g.rank.tolist()
     alive = np.ones(n, dtype=bool)
@@ -75,7 +77,7 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray) -> Slicing:
         alive[arr] = False
         cluster[arr] = len(paths)
         paths.append(arr)
-        if not alive.any():
+        if not alive.any() or (deadline is not None and time.monotonic() > deadline):
             break
         _, _, wl_arr = weighted_levels(g, comm, alive)
     primaries = len(paths)

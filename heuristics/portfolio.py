@@ -1,0 +1,73 @@
+"""The heuristic portfolio behind ``solve --method auto``: run what fits the time limit, keep the best.
+
+Members run cheapest first, so a tight budget still gets an answer: single, m-topo, greedy-fill,
+pardnn, etf, critical-path, heft, m-etf, linear-clustering, random. Before each, its running time
+is estimated from the graph size (seconds-per-node rates measured on this project's generated
+graphs, bench/results_heuristics.md; linear clustering is quadratic) and the member is skipped when
+the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
+evaluator makespan (ties: earlier member). Every member's outcome is in info["members"]: method,
+status, makespan (None without a feasible answer), feasible, seconds, and why it was skipped or
+failed. A member that raises is recorded with its error and the portfolio goes on.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+from solvers.registry import get, register
+
+ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "critical-path", "heft", "m-etf",
+         "linear-clustering", "random")
+
+
+def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:
+    """Rough running time (2-core machine) of a member on a graph of n nodes, m edges, k devices."""
+    size = n + m
+    evaluate = 6e-6 * size
+    rates = {
+        "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 1.5e-5,
+        "pardnn": 4e-5 + 2e-6 * k,
+        "etf": 1.2e-5 * k, "m-etf": 1.5e-5 * k,
+        "heft": 1.5e-5 * k, "critical-path": 1.5e-5 * k,
+    }
+    if method == "linear-clustering":
+        return evaluate + 3e-7 * float(n) * size
+    extra = 8 * evaluate if (method == "pardnn" and memory_model == "peak") else 0.0
+    return evaluate + rates.get(method, 1e-4) * size + extra
+
+
+@register("portfolio", kind="heuristic", summary="run the heuristics that fit the time limit, keep the best memory-feasible one")
+def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
+    t0 = time.monotonic()
+    members: list[dict] = []
+    best: Solution | None = None
+    for name in ORDER:
+        rem = opts.remaining()
+        est = estimate_seconds(name, problem.n, problem.m, problem.k, opts.memory_model)
+        if rem is not None and est > rem:
+            members.append({"method": name, "status": "skipped", "makespan": None, "feasible": False, "seconds": 0.0,
+                            "reason": f"estimated {est:.3g} s > {rem:.3g} s left"})
+            continue
+        sub = replace(opts, time_limit=rem, started=time.monotonic(), hint=None)
+        t = time.monotonic()
+        try:
+            sol = get(name).func(problem, sub)
+        except Exception as exc:  # noqa: BLE001 - one broken member must not sink the portfolio
+            members.append({"method": name, "status": "error", "makespan": None, "feasible": False,
+                            "seconds": time.monotonic() - t, "reason": f"{type(exc).__name__}: {exc}"})
+            continue
+        ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
+        members.append({"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
+                        "seconds": time.monotonic() - t, "reason": sol.reason})
+        if ok and (best is None or sol.objective < best.objective):
+            best = sol
+    info = {"members": members}
+    if best is None:
+        return Solution("portfolio", "unknown", reason="portfolio: no member found a memory-feasible placement",
+                        seconds=time.monotonic() - t0, info=info)
+    info["best"] = best.method
+    info["best_info"] = {k: v for k, v in best.info.items() if k != "placement"}
+    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, objective=best.objective,
+                    seconds=time.monotonic() - t0, info=info)
