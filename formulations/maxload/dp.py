@@ -71,10 +71,18 @@ def ideal_matrix(units: Units, parent: np.ndarray, added: np.ndarray) -> np.ndar
 
 
 def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAULT_MAX_IDEALS,
-             n_cpus: int | None = None, deadline: float | None = None) -> tuple[np.ndarray, float, dict]:
-    """The best unit-contiguous split: (device array, max-load, info)."""
+             n_cpus: int | None = None, deadline: float | None = None, units: Units | None = None,
+             combine: str = "max") -> tuple[np.ndarray, float, dict]:
+    """The best unit-contiguous split: (device array, value, info). ``combine="max"`` minimises the
+    max-load; ``combine="sum"`` minimises the sum of device loads, i.e. the latency of running the
+    device subgraphs one after another (an upper bound of the single-sample latency of the split).
+    ``units`` replaces the Appendix B units (PipeDream's path of blocks, for instance)."""
     t0 = time.monotonic()
-    units = build_units(problem, linearize=linearize)
+    if combine not in ("max", "sum"):
+        raise ValueError(f"combine must be 'max' or 'sum', got {combine!r}")
+    join = np.maximum if combine == "max" else np.add
+    if units is None:
+        units = build_units(problem, linearize=linearize)
     parent, added = enumerate_ideals(units, max_ideals)
     x = ideal_matrix(units, parent, added)
     n_id = parent.size
@@ -146,14 +154,14 @@ def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAUL
                 if not np.isfinite(base):
                     continue
                 if kk < k:
-                    cand = np.maximum(base, acc_load)
+                    cand = join(base, acc_load)
                     tgt = dp[kk + 1, ll, sup]
                     better = cand < tgt
                     if better.any():
                         dp[kk + 1, ll, sup[better]] = cand[better]
                         par[kk + 1, ll, sup[better]] = a
                 if ll < l:
-                    cand = np.maximum(base, cpu_load)
+                    cand = join(base, cpu_load)
                     tgt = dp[kk, ll + 1, sup]
                     better = cand < tgt
                     if better.any():
@@ -178,11 +186,11 @@ def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAUL
         from_cpu = ll > 0 and dp[kk, ll - 1, a] <= dp[kk, ll, j] + 1e-12
         seg_ev_acc = _acc_load(problem, nodes) if from_acc else inf
         seg_ev_cpu = float(cpu_time(problem)[nodes].sum()) if from_cpu else inf
-        if from_acc and max(dp[kk - 1, ll, a], seg_ev_acc) <= dp[kk, ll, j] * (1 + 1e-9) + 1e-9:
+        if from_acc and join(dp[kk - 1, ll, a], seg_ev_acc) <= dp[kk, ll, j] * (1 + 1e-9) + 1e-9:
             split[nodes] = acc_next
             acc_next += 1
             kk -= 1
-        elif from_cpu and max(dp[kk, ll - 1, a], seg_ev_cpu) <= dp[kk, ll, j] * (1 + 1e-9) + 1e-9:
+        elif from_cpu and join(dp[kk, ll - 1, a], seg_ev_cpu) <= dp[kk, ll, j] * (1 + 1e-9) + 1e-9:
             split[nodes] = -1 - cpu_next
             cpu_next += 1
             ll -= 1

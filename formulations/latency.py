@@ -1,0 +1,208 @@
+"""Single-sample latency of Tarnawski et al. (Section 4, Figs. 3 and 4) in CP-SAT and as a MIP.
+
+Slots j = (i, s): accelerator i's s-th subgraph (q per accelerator, run in slot order), plus the
+CPU pool (cores unlimited). Variables per atom (colocation group or node) and slot: x; per tensor
+and slot: cin (produced outside, consumed inside), cout (produced inside, consumed outside); per
+slot start/finish; per node L (output available in host memory); contiguity z per node and slot
+(Lemma 4.1). Constraints: start_j >= L_p when cin[t, j] for t's producer p; finish_j = start_j +
+sum cost*cin + compute + sum cost*cout; L_v >= finish_j when v is in j; L_v >= L_u + cpu_v*[v on
+CPU] on every edge; start_(i,s) >= finish_(i,s-1); objective max_v L_v. CP-SAT writes the two
+products as enforced (half-reified) linear constraints; the MIP uses the paper's big-M form.
+Colocated atoms share a slot (for q = 1 exactly the paper's constraint; for q > 1 slightly
+stronger than "same accelerator").
+
+CP-SAT coefficients are times scaled by ``scale`` and rounded down, so its bound / scale is a valid
+lower bound; the returned split is re-evaluated exactly by placement.objectives.evaluate_latency.
+Warm start: the best (by that evaluator) of the greedy split, the max-load DP split and the
+"sum" DP split (devices in a chain), or ``opts.hint``.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
+
+from formulations.maxload.common import ip_data
+from formulations.maxload.dp import solve_dp
+from heuristics.tarnawski import greedy_split, latency_solution
+from placement.objectives import as_split, cpu_time, evaluate_latency, supported
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+from solvers.registry import register
+
+DEFAULT_SCALE = 1e5
+
+
+def latency_hints(problem: Problem, opts: SolveOptions) -> list[tuple[str, np.ndarray, np.ndarray | None, float]]:
+    """Candidate warm starts (name, split, slot, latency), best first."""
+    cands: list[tuple[str, np.ndarray, np.ndarray | None]] = []
+    if opts.hint is not None:
+        cands.append((f"hint:{opts.hint.method}", as_split(problem, opts.hint), opts.hint.info.get("slot")))
+    cands.append(("greedy", greedy_split(problem), None))
+    for combine in ("max", "sum"):
+        try:
+            split, _, _ = solve_dp(problem, n_cpus=0, combine=combine, max_ideals=8000)
+            cands.append((f"dp-{combine}", split, None))
+        except Exception:  # too many ideals or nothing fits: skip this warm start
+            pass
+    out = []
+    for name, split, slot in cands:
+        ev = evaluate_latency(problem, split, slot)
+        if not ev.violations:
+            out.append((name, split, slot, ev.value))
+    out.sort(key=lambda c: c[3])
+    return out
+
+
+def _canonical(problem: Problem, split: np.ndarray, slot: np.ndarray | None, k: int, q: int) -> np.ndarray:
+    """Slot index per node (accelerator i, subgraph s -> i*q + s; CPU -> k*q), accelerators
+    renumbered by first node in topological order (the symmetry breaking of the model when q = 1)."""
+    s = np.zeros(problem.n, dtype=np.int64) if slot is None else np.asarray(slot)
+    remap: dict[int, int] = {}
+    out = np.full(problem.n, k * q, dtype=np.int64)
+    for v in problem.topo_order.tolist():
+        d = int(split[v])
+        if d < 0:
+            continue
+        if q == 1:
+            d = remap.setdefault(d, len(remap))
+        out[v] = d * q + min(int(s[v]), q - 1)
+    return out
+
+
+def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "latency-cpsat") -> Solution:
+    t0 = time.monotonic()
+    q = int(opts.extra.get("q", 1))
+    scale = float(opts.extra.get("scale", DEFAULT_SCALE))
+    hints = latency_hints(problem, opts)
+    data = ip_data(problem, 0)
+    k = problem.k
+    ns = k * q
+    cpu_slot = ns
+    na = len(data.atoms)
+    n = problem.n
+    m = cp_model.CpModel()
+    x = [[m.NewBoolVar("") for _ in range(ns + 1)] for _ in range(na)]
+    for a in range(na):
+        m.AddExactlyOne(x[a])
+        if not data.allowed_acc[a]:
+            for j in range(ns):
+                m.Add(x[a][j] == 0)
+    size = [int(math.ceil(b)) for b in data.nbytes]
+    for i in range(k):
+        m.Add(sum(size[a] * x[a][i * q + s] for a in range(na) for s in range(q) if size[a]) <= int(problem.memory[i]))
+    atom_of = data.atom_of
+    edges = list(zip(problem.src.tolist(), problem.dst.tolist()))
+    for j in range(ns):
+        z = [m.NewBoolVar("") for _ in range(n)]
+        for v in range(n):
+            m.AddImplication(x[atom_of[v]][j], z[v])
+        for u, v in edges:
+            m.AddImplication(z[v], z[u])
+            if atom_of[u] != atom_of[v]:
+                m.Add(z[v] + x[atom_of[u]][j] - x[atom_of[v]][j] <= 1)
+    fl = lambda t: int(math.floor(t * scale))
+    acc = [fl(t) if np.isfinite(t) else 0 for t in data.acc_time]
+    cpu = [fl(t) for t in cpu_time(problem)]
+    tc = [fl(c) for c in data.t_cost]
+    from placement.objectives import tensors
+    prod_node = tensors(problem).producer
+    # map the IPData tensors (which skip internal/zero-cost ones) back to producer nodes
+    t_nodes = _ip_tensor_producers(problem, data)
+    horizon = sum(acc) + sum(cpu) + 2 * sum(tc) + 1
+    L = [m.NewIntVar(0, horizon, f"L{v}") for v in range(n)]
+    start = [m.NewIntVar(0, horizon, "") for _ in range(ns)]
+    finish = [m.NewIntVar(0, horizon, "") for _ in range(ns)]
+    for j in range(ns):
+        terms = [acc[a] * x[a][j] for a in range(na) if acc[a]]
+        for t, (pa, cons) in enumerate(zip(data.t_prod, data.t_cons)):
+            cin = m.NewBoolVar("")
+            cout = m.NewBoolVar("")
+            for b in cons:
+                m.Add(cin >= x[b][j] - x[pa][j])
+                m.Add(cout >= x[pa][j] - x[b][j])
+            if tc[t]:
+                terms += [tc[t] * cin, tc[t] * cout]
+            m.Add(start[j] >= L[t_nodes[t]]).OnlyEnforceIf(cin)
+        m.Add(finish[j] == start[j] + sum(terms))
+        for v in range(n):
+            m.Add(L[v] >= finish[j]).OnlyEnforceIf(x[atom_of[v]][j])
+        if j % q:
+            m.Add(start[j] >= finish[j - 1])
+    for v in range(n):
+        if cpu[v]:
+            m.Add(L[v] >= cpu[v]).OnlyEnforceIf(x[atom_of[v]][cpu_slot])
+    for u, v in edges:
+        m.Add(L[v] >= L[u] + cpu[v] * x[atom_of[v]][cpu_slot])
+    total = m.NewIntVar(0, horizon, "total")
+    sinks = [v for v in range(n) if not any(True for _ in range(0))]
+    m.AddMaxEquality(total, L)
+    m.Minimize(total)
+    if q == 1 and np.all(problem.memory == problem.memory[0]):
+        from formulations.maxload.ip_cpsat import _order_devices
+        _order_devices(m, x, range(0, k))
+    hint_name = "none"
+    if hints:
+        hint_name, hsplit, hslot, _ = hints[0]
+        slot_of = _canonical(problem, hsplit, hslot, k, q)
+        cs = np.where(slot_of < ns, slot_of // q, -1)
+        ev = evaluate_latency(problem, cs, np.where(slot_of < ns, slot_of % q, 0))
+        for a in range(na):
+            j0 = int(slot_of[data.atoms[a][0]])
+            for j in range(ns + 1):
+                m.AddHint(x[a][j], int(j == j0))
+        for v in range(n):
+            m.AddHint(L[v], min(horizon, int(math.floor(ev.node_ready[v] * scale))))
+    solver = cp_model.CpSolver()
+    rem = opts.remaining()
+    solver.parameters.max_time_in_seconds = 60.0 if rem is None else max(rem - (time.monotonic() - t0), 1.0)
+    solver.parameters.num_workers = opts.workers or 2
+    solver.parameters.random_seed = opts.seed
+    solver.parameters.log_search_progress = bool(opts.verbose)
+    status = solver.Solve(m)
+    info = {"hint": hint_name, "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": solver.StatusName(status),
+            "scale": scale}
+    best = None
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        slot_of = np.array([next(j for j in range(ns + 1) if solver.Value(x[atom_of[v]][j])) for v in range(n)])
+        split = np.where(slot_of < ns, slot_of // q, -1)
+        slot = np.where(slot_of < ns, slot_of % q, 0)
+        ev = evaluate_latency(problem, split, slot)
+        if not ev.violations:
+            best = (split, slot, ev.value)
+    if hints and (best is None or hints[0][3] < best[2]):
+        best = (hints[0][1], hints[0][2], hints[0][3])
+    if best is None:
+        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown",
+                        reason=f"{name}: {solver.StatusName(status)}", seconds=time.monotonic() - t0, info=info)
+    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    lb = None if lb is None else min(lb, best[2])
+    info["gap"] = None if lb is None or best[2] <= 0 else (best[2] - lb) / best[2]
+    st = "optimal" if info["gap"] is not None and info["gap"] <= 1e-5 else "feasible"
+    return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
+
+
+def _ip_tensor_producers(problem: Problem, data) -> list[int]:
+    """Producer node of each IPData tensor (ip_data keeps tensors in order, skipping some)."""
+    from placement.objectives import tensors
+
+    tens = tensors(problem)
+    out = []
+    cons_of: dict[int, set[int]] = {}
+    for e in range(problem.m):
+        cons_of.setdefault(int(tens.of_edge[e]), set()).add(int(data.atom_of[problem.dst[e]]))
+    for t, cons in sorted(cons_of.items()):
+        pa = int(data.atom_of[tens.producer[t]])
+        if not sorted(cons - {pa}) or tens.cost[t] <= 0:
+            continue
+        out.append(int(tens.producer[t]))
+    return out
+
+
+@register("latency-cpsat", kind="exact", objective="latency",
+          summary="Tarnawski et al. latency IP (Figs. 3/4, q subgraphs per accelerator) in CP-SAT, warm-started")
+def latency_cpsat(problem: Problem, opts: SolveOptions) -> Solution:
+    return solve_latency_cpsat(problem, opts)
