@@ -7,18 +7,22 @@ written).
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
+import signal
 import sys
+import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from placement.evaluator import MEMORY_MODELS
+from placement.explain import explain, explain_text
 from placement.formats import FORMATS, load_problem
 from placement.problem import Problem, ProblemError
 from placement.report import write_placement, write_report
 from placement.solution import SolveOptions
+from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_bytes, parse_memory_list
 
 from . import registry
@@ -60,11 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-methods", action="store_true", help="list the method names and exit")
     p.add_argument("--out", metavar="FILE", help="write the placement as 'node device' lines (PARDNN's format)")
     p.add_argument("--report", metavar="FILE", help="write the JSON report")
+    p.add_argument("--explain", action="store_true", help="print per-device load, memory peaks and the critical path (always in the report)")
+    p.add_argument("--trace", metavar="FILE", help="write the schedule as Chrome trace JSON (open in Perfetto)")
+    p.add_argument("--gantt", metavar="FILE", help="write a PNG Gantt chart of the schedule (needs matplotlib: pip install '.[plot]')")
+    p.add_argument("--coarse-size", type=int, metavar="N", help="target size of the coarsened graph for the exact phase of auto on big graphs")
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected from the content)")
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
     p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--verbose", action="store_true", help="also show the solvers' own logs (CP-SAT search log)")
     return p
 
 
@@ -84,7 +93,14 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if not 0.0 <= args.reserve < 1.0:
         raise UsageError(f"--reserve must be in [0, 1), got {args.reserve}")
-    for flag, value in (("--out", args.out), ("--report", args.report)):
+    if args.gantt:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--gantt needs matplotlib: pip install '.[plot]'") from None
+    if args.coarse_size is not None and args.coarse_size < 2:
+        raise UsageError(f"--coarse-size must be at least 2, got {args.coarse_size}")
+    for flag, value in (("--out", args.out), ("--report", args.report), ("--trace", args.trace), ("--gantt", args.gantt)):
         if value is not None:
             folder = Path(value).parent
             if not folder.is_dir():
@@ -113,13 +129,16 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
         count = args.devices if args.devices is not None else (len(memory) if isinstance(memory, list) else None)
         problem = problem.with_devices(count, memory)
     opts = SolveOptions(memory_model=args.memory_model, time_limit=args.time_limit, workers=args.workers,
-                        seed=args.seed, reserve=args.reserve, verbose=not args.quiet)
+                        seed=args.seed, reserve=args.reserve, verbose=args.verbose)
+    if args.coarse_size is not None:
+        opts.extra["coarse_size"] = args.coarse_size
     return problem, opts
 
 
 def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
     lines = [f"{problem.describe()}; memory model: {memory_model}"]
-    lines.append(f"status: {result.status}   method: {result.method}   time: {result.seconds:.2f} s")
+    stopped = " (interrupted: best answer so far)" if result.interrupted else ""
+    lines.append(f"status: {result.status}{stopped}   method: {result.method}   time: {result.seconds:.2f} s")
     if result.evaluation is not None:
         ev = result.evaluation
         g = result.gap
@@ -148,14 +167,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"solve: error: {exc}", file=sys.stderr)
         return 2
     progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
-    result = run(problem, args.method, opts, progress=progress)
+    with _stop_on_signals(opts.stop):
+        result = run(problem, args.method, opts, progress=progress)
     report = result.report(problem, opts.memory_model)
+    if result.evaluation is not None:
+        report["explain"] = explain(problem, result.evaluation)
     if args.report:
         write_report(args.report, report)
     if args.out and result.evaluation is not None and result.feasible:
         write_placement(args.out, problem, result.evaluation.placement)
+    if result.evaluation is not None and args.trace:
+        write_chrome_trace(args.trace, problem, result.evaluation)
+    if result.evaluation is not None and args.gantt:
+        write_gantt(args.gantt, problem, result.evaluation)
     print(summary(problem, result, opts.memory_model))
+    if args.explain and result.evaluation is not None:
+        print(explain_text(problem, result.evaluation))
     return 0 if result.feasible else 1
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """First Ctrl-C or SIGTERM: ask the methods to stop and keep the best answer so far; a second
+    Ctrl-C aborts at once."""
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        print(f"solve: {signal.Signals(signum).name} received, stopping with the best answer so far", file=sys.stderr)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 if __name__ == "__main__":

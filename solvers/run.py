@@ -19,7 +19,6 @@ from placement.solution import Solution, SolveOptions
 
 from . import registry
 
-AUTO_HEURISTICS = ("topo-fill", "greedy-fill", "single")
 
 
 @dataclass
@@ -33,6 +32,7 @@ class RunResult:
     reason: str = ""
     bounds: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
 
     @property
     def feasible(self) -> bool:
@@ -46,7 +46,7 @@ class RunResult:
         return build_report(
             problem, status=self.status, method=self.method, memory_model=memory_model, seconds=self.seconds,
             evaluation=self.evaluation if self.feasible else None, lower_bound=self.lower_bound, reason=self.reason,
-            extra={"bounds": self.bounds, "history": self.history},
+            extra={"bounds": self.bounds, "phases": self.history, "interrupted": self.interrupted},
         )
 
 
@@ -60,6 +60,13 @@ def verify(problem: Problem, sol: Solution, memory_model: str) -> Evaluation:
     if sol.objective is not None and not math.isclose(sol.objective, ev.makespan, rel_tol=1e-6, abs_tol=1e-9):
         raise RuntimeError(f"method {sol.method!r} claims makespan {sol.objective!r} but the evaluator computes {ev.makespan!r}")
     return ev
+
+
+def _check_bound(bound: float, makespan: float) -> None:
+    """A valid lower bound never exceeds a feasible makespan (beyond rounding): if it does, a bound
+    or an evaluation is wrong, and reporting either would be a lie."""
+    if bound > makespan * (1 + 1e-6) + 1e-9:
+        raise RuntimeError(f"lower bound {bound!r} exceeds the feasible makespan {makespan!r}: a bound is invalid")
 
 
 def _call(name: str, problem: Problem, opts: SolveOptions) -> Solution:
@@ -82,65 +89,59 @@ def run(
     if why:
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict())
 
-    names = _plan(method, problem, opts)
+    if method == "auto":
+        from .pipeline import pipeline
+
+        res = pipeline(problem, opts, lb, verify, say)
+        seconds = time.monotonic() - t0
+        hist = [p.as_dict() for p in res.phases]
+        if res.best is None:
+            infeasible = any(p.status == "infeasible" for p in res.phases)
+            return RunResult("infeasible" if infeasible else "unknown", "auto", None, None, res.bound, seconds,
+                             reason="; ".join(res.reasons) or "no feasible placement found", bounds=lbs.as_dict(), history=hist)
+        sol, ev = res.best
+        _check_bound(res.bound, ev.makespan)
+        status = "optimal" if res.proved_optimal else ("feasible" if res.used_exact else "heuristic")
+        return RunResult(status, f"auto:{sol.method}", sol, ev, min(res.bound, ev.makespan), seconds,
+                         bounds=lbs.as_dict(), history=hist, interrupted=opts.stop.is_set())
+
+    if method not in registry.methods():
+        raise KeyError(f"unknown method {method!r}; known: auto, {', '.join(registry.methods())}")
     best: tuple[Solution, Evaluation] | None = None
     proved_lb = lb
     history: list[dict[str, Any]] = []
     reasons: list[str] = []
-    for name in names:
-        sub = SolveOptions(**{**opts.__dict__, "started": time.monotonic()})
-        if opts.time_limit is not None:
-            sub.time_limit = max(0.0, opts.time_limit - (time.monotonic() - t0))
-        if best is not None:
-            sub.hint = best[0]
-        sol = _call(name, problem, sub)
-        entry: dict[str, Any] = {"method": name, "status": sol.status, "seconds": sol.seconds}
-        if sol.status == "infeasible":
-            history.append(entry)
-            return RunResult("infeasible", name, sol, None, lb, time.monotonic() - t0,
-                             reason=sol.reason or f"{name} proved that no placement fits", bounds=lbs.as_dict(), history=history)
-        if sol.lower_bound is not None:
-            proved_lb = max(proved_lb, float(sol.lower_bound))
-        if sol.placement is not None and sol.status in ("optimal", "feasible", "heuristic"):
-            ev = verify(problem, sol, opts.memory_model)
-            entry["makespan"] = ev.makespan
-            if ev.feasible(problem) and (best is None or ev.makespan < best[1].makespan - 1e-12):
-                best = (sol, ev)
-            elif not ev.feasible(problem):
-                entry["status"] = "unknown"
-                reasons.append(f"{name}: answer exceeds memory")
-        elif sol.reason:
-            reasons.append(sol.reason)
-        say(f"{name}: {entry.get('status')} makespan={entry.get('makespan', '-')} bound={proved_lb:.6g}")
-        history.append(entry)
-        if best is not None and best[0].status == "optimal":
-            break
+    sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    entry: dict[str, Any] = {"method": method, "status": sol.status, "seconds": sol.seconds}
+    history.append(entry)
+    if sol.status == "infeasible":
+        return RunResult("infeasible", method, sol, None, lb, time.monotonic() - t0,
+                         reason=sol.reason or f"{method} proved that no placement fits", bounds=lbs.as_dict(), history=history)
+    if sol.lower_bound is not None:
+        proved_lb = max(proved_lb, float(sol.lower_bound))
+    if sol.placement is not None and sol.status in ("optimal", "feasible", "heuristic"):
+        ev = verify(problem, sol, opts.memory_model)
+        entry["makespan"] = ev.makespan
+        if ev.feasible(problem):
+            best = (sol, ev)
+        else:
+            reasons.append(f"{method}: its answer exceeds memory by {ev.overflow(problem).tolist()} bytes per device")
+    elif sol.reason:
+        reasons.append(sol.reason)
+    say(f"{method}: {sol.status} makespan={entry.get('makespan', '-')} bound={proved_lb:.6g}")
     seconds = time.monotonic() - t0
     if best is None:
-        return RunResult("unknown", method, None, None, proved_lb, seconds,
-                         reason="; ".join(reasons) or "no feasible placement found", bounds=lbs.as_dict(), history=history)
+        return RunResult("unknown", method, sol, None, proved_lb, seconds,
+                         reason="; ".join(reasons) or "no feasible placement found", bounds=lbs.as_dict(), history=history,
+                         interrupted=opts.stop.is_set())
     sol, ev = best
-    if proved_lb > ev.makespan * (1 + 1e-6) + 1e-9:
-        raise RuntimeError(f"lower bound {proved_lb!r} exceeds the feasible makespan {ev.makespan!r}: a bound is invalid")
+    _check_bound(proved_lb, ev.makespan)
     proved_lb = min(proved_lb, ev.makespan)
     if sol.status == "optimal" or ev.makespan <= proved_lb * (1 + 1e-9):
         status = "optimal"
-    elif any(registry.get(h["method"]).kind == "exact" for h in history):
+    elif registry.get(method).kind == "exact":
         status = "feasible"
     else:
         status = "heuristic"
-    return RunResult(status, sol.method, sol, ev, proved_lb, seconds, bounds=lbs.as_dict(), history=history)
-
-
-def _plan(method: str, problem: Problem, opts: SolveOptions) -> list[str]:
-    """The methods to run, in order: one for a named method; for ``auto`` the heuristic portfolio
-    (or the simple baselines) then, if an exact model is available, that model hinted by them."""
-    table = registry.methods()
-    if method != "auto":
-        if method not in table:
-            raise KeyError(f"unknown method {method!r}; known: auto, {', '.join(table)}")
-        return [method]
-    plan = ["portfolio"] if "portfolio" in table else [h for h in AUTO_HEURISTICS if h in table]
-    if "cpsat" in table:
-        plan.append("cpsat")
-    return plan
+    return RunResult(status, sol.method, sol, ev, proved_lb, seconds, bounds=lbs.as_dict(), history=history,
+                     interrupted=opts.stop.is_set())

@@ -1,0 +1,214 @@
+"""The ``auto`` pipeline: warm start, exact solve (coarsened when the graph is big), refine.
+
+1. Warm start: the heuristic portfolio on the original graph; its best feasible placement is the
+   fallback answer at every moment.
+2. Exact phase: CP-SAT on the original graph when it is small enough (its proved bound is then
+   valid for the original problem), otherwise on a coarsened graph hinted with the warm start
+   restricted to it (a coarse optimum is only a good placement: its bound does not count).
+3. Refine: local moves on the original graph, judged by the evaluator, memory kept feasible.
+
+Every candidate is judged by the one evaluator on the original graph; the answer is the best of
+them, so the pipeline never returns worse than its warm start.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from placement.evaluator import Evaluation, evaluate
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+
+from . import registry
+
+# Budget shares of the whole time limit (chosen by measurement: bench/README.md).
+WARM_SHARE = 0.15
+REFINE_SHARE = 0.15
+EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
+COARSE_TARGET = 400  # coarse graph size for the exact phase on bigger graphs
+BASELINES = ("topo-fill", "greedy-fill", "single")
+
+
+def _optional(module: str) -> Any | None:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float = 0.0
+    makespan: float | None = None
+    bound: float | None = None
+    status: str = ""
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+
+
+@dataclass
+class PipelineResult:
+    best: tuple[Solution, Evaluation] | None
+    bound: float  # valid for the original problem
+    proved_optimal: bool
+    phases: list[Phase] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    used_exact: bool = False
+
+
+class Incumbent:
+    """The best feasible answer so far, judged on the original graph."""
+
+    def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation]):
+        self.problem, self.memory_model, self.verify = problem, memory_model, verify
+        self.best: tuple[Solution, Evaluation] | None = None
+
+    def offer(self, sol: Solution) -> Evaluation | None:
+        if sol.placement is None or sol.status not in ("optimal", "feasible", "heuristic"):
+            return None
+        ev = self.verify(self.problem, sol, self.memory_model)
+        if not ev.feasible(self.problem):
+            return None
+        if self.best is None or ev.makespan < self.best[1].makespan - 1e-12:
+            self.best = (sol, ev)
+        return ev
+
+    def hint(self) -> Solution | None:
+        """The incumbent as a full schedule (placement and the evaluator's start times)."""
+        if self.best is None:
+            return None
+        sol, ev = self.best
+        return Solution(sol.method, "heuristic", placement=ev.placement, start=ev.start, objective=ev.makespan)
+
+    @property
+    def makespan(self) -> float | None:
+        return None if self.best is None else self.best[1].makespan
+
+
+def pipeline(
+    problem: Problem,
+    opts: SolveOptions,
+    lower_bound: float,
+    verify: Callable[[Problem, Solution, str], Evaluation],
+    say: Callable[[str], None],
+) -> PipelineResult:
+    t0 = time.monotonic()
+    total = opts.time_limit
+    table = registry.methods()
+    inc = Incumbent(problem, opts.memory_model, verify)
+    bound = lower_bound
+    phases: list[Phase] = []
+    reasons: list[str] = []
+
+    def left() -> float | None:
+        if opts.stop.is_set():
+            return 0.0
+        return None if total is None else max(0.0, total - (time.monotonic() - t0))
+
+    def sub(budget: float | None, **changes: Any) -> SolveOptions:
+        return replace(opts, time_limit=budget, started=time.monotonic(), **changes)
+
+    def progress(phase: str) -> None:
+        mk = inc.makespan
+        gap = "-" if mk is None or mk <= 0 else f"{100 * max(0.0, (mk - bound) / mk):.2f}%"
+        say(f"{phase}: incumbent={'-' if mk is None else f'{mk:.6g}'} bound={bound:.6g} gap={gap} elapsed={time.monotonic() - t0:.1f}s")
+
+    # 1. Warm start.
+    ph = Phase("warm-start")
+    t = time.monotonic()
+    warm_budget = None if total is None else WARM_SHARE * total
+    names = ["portfolio"] if "portfolio" in table else [b for b in BASELINES if b in table]
+    for name in names:
+        budget = warm_budget if warm_budget is None else max(0.0, warm_budget - (time.monotonic() - t))
+        sol = table[name].func(problem, sub(budget))
+        if sol.status == "infeasible":
+            return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
+                                  [sol.reason])
+        if inc.offer(sol) is None and sol.reason:
+            reasons.append(sol.reason)
+    ph.seconds, ph.makespan, ph.status = time.monotonic() - t, inc.makespan, "heuristic"
+    ph.note = inc.best[0].method if inc.best else "no feasible warm start"
+    phases.append(ph)
+    progress("warm-start")
+
+    # 2. Exact phase.
+    proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
+    used_exact = False
+    if "cpsat" in table and not proved and not opts.stop.is_set():
+        budget = left()
+        exact_budget = None if budget is None or total is None else max(0.0, budget - REFINE_SHARE * total)
+        t = time.monotonic()
+        if problem.n <= EXACT_MAX_NODES:
+            ph = Phase("exact")
+            sol = table["cpsat"].func(problem, sub(exact_budget, hint=inc.hint()))
+            used_exact = True
+            if sol.status == "infeasible":
+                phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
+                return PipelineResult(None, bound, False, phases, [sol.reason], True)
+            if sol.lower_bound is not None:
+                bound = max(bound, float(sol.lower_bound))
+            inc.offer(sol)
+            proved = sol.status == "optimal"
+            ph.status = sol.status
+        else:
+            ph = _coarse_phase(problem, opts, inc, sub, exact_budget, say)
+            used_exact = ph.status not in ("", "skipped")
+        ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
+        phases.append(ph)
+        progress(ph.name)
+
+    # 3. Refine on the original graph.
+    refine_mod = _optional("solvers.refine")
+    if refine_mod is not None and inc.best is not None and not proved and inc.makespan > bound * (1 + 1e-9):
+        budget = left()
+        if budget is None or budget > 0.05:
+            t = time.monotonic()
+            deadline = t + (budget if budget is not None else 60.0)
+            placement, ev = refine_mod.refine(problem, inc.best[1].placement, sub(budget), deadline=deadline,
+                                              memory_model=opts.memory_model)
+            before = inc.makespan
+            inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), objective=ev.makespan))
+            phases.append(Phase("refine", time.monotonic() - t, inc.makespan, bound, "heuristic",
+                                f"{before:.6g} -> {inc.makespan:.6g}"))
+            progress("refine")
+    if inc.best is not None and inc.makespan <= bound * (1 + 1e-9):
+        proved = True
+    return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
+
+
+def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Callable[..., SolveOptions],
+                  budget: float | None, say: Callable[[str], None]) -> Phase:
+    """CP-SAT on a coarsened graph, hinted by the warm start; the answer is mapped back and offered."""
+    coarsen_mod = _optional("placement.coarsen")
+    ph = Phase("exact-coarse")
+    if coarsen_mod is None:
+        ph.status, ph.note = "skipped", "no coarsening available"
+        return ph
+    t = time.monotonic()
+    target = int(opts.extra.get("coarse_size", COARSE_TARGET))
+    co = coarsen_mod.coarsen(problem, target, seed=opts.seed)
+    ph.note = f"{problem.n} -> {co.coarse.n} nodes in {time.monotonic() - t:.1f}s"
+    say(f"coarsened {ph.note}")
+    hint = None
+    if inc.best is not None:
+        restricted = co.restrict(inc.best[1].placement)
+        if restricted is not None:
+            hint = Solution("warm-start", "heuristic", placement=np.asarray(restricted))
+    remaining = None if budget is None else max(0.0, budget - (time.monotonic() - t))
+    sol = registry.get("cpsat").func(co.coarse, sub(remaining, hint=hint))
+    ph.status = "feasible" if sol.placement is not None else sol.status
+    if sol.placement is not None:
+        mapped = np.asarray(co.project(sol.placement))
+        ev = inc.offer(Solution("cpsat-coarse", "heuristic", placement=mapped))
+        ph.note += f"; coarse {sol.status} {sol.objective if sol.objective is not None else '-'}, on the original graph " + \
+            ("infeasible" if ev is None else f"{ev.makespan:.6g}")
+    return ph
