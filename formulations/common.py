@@ -102,14 +102,52 @@ def hint_schedule(problem: Problem, hint: Solution, memory_model: str) -> tuple[
 
 
 def device_order(problem: Problem, placement: np.ndarray, start: Sequence[float]) -> list[list[int]]:
-    """Per device, its nodes sorted by start time; ties by topological rank (a zero-time node and
-    its successor may start together, and the rank keeps the predecessor first)."""
+    """Per device, its nodes of positive time sorted by start (ties by topological rank).
+
+    Zero-time nodes are left out: the contract lets them coincide with anything."""
     rank = problem.topo_rank
-    keys = sorted(range(problem.n), key=lambda i: (start[i], rank[i]))
+    busy = [i for i in range(problem.n) if problem.time[i] > 0]
+    busy.sort(key=lambda i: (start[i], rank[i]))
     order: list[list[int]] = [[] for _ in range(problem.k)]
-    for i in keys:
+    for i in busy:
         order[int(placement[i])].append(i)
     return order
+
+
+def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int]],
+           time: np.ndarray | None = None, comm: np.ndarray | None = None) -> np.ndarray | None:
+    """Earliest start times when each device runs its positive-time nodes in ``order`` (zero-time
+    nodes start as soon as their inputs arrive). ``time``/``comm`` override the problem's data.
+    None if the order contradicts the graph."""
+    n = problem.n
+    dur = (problem.time if time is None else time).tolist()
+    cm = problem.comm if comm is None else comm
+    delay = np.where(placement[problem.src] != placement[problem.dst], cm, 0).tolist()
+    succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist())):
+        succ[u].append((v, delay[e]))
+        indeg[v] += 1
+    for seq in order:
+        for a, c in zip(seq, seq[1:]):
+            succ[a].append((c, 0))
+            indeg[c] += 1
+    start = [0] * n
+    stack = [v for v in range(n) if indeg[v] == 0]
+    done = 0
+    while stack:
+        v = stack.pop()
+        done += 1
+        f = start[v] + dur[v]
+        for w, dl in succ[v]:
+            if f + dl > start[w]:
+                start[w] = f + dl
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    if done != n:
+        return None
+    return np.asarray(start)
 
 
 def lower_bound(problem: Problem, memory_model: str) -> float:
@@ -137,25 +175,19 @@ def is_optimal(objective: float, bound: float) -> bool:
 
 
 def best_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, memory_model: str) -> tuple[float, np.ndarray] | None:
-    """The better of two checked schedules for a solver's answer: its device order left-justified
-    with the real data (always valid under static memory), and ``start`` itself. None if neither
-    passes :func:`check`."""
-    found: list[tuple[float, np.ndarray]] = []
-    order = device_order(problem, placement, start)
-    try:
-        ev = evaluate(problem, placement, order=order, memory_model=memory_model)
-        ok = check(problem, placement, ev.start, memory_model)
-        found.append((ok.makespan, ok.start))
-    except ScheduleError:
-        pass
-    try:
-        ok = check(problem, placement, start, memory_model)
-        found.append((ok.makespan, ok.start))
-    except ScheduleError:
-        pass
-    if not found:
-        return None
-    return min(found, key=lambda x: x[0])
+    """A checked schedule for a solver's answer: its device order left-justified with the real data
+    (exact, and always within static memory); failing that (peak memory), ``start`` itself.
+    Returns (makespan, start), or None if neither passes :func:`check`."""
+    st = retime(problem, placement, device_order(problem, placement, start))
+    for cand in (st, start):
+        if cand is None:
+            continue
+        try:
+            ok = check(problem, placement, cand, memory_model)
+        except ScheduleError:
+            continue
+        return ok.makespan, ok.start
+    return None
 
 
 def finish_solution(

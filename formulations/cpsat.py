@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.evaluator import MEMORY_MODELS, evaluate
+from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, units)
+                     hint_schedule, infeasible_reason, retime, units)
 
 TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
 _EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10_000, 100_000, 1_000_000)
@@ -322,13 +322,12 @@ def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray) -> None:
 
 def int_schedule(problem: Problem, b: Built, placement: np.ndarray, order: list[list[int]]) -> np.ndarray:
     """Earliest integer start times of a placement and device order under the model's data."""
-    from dataclasses import replace
-
     dur = b.scale.dur_lo if b.mode == "relax" else b.scale.dur_hi
     comm = b.scale.comm_lo if b.mode == "relax" else b.scale.comm_hi
-    scaled = replace(problem, time=dur.astype(float), comm=comm.astype(float))
-    ev = evaluate(scaled, placement, order=order)
-    return np.round(ev.start).astype(np.int64)
+    st = retime(problem, placement, order, time=dur, comm=comm)
+    if st is None:  # cannot happen: the order comes from a valid schedule
+        raise RuntimeError("cpsat: the hint's device order contradicts the graph")
+    return st.astype(np.int64)
 
 
 def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.ndarray) -> dict:
@@ -348,7 +347,6 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
     m.add_hint(b.makespan, int(fin.max(initial=0)))
     for z, gu, gv in b.same:
         m.add_hint(z, dev_of_unit[gu] == dev_of_unit[gv])
-    seen: dict[int, bool] = {}
     for u, g, d in b.used:
         m.add_hint(u, any(dev_of_unit[h] == d for h in range(g + 1)))
     for t, v, d, on_d in b.last:
@@ -358,7 +356,6 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
     param, out, cap, _ = _memory_ints(problem, "peak")
     for room, d in b.room:
         m.add_hint(room, int(cap[d] - param[pl == d].sum()))
-    del seen
     return {"hint_makespan_int": int(fin.max(initial=0))}
 
 
@@ -385,9 +382,12 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     prm.num_workers = int(opts.workers or 2)
     prm.random_seed = int(opts.seed)
     prm.log_search_progress = bool(opts.verbose)
+    for key, val in dict(ex.get("cp_params", {})).items():
+        setattr(prm, key, val)
     status = solver.solve(b.model)
     info["cp_status"] = solver.status_name(status)
     info["cp_wall"] = solver.wall_time
+    info["cp_solution_info"] = solver.solution_info()
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"cpsat: invalid model: {b.model.validate()}")
     if status == cp_model.INFEASIBLE:

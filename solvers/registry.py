@@ -25,6 +25,7 @@ METHOD_MODULES = (
     "heuristics.portfolio",
     "formulations.cpsat",
     "formulations.mip",
+    "formulations.bruteforce",
     "formulations.maxload",
     "formulations.latency",
 )

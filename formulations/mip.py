@@ -1,0 +1,232 @@
+"""MIP of the makespan problem (static memory), through OR-Tools' linear solver wrapper.
+
+The same semantics as formulations/cpsat.py, as a big-M disjunctive model with real (unscaled)
+data: placement binaries per (unit, device), a same-device variable per pair of units that share
+an edge or may collide, precedence with comm unless on one device, and for every pair of
+incomparable positive-time nodes an order binary that only binds when they share a device. The
+solver is SCIP by default (``opts.extra["mip_solver"]``: "SCIP", "HIGHS" or "CBC"; all ship in the
+ortools wheel). Only the static memory model is supported: the peak model's time-dependent
+lifetimes are left to CP-SAT.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+from ortools.linear_solver import pywraplp
+
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+from solvers.registry import register
+
+from .bruteforce import _reach
+from .common import (best_schedule, canonical_placement, device_classes, finish_solution, hint_schedule,
+                     infeasible_reason, units)
+
+
+def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Longest compute-time path before each node, and from each node (itself included)."""
+    from placement.bounds import longest_path
+
+    head = longest_path(problem) - problem.time
+    tail = longest_path(replace(problem, src=problem.dst, dst=problem.src))
+    return head, tail
+
+
+def _solve(problem: Problem, opts: SolveOptions) -> Solution:
+    t0 = time.monotonic()
+    ex = opts.extra
+    if opts.memory_model != "static":
+        return Solution("mip", "unknown", seconds=time.monotonic() - t0,
+                        reason="mip supports the static memory model only; use --method cpsat for the peak model")
+    why = infeasible_reason(problem, "static")
+    if why:
+        return Solution("mip", "infeasible", reason=why, seconds=time.monotonic() - t0)
+    backend = str(ex.get("mip_solver", "SCIP")).upper()
+    solver = pywraplp.Solver.CreateSolver(backend)
+    if solver is None:
+        raise ValueError(f"mip: linear solver {backend!r} is not available in this ortools build")
+    n, k = problem.n, problem.k
+    un = units(problem)
+    ug = un.of
+    mask = problem.allowed_mask()
+    t = problem.time
+    H = float(t.sum() + problem.comm.sum())
+    redundant = bool(ex.get("redundant", True))
+    head, tail = _heads_tails(problem) if redundant else (np.zeros(n), t.copy())
+
+    x: dict[tuple[int, int], pywraplp.Variable] = {}
+    for g, mem in enumerate(un.members):
+        devs = np.flatnonzero(mask[mem[0]]).tolist()
+        for d in devs:
+            x[g, d] = solver.BoolVar(f"x{g}_{d}")
+        solver.Add(sum(x[g, d] for d in devs) == 1)
+    s = [solver.NumVar(float(head[i]), H - float(tail[i]) if redundant else H, f"s{i}") for i in range(n)]
+    lbv = max(float(tail.max(initial=0.0)), float(t.sum()) / k) if redundant else 0.0
+    C = solver.NumVar(lbv, H, "C")
+
+    same: dict[tuple[int, int], pywraplp.Variable] = {}
+
+    def same_var(ga: int, gb: int) -> pywraplp.Variable | None:
+        """Exactly 1 when units ga and gb share a device (None: they never can)."""
+        key = (min(ga, gb), max(ga, gb))
+        if key in same:
+            return same[key]
+        common = np.flatnonzero(mask[un.members[ga][0]] & mask[un.members[gb][0]]).tolist()
+        if not common:
+            same[key] = None
+            return None
+        y = solver.BoolVar(f"y{key[0]}_{key[1]}")
+        for d in np.flatnonzero(mask[un.members[ga][0]] | mask[un.members[gb][0]]).tolist():
+            xa = x.get((ga, d))
+            xb = x.get((gb, d))
+            if xa is not None and xb is not None:
+                solver.Add(y >= xa + xb - 1)
+                solver.Add(y <= 1 - xa + xb)
+            elif xa is not None:
+                solver.Add(y <= 1 - xa)
+        same[key] = y
+        return y
+
+    for e in range(problem.m):
+        u, v = int(problem.src[e]), int(problem.dst[e])
+        c = float(problem.comm[e])
+        if ug[u] == ug[v] or c == 0:
+            solver.Add(s[v] >= s[u] + t[u])
+            continue
+        y = same_var(int(ug[u]), int(ug[v]))
+        if y is None:
+            solver.Add(s[v] >= s[u] + t[u] + c)
+        else:
+            solver.Add(s[v] >= s[u] + t[u] + c * (1 - y))
+
+    anc = _reach(problem)
+    busy = [i for i in range(n) if t[i] > 0]
+    orders: list[tuple[pywraplp.Variable, int, int]] = []
+    for a_pos, i in enumerate(busy):
+        for j in busy[a_pos + 1:]:
+            if anc[j] >> i & 1 or anc[i] >> j & 1:
+                continue  # precedence already keeps them apart
+            if ug[i] == ug[j]:
+                y = None
+                together = True
+            else:
+                y = same_var(int(ug[i]), int(ug[j]))
+                together = False
+                if y is None:
+                    continue
+            o = solver.BoolVar(f"o{i}_{j}")
+            apart = 0 if together else (1 - y)
+            solver.Add(s[j] >= s[i] + t[i] - H * (1 - o) - H * apart)
+            solver.Add(s[i] >= s[j] + t[j] - H * o - H * apart)
+            orders.append((o, i, j))
+
+    for i in range(n):
+        solver.Add(C >= s[i] + float(tail[i]))
+    if redundant:
+        for d in range(k):
+            terms = [t[i] * x[int(ug[i]), d] for i in busy if mask[i, d]]
+            if terms:
+                solver.Add(sum(terms) <= C)
+    need = problem.param_bytes + problem.out_bytes
+    for d in range(k):
+        if np.isfinite(problem.memory[d]):
+            terms = [float(need[un.members[g]].sum()) * x[g, d] for g in range(un.count) if (g, d) in x]
+            if terms:
+                solver.Add(sum(terms) <= float(problem.memory[d]))
+
+    used: list[tuple[pywraplp.Variable, int, int]] = []
+    if ex.get("symmetry", True):
+        for cls in device_classes(problem):
+            if len(cls) < 2:
+                continue
+            prev: dict[int, pywraplp.Variable | None] = {d: None for d in cls}
+            for g, mem in enumerate(un.members):
+                if not mask[mem[0], cls[0]]:
+                    continue
+                for j in range(1, len(cls)):
+                    p = prev[cls[j - 1]]
+                    solver.Add(x[g, cls[j]] <= (0 if p is None else p))
+                for d in cls[:-1]:
+                    uvar = solver.NumVar(0.0, 1.0, f"u{g}_{d}")
+                    p = prev[d]
+                    solver.Add(uvar >= x[g, d])
+                    solver.Add(uvar <= x[g, d] + (0 if p is None else p))
+                    if p is not None:
+                        solver.Add(uvar >= p)
+                    used.append((uvar, g, d))
+                    prev[d] = uvar
+    solver.Minimize(C)
+
+    info: dict = {"backend": backend, "order_vars": len(orders)}
+    hint = hint_schedule(problem, opts.hint, "static") if (opts.hint is not None and ex.get("use_hint", True)) else None
+    hint_found = None
+    if hint is not None:
+        pl = canonical_placement(problem, hint[0], un)
+        st = hint[1]
+        hint_found = best_schedule(problem, pl, st, "static")
+        if hint_found is not None:
+            st = hint_found[1]
+            dev = [int(pl[mem[0]]) for mem in un.members]
+            vars_, vals = [], []
+            for (g, d), var in x.items():
+                vars_.append(var)
+                vals.append(float(dev[g] == d))
+            vars_ += s
+            vals += [float(v) for v in st]
+            vars_.append(C)
+            vals.append(float((st + t).max(initial=0.0)))
+            for (ga, gb), y in same.items():
+                if y is not None:
+                    vars_.append(y)
+                    vals.append(float(dev[ga] == dev[gb]))
+            for o, i, j in orders:
+                vars_.append(o)
+                vals.append(float(st[i] <= st[j]))
+            for uvar, g, d in used:
+                vars_.append(uvar)
+                vals.append(float(any(dev[h] == d for h in range(g + 1))))
+            solver.SetHint(vars_, vals)
+            hint_found = (hint_found[0], pl, hint_found[1])
+
+    rem = opts.remaining()
+    if rem is not None:
+        solver.SetTimeLimit(max(1, int(rem * 1000)))
+    if opts.workers:
+        solver.SetNumThreads(int(opts.workers))
+    if backend == "SCIP":
+        solver.SetSolverSpecificParametersAsString(
+            f"randomization/randomseedshift = {int(opts.seed)}\nnumerics/feastol = 1e-9\n")
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(params.RELATIVE_MIP_GAP, 1e-9)
+    status = solver.Solve(params)
+    names = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE", pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
+             pywraplp.Solver.UNBOUNDED: "UNBOUNDED", pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}
+    info["mip_status"] = names.get(status, str(status))
+    if status == pywraplp.Solver.INFEASIBLE:
+        return Solution("mip", "infeasible", seconds=time.monotonic() - t0, info=info,
+                        reason="mip: proved that no placement fits the static memory capacities")
+    found = None
+    bound = None
+    if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        bound = solver.Objective().BestBound()
+        info["mip_objective"] = solver.Objective().Value()
+        pl = np.empty(n, dtype=np.int64)
+        for (g, d), var in x.items():
+            if var.solution_value() > 0.5:
+                pl[un.members[g]] = d
+        st = np.array([max(0.0, v.solution_value()) for v in s])
+        got = best_schedule(problem, pl, st, "static")
+        if got is not None:
+            found = (got[0], pl, got[1])
+    if hint_found is not None and (found is None or hint_found[0] < found[0]):
+        found = hint_found
+        info["returned_hint"] = True
+    proved = status == pywraplp.Solver.OPTIMAL
+    return finish_solution(problem, opts, "mip", t0, proved, bound, None if found is None else found[1:], info)
+
+
+@register("mip", kind="exact", summary="big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static memory only)")
+def mip(problem: Problem, opts: SolveOptions) -> Solution:
+    return _solve(problem, opts)
