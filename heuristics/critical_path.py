@@ -4,7 +4,8 @@ scheduling problem: it's the critical path!", as PARDNN compares against it.
 The critical path (longest path counting compute and comm) is kept on one device, the one with the
 most memory, so none of its edges pays a transfer; every other node, in non-increasing bottom-level
 order, goes to the device where it can finish earliest (no gap filling). Memory check as in
-list_scheduling: a critical-path node that no longer fits on its device is treated like the others.
+list_scheduling (static, plus received tensors under the peak model): a critical-path node that no
+longer fits on its device is treated like the others.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
-from .list_scheduling import _fail, _result, insertion_schedule, upward_rank_order
+from .list_scheduling import _fail, _result, insertion_schedule, run_with_accounting, upward_rank_order
 from .pardnn.graph import Graph, weighted_levels
 
 
@@ -43,7 +44,10 @@ def critical_path(problem: Problem, opts: SolveOptions) -> Solution:
     pinned = np.full(problem.n, -1, dtype=np.int64)
     cp = critical_path_nodes(problem)
     pinned[cp] = int(np.argmax(problem.memory))
-    dev, order, bad = insertion_schedule(problem, upward_rank_order(problem), opts.reserve, insertion=False, pinned=pinned)
+    prio = upward_rank_order(problem)
+    dev, order, bad, info = run_with_accounting(
+        lambda count_inputs: insertion_schedule(problem, prio, opts.reserve, False, pinned, count_inputs),
+        problem, opts, opts.memory_model == "peak")
     if bad >= 0:
         return _fail("critical-path", problem, bad, t0)
-    return _result(problem, opts, "critical-path", dev, order, t0, {"critical_path_nodes": int(cp.size)})
+    return _result(problem, opts, "critical-path", dev, order, t0, {**info, "critical_path_nodes": int(cp.size)})

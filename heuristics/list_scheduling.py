@@ -4,7 +4,9 @@
   devices, start the pair with the earliest possible start; ties go to the larger bottom level.
 - ``m-etf`` (Baechi, Jeon et al. 2020): ETF whose memory check also charges, on the receiving
   device, every input tensor that arrives from another device (Baechi's accounting); the static
-  model does not count those, so m-ETF is the more conservative of the two.
+  model does not count those, so m-ETF is the more conservative of the two. When that accounting
+  leaves some node with no device, m-ETF reruns with the static accounting (info
+  ["input_accounting"] = False), i.e. it then equals ETF.
 - ``heft`` (Topcuoglu et al. 2002): nodes by non-increasing upward rank (bottom level with comm;
   devices are identical so the mean costs are the costs), each to the device where it finishes
   earliest, filling idle gaps (insertion policy; the gap search looks at most ``GAP_SCAN``
@@ -12,7 +14,10 @@
 
 The memory check (all three): a node, or a colocation group at its first member, goes only to an
 allowed device whose static memory (params + outputs of its nodes) stays within capacity x
-(1 - opts.reserve). A node that fits nowhere ends the method with status ``unknown``.
+(1 - opts.reserve). Under the peak model the check also charges received input tensors (as m-ETF
+does): static + received bytes bound the Eq. 2 peak from above, so the answer is peak-feasible by
+construction; if that leaves a node with no device, the method reruns with the static check and
+the evaluator decides. A node that fits nowhere ends the method with status ``unknown``.
 Every method returns the per-device order it built; the evaluator schedules that order, so the
 reported makespan is the evaluator's (never later than the list schedule's own times).
 """
@@ -189,12 +194,12 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
 
 
 def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 0.0, insertion: bool = True,
-                       pinned: np.ndarray | None = None) -> tuple[np.ndarray, list[list[int]], int]:
+                       pinned: np.ndarray | None = None, count_inputs: bool = False) -> tuple[np.ndarray, list[list[int]], int]:
     """Schedule nodes in the given (topological) priority order, each on the device giving the
     earliest finish (gaps filled when ``insertion``). ``pinned[v] >= 0`` forces a device when it
     is allowed and has room. Returns (device per node, per-device order, failed node or -1)."""
     n, k = problem.n, problem.k
-    mem = _Memory(problem, reserve)
+    mem = _Memory(problem, reserve, count_inputs)
     dev = np.full(n, -1, dtype=np.int64)
     finish = np.zeros(n)
     starts: list[list[float]] = [[] for _ in range(k)]
@@ -247,31 +252,48 @@ def upward_rank_order(problem: Problem) -> np.ndarray:
     return np.lexsort((problem.topo_rank, -bl))
 
 
+def run_with_accounting(schedule, problem: Problem, opts: SolveOptions, inputs_first: bool) -> tuple[np.ndarray, list[list[int]], int, dict]:
+    """Schedule with input-tensor accounting first when asked (m-ETF, or any list scheduler under
+    the peak model, where static + received tensors bounds the peak), else or on failure with the
+    static accounting."""
+    if inputs_first:
+        dev, order, bad = schedule(count_inputs=True)
+        if bad < 0:
+            return dev, order, bad, {"input_accounting": True}
+    dev, order, bad = schedule(count_inputs=False)
+    return dev, order, bad, {"input_accounting": False}
+
+
 @register("etf", kind="heuristic", summary="Earliest Time First list scheduling with a static-memory check")
 def etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad = etf_schedule(problem, opts.reserve)
+    dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
+                                                problem, opts, opts.memory_model == "peak")
     if bad >= 0:
         return _fail("etf", problem, bad, t0)
-    return _result(problem, opts, "etf", dev, order, t0, {})
+    return _result(problem, opts, "etf", dev, order, t0, info)
 
 
 @register("m-etf", kind="heuristic", summary="Baechi's m-ETF: ETF charging received input tensors to the receiving device's memory")
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad = etf_schedule(problem, opts.reserve, count_inputs=True)
+    dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
+                                                problem, opts, True)
     if bad >= 0:
         return _fail("m-etf", problem, bad, t0)
-    return _result(problem, opts, "m-etf", dev, order, t0, {})
+    return _result(problem, opts, "m-etf", dev, order, t0, info)
 
 
 @register("heft", kind="heuristic", summary="HEFT: upward-rank order, earliest-finish device with gap insertion, memory check")
 def heft(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad = insertion_schedule(problem, upward_rank_order(problem), opts.reserve, insertion=True)
+    prio = upward_rank_order(problem)
+    dev, order, bad, info = run_with_accounting(
+        lambda count_inputs: insertion_schedule(problem, prio, opts.reserve, True, None, count_inputs),
+        problem, opts, opts.memory_model == "peak")
     if bad >= 0:
         return _fail("heft", problem, bad, t0)
-    return _result(problem, opts, "heft", dev, order, t0, {})
+    return _result(problem, opts, "heft", dev, order, t0, info)
 
 
 @register("m-topo", kind="heuristic", summary="Baechi's m-TOPO: the topological equal-share fill of heuristics.baselines (alias of topo-fill)")
