@@ -115,7 +115,7 @@ def test_etf_is_optimal_on_independent_equal_tasks():
 
 def test_critical_path_stays_on_one_device():
     from heuristics.critical_path import critical_path_nodes
-    p = PROBLEMS[-2].with_devices(memory=math.inf)  # memory never forces the path apart
+    p = PROBLEMS[-1].with_devices(memory=math.inf)  # no colocation, and memory never splits the path
     sol = get("critical-path").func(p, SolveOptions())
     cp = critical_path_nodes(p)
     assert cp.size >= 2
