@@ -78,7 +78,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     q = int(opts.extra.get("q", 1))
     scale = float(opts.extra.get("scale", DEFAULT_SCALE))
     hints = latency_hints(problem, opts)
-    data = ip_data(problem, 0)
+    data = ip_data(problem, 0, keep_free=True)
     k = problem.k
     ns = k * q
     cpu_slot = ns
@@ -108,10 +108,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     acc = [fl(t) if np.isfinite(t) else 0 for t in data.acc_time]
     cpu = [fl(t) for t in cpu_time(problem)]
     tc = [fl(c) for c in data.t_cost]
-    from placement.objectives import tensors
-    prod_node = tensors(problem).producer
-    # map the IPData tensors (which skip internal/zero-cost ones) back to producer nodes
-    t_nodes = _ip_tensor_producers(problem, data)
+    t_nodes = data.t_node
     horizon = sum(acc) + sum(cpu) + 2 * sum(tc) + 1
     L = [m.NewIntVar(0, horizon, f"L{v}") for v in range(n)]
     start = [m.NewIntVar(0, horizon, "") for _ in range(ns)]
@@ -138,7 +135,6 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     for u, v in edges:
         m.Add(L[v] >= L[u] + cpu[v] * x[atom_of[v]][cpu_slot])
     total = m.NewIntVar(0, horizon, "total")
-    sinks = [v for v in range(n) if not any(True for _ in range(0))]
     m.AddMaxEquality(total, L)
     m.Minimize(total)
     if q == 1 and np.all(problem.memory == problem.memory[0]):
@@ -185,24 +181,103 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
 
 
-def _ip_tensor_producers(problem: Problem, data) -> list[int]:
-    """Producer node of each IPData tensor (ip_data keeps tensors in order, skipping some)."""
-    from placement.objectives import tensors
-
-    tens = tensors(problem)
-    out = []
-    cons_of: dict[int, set[int]] = {}
-    for e in range(problem.m):
-        cons_of.setdefault(int(tens.of_edge[e]), set()).add(int(data.atom_of[problem.dst[e]]))
-    for t, cons in sorted(cons_of.items()):
-        pa = int(data.atom_of[tens.producer[t]])
-        if not sorted(cons - {pa}) or tens.cost[t] <= 0:
-            continue
-        out.append(int(tens.producer[t]))
-    return out
-
-
 @register("latency-cpsat", kind="exact", objective="latency",
           summary="Tarnawski et al. latency IP (Figs. 3/4, q subgraphs per accelerator) in CP-SAT, warm-started")
 def latency_cpsat(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_latency_cpsat(problem, opts)
+
+
+def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency-mip") -> Solution:
+    """The same model as a MIP with the paper's big-M rewriting (H = a schedule-independent upper
+    bound on every L_v: all CPU and accelerator times plus every transfer twice)."""
+    t0 = time.monotonic()
+    q = int(opts.extra.get("q", 1))
+    backend = str(opts.extra.get("mip_solver", "SCIP"))
+    solver = pywraplp.Solver.CreateSolver(backend)
+    if solver is None:
+        return Solution(name, "unknown", reason=f"{name}: OR-Tools has no {backend} backend")
+    hints = latency_hints(problem, opts)
+    data = ip_data(problem, 0, keep_free=True)
+    k, n = problem.k, problem.n
+    ns = k * q
+    na = len(data.atoms)
+    atom_of = data.atom_of
+    x = [[solver.BoolVar("") for _ in range(ns + 1)] for _ in range(na)]
+    for a in range(na):
+        solver.Add(sum(x[a]) == 1)
+        if not data.allowed_acc[a]:
+            for j in range(ns):
+                solver.Add(x[a][j] == 0)
+    for i in range(k):
+        solver.Add(solver.Sum([float(data.nbytes[a]) * x[a][i * q + s] for a in range(na) for s in range(q)
+                               if data.nbytes[a]]) <= float(problem.memory[i]))
+    edges = list(zip(problem.src.tolist(), problem.dst.tolist()))
+    for j in range(ns):
+        z = [solver.NumVar(0, 1, "") for _ in range(n)]
+        for v in range(n):
+            solver.Add(z[v] >= x[atom_of[v]][j])
+        for u, v in edges:
+            solver.Add(z[v] <= z[u])
+            if atom_of[u] != atom_of[v]:
+                solver.Add(z[v] <= x[atom_of[v]][j] - x[atom_of[u]][j] + 1)
+    acc = np.where(np.isfinite(data.acc_time), data.acc_time, 0.0)
+    cpu = cpu_time(problem)
+    big = float(acc.sum() + cpu.sum() + 2 * sum(data.t_cost)) + 1.0
+    t_nodes = data.t_node
+    L = [solver.NumVar(0, big, "") for _ in range(n)]
+    start = [solver.NumVar(0, big, "") for _ in range(ns)]
+    finish = [solver.NumVar(0, big, "") for _ in range(ns)]
+    for j in range(ns):
+        terms = [float(acc[a]) * x[a][j] for a in range(na) if acc[a]]
+        for t, (pa, cons) in enumerate(zip(data.t_prod, data.t_cons)):
+            cin = solver.NumVar(0, 1, "")
+            cout = solver.NumVar(0, 1, "")
+            for b in cons:
+                solver.Add(cin >= x[b][j] - x[pa][j])
+                solver.Add(cout >= x[pa][j] - x[b][j])
+            terms += [data.t_cost[t] * cin, data.t_cost[t] * cout]
+            solver.Add(start[j] >= L[t_nodes[t]] - (1 - cin) * big)
+        solver.Add(finish[j] == start[j] + solver.Sum(terms))
+        for v in range(n):
+            solver.Add(L[v] >= finish[j] - (1 - x[atom_of[v]][j]) * big)
+        if j % q:
+            solver.Add(start[j] >= finish[j - 1])
+    for v in range(n):
+        solver.Add(L[v] >= float(cpu[v]) * x[atom_of[v]][ns])
+    for u, v in edges:
+        solver.Add(L[v] >= L[u] + float(cpu[v]) * x[atom_of[v]][ns])
+    total = solver.NumVar(0, big, "total")
+    for v in range(n):
+        solver.Add(total >= L[v])
+    solver.Minimize(total)
+    if hints:
+        slot_of = _canonical(problem, hints[0][1], hints[0][2], k, q)
+        solver.SetHint([x[a][j] for a in range(na) for j in range(ns + 1)],
+                       [float(int(slot_of[data.atoms[a][0]]) == j) for a in range(na) for j in range(ns + 1)])
+    rem = opts.remaining()
+    solver.SetTimeLimit(int(1000 * (60.0 if rem is None else max(rem - (time.monotonic() - t0), 1.0))))
+    status = solver.Solve()
+    info = {"hint": hints[0][0] if hints else "none", "q": q, "backend": backend, "mip_status": int(status)}
+    best = None
+    if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        slot_of = np.array([int(np.argmax([x[atom_of[v]][j].solution_value() for j in range(ns + 1)])) for v in range(n)])
+        split = np.where(slot_of < ns, slot_of // q, -1)
+        slot = np.where(slot_of < ns, slot_of % q, 0)
+        ev = evaluate_latency(problem, split, slot)
+        if not ev.violations:
+            best = (split, slot, ev.value)
+    if hints and (best is None or hints[0][3] < best[2]):
+        best = (hints[0][1], hints[0][2], hints[0][3])
+    if best is None:
+        return Solution(name, "unknown", reason=f"{name}: solver status {status}", seconds=time.monotonic() - t0, info=info)
+    lb = solver.Objective().BestBound() if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) else None
+    lb = None if lb is None else min(float(lb), best[2])
+    info["gap"] = None if lb is None or best[2] <= 0 else (best[2] - lb) / best[2]
+    st = "optimal" if status == pywraplp.Solver.OPTIMAL and info["gap"] is not None and info["gap"] <= 1e-6 else "feasible"
+    return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
+
+
+@register("latency-mip", kind="exact", objective="latency",
+          summary="Tarnawski et al. latency IP (big-M MIP, OR-Tools SCIP), warm-started")
+def latency_mip(problem: Problem, opts: SolveOptions) -> Solution:
+    return solve_latency_mip(problem, opts)

@@ -28,6 +28,7 @@ METHOD_MODULES = (
     "formulations.bruteforce",
     "formulations.maxload",
     "formulations.latency",
+    "heuristics.tarnawski",
 )
 
 

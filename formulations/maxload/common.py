@@ -31,12 +31,15 @@ class IPData:
     t_cons: list[list[int]]  # consumer atoms (other than the producer's)
     t_cost: list[float]
     t_back: list[bool]  # producer is a backward node
+    t_node: list[int]  # producer node
     fw_edges: list[tuple[int, int]]  # node-level forward->forward edges (for contiguity)
     forward: np.ndarray  # node mask
     identical_acc: bool
 
 
-def ip_data(problem: Problem, n_cpus: int | None = None) -> IPData:
+def ip_data(problem: Problem, n_cpus: int | None = None, keep_free: bool = False) -> IPData:
+    """Atoms and tensors of a problem; zero-cost tensors are dropped unless ``keep_free`` (latency
+    needs them: they still order the subgraphs)."""
     n = problem.n
     l = max_cpus(problem) if n_cpus is None else n_cpus
     rank = problem.topo_rank
@@ -59,15 +62,16 @@ def ip_data(problem: Problem, n_cpus: int | None = None) -> IPData:
     acc_bw = sums(problem.time, back)
     allowed = np.bincount(atom_of, weights=(~sup).astype(float), minlength=na) < 0.5
     tens = tensors(problem)
-    t_prod, t_cons, t_cost, t_back = [], [], [], []
+    t_prod, t_cons, t_cost, t_back, t_node = [], [], [], [], []
     cons_of: dict[int, set[int]] = {}
     for e in range(problem.m):
         cons_of.setdefault(int(tens.of_edge[e]), set()).add(int(atom_of[problem.dst[e]]))
     for t, cons in sorted(cons_of.items()):
         pa = int(atom_of[tens.producer[t]])
         others = sorted(cons - {pa})
-        if not others or tens.cost[t] <= 0:
+        if not others or (tens.cost[t] <= 0 and not keep_free):
             continue
+        t_node.append(int(tens.producer[t]))
         t_prod.append(pa)
         t_cons.append(others)
         t_cost.append(float(tens.cost[t]))
@@ -76,7 +80,7 @@ def ip_data(problem: Problem, n_cpus: int | None = None) -> IPData:
     fw_edges = [(int(u), int(v)) for u, v in zip(problem.src, problem.dst) if fw[u] and fw[v]]
     return IPData(problem.k, l, atom_of, atoms, acc_fw + acc_bw, acc_fw, acc_bw, sums(cpu_time(problem), ~back),
                   sums(cpu_time(problem), back), np.bincount(atom_of, weights=node_bytes(problem), minlength=na),
-                  allowed, t_prod, t_cons, t_cost, t_back, fw_edges, fw, bool(np.all(problem.memory == problem.memory[0])))
+                  allowed, t_prod, t_cons, t_cost, t_back, t_node, fw_edges, fw, bool(np.all(problem.memory == problem.memory[0])))
 
 
 def _group(atom_of: np.ndarray, na: int) -> list[np.ndarray]:
