@@ -910,6 +910,15 @@ def generate(kind: str, nodes: int, *, seed: int = 0, devices: int = 4, memory_f
     return prob
 
 
+def _fraction(text: str) -> float | None:
+    if text.strip().lower() in ("none", "inf", "unlimited"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or 'none': {text!r}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m placement.generate",
                                  description="Write a synthetic DNN-like placement problem as native JSON.")
@@ -917,14 +926,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=100, help="approximate node count (default 100)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--devices", type=int, default=4)
-    ap.add_argument("--memory-fraction", default="0.6",
+    ap.add_argument("--memory-fraction", type=_fraction, default=0.6,
                     help="each device's capacity as a fraction of the total static memory, or 'none' (unlimited)")
     ap.add_argument("--name", default=None)
     ap.add_argument("-o", "--output", required=True, help="output .json file")
     args = ap.parse_args(argv)
-    frac = None if str(args.memory_fraction).lower() in ("none", "inf", "unlimited") else float(args.memory_fraction)
     try:
-        prob = generate(args.kind, args.nodes, seed=args.seed, devices=args.devices, memory_fraction=frac, name=args.name)
+        prob = generate(args.kind, args.nodes, seed=args.seed, devices=args.devices,
+                        memory_fraction=args.memory_fraction, name=args.name)
     except ProblemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -237,3 +237,18 @@ def test_shipped_data_is_memory_bound() -> None:
             assert need[g].sum() <= p.memory.max()
         assert need.max() <= p.memory.max()
     assert 8 <= read_problem(ROOT / "data" / "tiny.json").n <= 12
+
+
+def test_cli_rejects_bad_arguments_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "x.json"
+    assert main(["lstm", "--nodes", "0", "-o", str(out)]) == 2
+    assert "nodes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["lstm", "--memory-fraction", "lots", "-o", str(out)])
+    assert "not a number" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["random", "--nodes", "30", "--memory-fraction", "none", "-o", str(out)]) == 0
+    from placement.formats.native import read_problem
+
+    p = read_problem(out)
+    assert p.n == 30 and np.all(np.isinf(p.memory))
