@@ -1,0 +1,321 @@
+"""Refinement: local search on the original graph, judged by placement.evaluator.
+
+Why: a placement mapped back from a coarse graph (or produced by a heuristic) leaves makespan on
+the table: the coarse model serialised each coarse node and could not split it. This is the last
+phase of the pipeline (multilevel refinement, as in graph partitioners), and it may only improve.
+
+How: iterated local search. Each round computes the critical chain of the current FIFO schedule
+(from the node that finishes last, back through the input or the device predecessor that decided
+each start) and tries, in a seeded random order, moves that can shorten it:
+
+- move one unit (a node, or its whole colocation group) of the chain to another allowed device
+  (the devices of its neighbours first, then the least busy);
+- move a boundary block: the unit plus its neighbours on the same device in the schedule (runs of
+  1, 3, 7, ... nodes around it), and runs of the chain that share a device;
+- swap a chain unit with a unit of another device whose static size keeps both within capacity.
+
+A move is accepted when it lowers the makespan (or, from an infeasible start, the memory overflow)
+and never when it makes the placement infeasible. When a round finds nothing, a seeded random kick
+perturbs the best placement and the search goes on, until the deadline, the evaluation budget or
+``patience`` kicks without progress. The answer is the best evaluated placement, so it is never
+worse than the input. Deterministic given ``opts.seed`` and the evaluation budget (the deadline
+can only cut the search shorter).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate
+from placement.problem import Problem
+from placement.solution import SolveOptions
+
+
+@dataclass
+class RefineStats:
+    """What a refine run did (pass one to :func:`refine` to have it filled in)."""
+
+    evaluations: int = 0
+    accepted: int = 0
+    kicks: int = 0
+    start_makespan: float = 0.0
+    end_makespan: float = 0.0
+    stopped: str = ""
+
+
+class _Units:
+    """Colocation units: a group moves as one; other nodes alone."""
+
+    def __init__(self, problem: Problem) -> None:
+        g = problem.colocate
+        key = np.where(g < 0, len(problem.colocate_names) + np.arange(problem.n), g)
+        _, self.of = np.unique(key, return_inverse=True)
+        self.of = self.of.astype(np.int64).ravel()
+        self.count = int(self.of.max()) + 1 if problem.n else 0
+        order = np.argsort(self.of, kind="stable")
+        bounds = np.searchsorted(self.of[order], np.arange(self.count + 1))
+        self.members = [order[bounds[u]:bounds[u + 1]] for u in range(self.count)]
+        self.need = np.bincount(self.of, weights=problem.param_bytes + problem.out_bytes, minlength=self.count)
+        self.time = np.bincount(self.of, weights=problem.time, minlength=self.count)
+        mask = problem.allowed_mask()
+        self.mask = mask[[m[0] for m in self.members]] if self.count else np.zeros((0, problem.k), dtype=bool)
+
+
+def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
+    """Lexicographic objective: total memory overflow, then makespan."""
+    return float(ev.overflow(problem).sum()), ev.makespan
+
+
+def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
+    """Nodes of a critical chain of the schedule, last first: from the node finishing last, back
+    through the input arrival or the previous node on the same device that fixed each start."""
+    if problem.n == 0:
+        return []
+    start, finish, pl = ev.start, ev.finish, ev.placement
+    delay = edge_delay(problem, pl)
+    eps = 1e-9 * max(1.0, ev.makespan)
+    order = np.lexsort((finish, start, pl))
+    prev = np.full(problem.n, -1, dtype=np.int64)
+    same = pl[order[1:]] == pl[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    ptr, nbr, eid = problem.pred_ptr
+    v = int(np.argmax(finish))
+    chain = [v]
+    seen = {v}
+    while start[v] > eps:
+        lo, hi = int(ptr[v]), int(ptr[v + 1])
+        nxt = -1
+        if hi > lo:
+            arrive = finish[nbr[lo:hi]] + delay[eid[lo:hi]]
+            j = int(np.argmax(arrive))
+            if arrive[j] >= start[v] - eps:
+                nxt = int(nbr[lo + j])
+        if nxt < 0:
+            p = int(prev[v])
+            if p >= 0 and finish[p] >= start[v] - eps:
+                nxt = p
+        if nxt < 0 or nxt in seen:
+            break
+        v = nxt
+        seen.add(v)
+        chain.append(v)
+    return chain
+
+
+class _Search:
+    def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
+                 max_evals: int | None, patience: int, stats: RefineStats) -> None:
+        self.p = problem
+        self.units = _Units(problem)
+        self.rng = np.random.default_rng(opts.seed)
+        self.deadline = deadline
+        self.mm = memory_model
+        self.max_evals = max_evals
+        self.patience = patience
+        self.stats = stats
+        self.succ = problem.succ_ptr
+        self.pred = problem.pred_ptr
+        self.cur = pl
+        self.cur_ev = self._eval(pl)
+        self.cur_key = _key(problem, self.cur_ev)
+        self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
+        self.stats.start_makespan = self.cur_ev.makespan
+
+    # -- budget --
+    def out_of_budget(self) -> str:
+        if time.monotonic() >= self.deadline:
+            return "deadline"
+        if self.max_evals is not None and self.stats.evaluations >= self.max_evals:
+            return "evaluations"
+        return ""
+
+    def _eval(self, pl: np.ndarray) -> Evaluation:
+        self.stats.evaluations += 1
+        return evaluate(self.p, pl, memory_model=self.mm)
+
+    def _better(self, key: tuple[float, float], than: tuple[float, float]) -> bool:
+        tol = 1e-9 * max(1.0, than[1])
+        if key[0] < than[0] - 1e-9 * max(1.0, than[0]):
+            return True
+        return key[0] <= than[0] + 1e-9 * max(1.0, than[0]) and key[1] < than[1] - tol
+
+    # -- candidates --
+    def _neighbour_devices(self, v: int, pl: np.ndarray) -> list[int]:
+        devs: list[int] = []
+        for ptr, nbr, _ in (self.pred, self.succ):
+            for u in nbr[ptr[v]:ptr[v + 1]].tolist():
+                d = int(pl[u])
+                if d not in devs:
+                    devs.append(d)
+        return devs
+
+    def _candidates(self, ev: Evaluation) -> Iterator[tuple[list[int], list[int]]]:
+        """Moves as (units, target devices), lazily and in a seeded random order: per critical node
+        its single moves, boundary blocks and swaps, interleaved with moves of chain runs."""
+        p, pl, un = self.p, self.cur, self.units
+        chain = critical_chain(p, ev)
+        busy = np.bincount(pl, weights=p.time, minlength=p.k)
+        calm = [int(d) for d in np.argsort(busy, kind="stable")]
+        by_dev = np.lexsort((ev.start, pl))
+        pos = np.empty(p.n, dtype=np.int64)
+        pos[by_dev] = np.arange(p.n)
+        dev_start = np.searchsorted(pl[by_dev], np.arange(p.k + 1))
+        seen: set[tuple] = set()
+
+        def fresh(units: list[int], devs: list[int]) -> bool:
+            key = (tuple(units), tuple(devs))
+            if key in seen or not all(un.mask[u, d] for u, d in zip(units, devs)):
+                return False
+            seen.add(key)
+            return True
+
+        def node_moves(v: int) -> list[tuple[list[int], list[int]]]:
+            u, a = int(un.of[v]), int(pl[v])
+            targets = list(dict.fromkeys(d for d in self._neighbour_devices(v, pl) + calm[:2] if d != a))
+            out: list[tuple[list[int], list[int]]] = []
+            lo_d, hi_d = int(dev_start[a]), int(dev_start[a + 1])
+            for d in targets:
+                out.append(([u], [d]))
+                for half in (1, 3, 7, 15, 31):  # boundary blocks around v on its device
+                    lo, hi = max(lo_d, int(pos[v]) - half), min(hi_d, int(pos[v]) + half + 1)
+                    block = sorted({int(x) for x in un.of[by_dev[lo:hi]].tolist()})
+                    if len(block) > 1:
+                        out.append((block, [d] * len(block)))
+                    if hi - lo >= hi_d - lo_d:
+                        break
+                for x in self._swap_partners(u, a, d, ev):
+                    out.append(([u, x], [d, a]))
+            return [out[i] for i in self.rng.permutation(len(out)).tolist()]
+
+        runs: list[tuple[list[int], list[int]]] = []
+        run: list[int] = []
+        for v in chain + [-1]:
+            if run and (v < 0 or pl[v] != pl[run[-1]]):
+                if len(run) > 1:
+                    units = sorted({int(un.of[x]) for x in run})
+                    a = int(pl[run[0]])
+                    runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
+                run = []
+            if v >= 0:
+                run.append(v)
+        runs = [runs[i] for i in self.rng.permutation(len(runs)).tolist()]
+        for i, v in enumerate(self.rng.permutation(chain).tolist() if chain else []):
+            if i < len(runs):
+                if fresh(*runs[i]):
+                    yield runs[i]
+            for mv in node_moves(int(v)):
+                if fresh(*mv):
+                    yield mv
+        for mv in runs[len(chain):]:
+            if fresh(*mv):
+                yield mv
+
+    def _swap_partners(self, u: int, a: int, d: int, ev: Evaluation, limit: int = 3) -> list[int]:
+        un, p = self.units, self.p
+        load = ev.static_memory
+        need = un.need
+        room_a = p.memory[a] - load[a] + need[u]
+        room_d = p.memory[d] - load[d] - need[u]
+        on_d = np.flatnonzero((self.unit_dev == d) & un.mask[:, a])
+        ok = on_d[(need[on_d] <= room_a) & (need[on_d] >= -room_d)]
+        if ok.size == 0:
+            return []
+        pick = ok[np.argsort(un.time[ok], kind="stable")[:limit]]
+        return [int(x) for x in pick if x != u]
+
+    # -- apply --
+    def _try(self, units: list[int], devs: list[int]) -> bool:
+        un = self.units
+        pl = self.cur.copy()
+        for u, d in zip(units, devs):
+            pl[un.members[u]] = d
+        if self.mm == "static" and self.cur_key[0] == 0.0:
+            load = np.bincount(pl, weights=self.p.param_bytes + self.p.out_bytes, minlength=self.p.k)
+            if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
+                return False
+        ev = self._eval(pl)
+        key = _key(self.p, ev)
+        if self.cur_key[0] == 0.0 and key[0] > 0.0:
+            return False
+        if self._better(key, self.cur_key):
+            self.cur, self.cur_ev, self.cur_key = pl, ev, key
+            self.unit_dev = self._unit_dev(pl)
+            self.stats.accepted += 1
+            if self._better(key, self.best_key):
+                self.best, self.best_ev, self.best_key = pl, ev, key
+            return True
+        return False
+
+    def _unit_dev(self, pl: np.ndarray) -> np.ndarray:
+        return pl[[m[0] for m in self.units.members]] if self.units.count else np.zeros(0, dtype=np.int64)
+
+    def _kick(self) -> None:
+        """Move a few random units to random allowed devices (keeping memory feasible) from the best."""
+        un, p = self.units, self.p
+        pl = self.best.copy()
+        load = np.bincount(pl, weights=p.param_bytes + p.out_bytes, minlength=p.k)
+        count = int(self.rng.integers(1, max(2, min(8, un.count // 4 + 1)) + 1))
+        for u in self.rng.choice(un.count, size=min(count, un.count), replace=False).tolist():
+            a = int(pl[un.members[u][0]])
+            devs = [d for d in self.rng.permutation(p.k).tolist() if d != a and un.mask[u, d]
+                    and load[d] + un.need[u] <= p.memory[d] * (1 + 1e-12)]
+            if devs:
+                pl[un.members[u]] = devs[0]
+                load[a] -= un.need[u]
+                load[devs[0]] += un.need[u]
+        self.stats.kicks += 1
+        self.cur = pl
+        self.cur_ev = self._eval(pl)
+        self.cur_key = _key(p, self.cur_ev)
+        self.unit_dev = self._unit_dev(pl)
+        if self.best_key[0] == 0.0 and self.cur_key[0] > 0.0:  # never wander into infeasibility
+            self.cur, self.cur_ev, self.cur_key = self.best, self.best_ev, self.best_key
+            self.unit_dev = self._unit_dev(self.best)
+
+    def run(self) -> None:
+        self.unit_dev = self._unit_dev(self.cur)
+        stale = 0
+        last = self.best_key
+        while True:
+            why = self.out_of_budget()
+            if why:
+                self.stats.stopped = why
+                return
+            improved = False
+            for units, devs in self._candidates(self.cur_ev):
+                if self.out_of_budget():
+                    break
+                if self._try(units, devs):
+                    improved = True
+                    break
+            if improved or self.out_of_budget():
+                continue
+            if self._better(self.best_key, last):
+                stale, last = 0, self.best_key
+            else:
+                stale += 1
+            if stale > self.patience or self.units.count < 2 or self.p.k < 2:
+                self.stats.stopped = "converged"
+                return
+            self._kick()
+
+
+def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadline: float,
+           memory_model: str = "static", max_evals: int | None = None, patience: int = 20,
+           stats: RefineStats | None = None) -> tuple[np.ndarray, Evaluation]:
+    """Improve ``placement`` by local search until ``deadline`` (a time.monotonic() value).
+
+    Returns the best placement found and its evaluation (never worse than the input's: lower
+    makespan at equal feasibility, and a feasible input stays feasible). ``max_evals`` bounds the
+    number of evaluator calls; ``patience`` is the number of random kicks without improvement
+    after which the search stops early; ``stats``, if given, is filled in. Colocation and allowed devices are always respected; an
+    input that breaks them raises ScheduleError."""
+    pl = as_placement(problem, placement)
+    check_placement(problem, pl)
+    search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats())
+    search.run()
+    search.stats.end_makespan = search.best_ev.makespan
+    return search.best, search.best_ev
