@@ -222,7 +222,9 @@ def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 
             pos = len(S)
             s = max(r, E[-1]) if E else r
             if insertion and S:
-                i = bisect.bisect_left(E, r)  # ends are sorted as intervals are disjoint and ordered
+                # ends are sorted (disjoint, ordered intervals); scan after every interval ending by r,
+                # which includes all of v's predecessors on d, even zero-time ones ending exactly at r
+                i = bisect.bisect_right(E, r)
                 prev_end = E[i - 1] if i > 0 else 0.0
                 for j in range(i, min(len(S), i + GAP_SCAN)):
                     cand = max(r, prev_end)

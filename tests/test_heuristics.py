@@ -142,3 +142,15 @@ def test_portfolio_skips_what_does_not_fit_the_budget():
     skipped = [m["method"] for m in sol.info["members"] if m["status"] == "skipped"]
     assert "linear-clustering" in skipped
     assert sol.placement is not None  # the cheap anchors still answer
+
+
+def test_heft_never_inserts_before_a_zero_time_predecessor():
+    # a (1) -> x (0) -> v (0) on one device: v is ready exactly when x ends, at the same instant
+    # x starts; the gap search must still put v after x.
+    nodes = [{"id": "a", "time": 1.0, "out_bytes": 0.0, "param_bytes": 0.0},
+             {"id": "x", "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0},
+             {"id": "v", "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0}]
+    edges = [{"src": "a", "dst": "x", "comm": 0.0}, {"src": "x", "dst": "v", "comm": 0.0}]
+    p = make_problem(nodes, edges, devices=1)
+    sol = get("heft").func(p, SolveOptions())
+    assert sol.order == [[0, 1, 2]] and sol.objective == 1.0

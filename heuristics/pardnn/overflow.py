@@ -5,7 +5,9 @@ their potentials a_j (memory freed) sum to at least O while their move costs c_j
 compute time plus its comm with neighbours on the same device, which a move would make real) stay
 small. Two min-heaps as in the paper: ``nodes_heap`` keyed by c_j / a_j, and one keyed by c_j over
 the nodes whose potential alone covers the overflow still left. Each pick pops the top of both,
-keeps the one with the smaller move cost and puts the other back. A node moves only to a device
+keeps the one with the smaller move cost and puts the other back. After a move, the move costs of
+the moved node's neighbours still on the device drop by their comm with it (Eq. 4 counts only
+same-device comm), so the keys stay current. A node moves only to a device
 that can hold its potential (the allowed device with room that it communicates with most; ties:
 the most room); a node that fits nowhere is dropped. A colocation group moves as one unit. The
 handler stops when the overflow is gone or no candidate is left.
@@ -89,6 +91,8 @@ def handle_overflow(problem: Problem, placement: np.ndarray, units: Units, memor
     cost = move_costs(problem, pl, units)
     udev = pl[[m[0] for m in units.members]] if nu else np.zeros(0, dtype=np.int64)
     moved: list[tuple[int, int, int]] = []
+    sp, sn, se = problem.succ_ptr
+    pp, pn, pe = problem.pred_ptr
     for d in range(problem.k):
         over = mem[d] - capacity[d]
         if over <= 0:
@@ -96,42 +100,58 @@ def handle_overflow(problem: Problem, placement: np.ndarray, units: Units, memor
         cand = np.flatnonzero((udev == d) & (a > 0) & units.mask[:, d] & (units.mask.sum(axis=1) > 1))
         if cand.size == 0:
             continue
-        heap1 = [(float(cost[u] / a[u]), int(u)) for u in cand]
+        version = {int(u): 0 for u in cand}
+        heap1 = [(float(cost[u] / a[u]), 0, int(u)) for u in cand]
         heapq.heapify(heap1)
         by_size = cand[np.argsort(-a[cand], kind="stable")].tolist()
         pos = 0
-        heap2: list[tuple[float, int]] = []
+        heap2: list[tuple[float, int, int]] = []
+        in_heap2: set[int] = set()
         taken: set[int] = set()
+
+        def top(heap: list[tuple[float, int, int]]) -> int:
+            while heap and (heap[0][2] in taken or heap[0][1] != version[heap[0][2]]):
+                heapq.heappop(heap)
+            return heap[0][2] if heap else -1
+
         while over > 0:
             while pos < len(by_size) and a[by_size[pos]] > over:
                 u = by_size[pos]
                 if u not in taken:
-                    heapq.heappush(heap2, (float(cost[u]), u))
+                    heapq.heappush(heap2, (float(cost[u]), version[u], u))
+                    in_heap2.add(u)
                 pos += 1
-            while heap1 and heap1[0][1] in taken:
-                heapq.heappop(heap1)
-            while heap2 and heap2[0][1] in taken:
-                heapq.heappop(heap2)
-            if not heap1 and not heap2:
+            u1, u2 = top(heap1), top(heap2)
+            if u1 < 0 and u2 < 0:
                 break
-            if heap2 and (not heap1 or cost[heap2[0][1]] <= cost[heap1[0][1]]):
-                u = heapq.heappop(heap2)[1]
-            else:
-                u = heapq.heappop(heap1)[1]
+            u = u2 if (u2 >= 0 and (u1 < 0 or cost[u2] <= cost[u1])) else u1
             taken.add(u)
             room = capacity - mem
             ok = units.mask[u] & (room >= need[u])
             ok[d] = False
             if not ok.any():
                 continue
-            cbd = _comm_by_device(problem, pl, units.members[u])
+            members = units.members[u]
+            cbd = _comm_by_device(problem, pl, members)
             score = np.where(ok, cbd, -np.inf)
             best = np.flatnonzero(score == score.max())
             t = int(best[np.argmax(room[best])])
-            pl[units.members[u]] = t
+            pl[members] = t
             udev[u] = t
             mem[d] -= a[u]
             mem[t] += need[u]
             over -= a[u]
             moved.append((int(u), d, t))
+            # Eq. 4 stays current: a neighbour left on d no longer pays the comm to u if it moves
+            for v in members.tolist():
+                for nbr, eid in ((sn[sp[v]:sp[v + 1]], se[sp[v]:sp[v + 1]]), (pn[pp[v]:pp[v + 1]], pe[pp[v]:pp[v + 1]])):
+                    for x, e in zip(nbr.tolist(), eid.tolist()):
+                        w = int(units.of[x])
+                        if w == u or w in taken or w not in version or pl[x] != d:
+                            continue
+                        cost[w] -= problem.comm[e]
+                        version[w] += 1
+                        heapq.heappush(heap1, (float(cost[w] / a[w]), version[w], w))
+                        if w in in_heap2:
+                            heapq.heappush(heap2, (float(cost[w]), version[w], w))
     return OverflowResult(pl, moved, np.maximum(mem - capacity, 0.0))
