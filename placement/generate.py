@@ -576,20 +576,25 @@ class _LstmShape:
     vocab: int = 32000
 
 
-def _lstm_cell(sh: _LstmShape) -> Template:
+def _lstm_cell(sh: _LstmShape, first: bool = False) -> Template:
     """One cell (layer l, step t): gates matmul, activations, new c, new h; backward through time;
-    the weight gradient is accumulated along the timesteps (acc_in from t+1)."""
+    the weight gradient is accumulated along the timesteps (acc_in from t+1). The first step
+    starts from a zero state: no h_prev/c_prev inputs and no gradient for them."""
     h, bt = sh.hidden, sh.batch
     bh = bt * h * DTYPE
     b = Block()
     x = b.port("x", bh, label="input")
-    hp = b.port("h_prev", bh, label="h_prev")
-    cp = b.port("c_prev", bh, label="c_prev")
     w = b.port("W", (2 * h * 4 * h + 4 * h) * DTYPE, label="W")
-    z = b.op("gates_matmul", [x, hp, w], 4 * bt * h, 2 * bt * 2 * h * 4 * h, grad="split",
-             split={0: "grad_input", 1: "grad_h_prev", 2: "grad_weight"})
+    if first:
+        z = b.op("gates_matmul", [x, w], 4 * bt * h, 2 * bt * h * 4 * h, grad="split",
+                 split={0: "grad_input", 1: "grad_weight"})
+    else:
+        hp = b.port("h_prev", bh, label="h_prev")
+        z = b.op("gates_matmul", [x, hp, w], 4 * bt * h, 2 * bt * 2 * h * 4 * h, grad="split",
+                 split={0: "grad_input", 1: "grad_h_prev", 2: "grad_weight"})
     g = b.op("gates", [z], 4 * bt * h, 4 * 4 * bt * h, save="output")
-    c = b.op("cell", [(g, 3 * bh), cp], bt * h, 3 * bt * h)
+    c_in: list[Inp] = [(g, 3 * bh)] if first else [(g, 3 * bh), b.port("c_prev", bh, label="c_prev")]
+    c = b.op("cell", c_in, bt * h, 3 * bt * h)
     hh = b.op("hidden", [(g, bh), c], bt * h, 5 * bt * h)
     b.output(hh, "h_next")
     b.output(hh, "h_up")
@@ -655,11 +660,11 @@ def _lstm_layer_weight(sh: _LstmShape) -> Template:
 
 def _lstm(target: int, rng: np.random.Generator, devices: int, memory_fraction: float | None, name: str) -> Problem:
     sh = _LstmShape()
-    cell, sin, sout = _lstm_cell(sh), _lstm_step_in(sh), _lstm_step_out(sh)
+    cell0, cell, sin, sout = _lstm_cell(sh, True), _lstm_cell(sh), _lstm_step_in(sh), _lstm_step_out(sh)
     glob, lw = _lstm_global(sh, 1), _lstm_layer_weight(sh)
     cands = []
     for layers in range(1, 9):
-        fixed = glob.size + layers * lw.size
+        fixed = glob.size + layers * (lw.size + cell0.size - cell.size)
         per = layers * cell.size + sin.size + sout.size
         for steps in _layer_range(target, fixed, per):
             # Typical: 2-4 layers on short sequences, up to 8 (GNMT) on long ones.
@@ -670,11 +675,17 @@ def _lstm(target: int, rng: np.random.Generator, devices: int, memory_fraction: 
     g = asm.place(_lstm_global(sh, steps), [""])
     lw_p = asm.place(lw, [f"lstm/l{l}/" for l in range(layers)])
     si = asm.place(sin, [f"step{t}/" for t in range(steps)])
-    cells = asm.place(cell, [f"lstm/l{l}/t{t}/" for l in range(layers) for t in range(steps)])
+    first = asm.place(cell0, [f"lstm/l{l}/t0/" for l in range(layers)])
+    rest = asm.place(cell, [f"lstm/l{l}/t{t}/" for l in range(layers) for t in range(1, steps)])
     so = asm.place(sout, [f"step{t}/" for t in range(steps)])
 
     def grid(name: str) -> np.ndarray:
-        return cells.export(name).reshape(layers, steps)
+        """Export ``name`` of cell (l, t) at [l, t]; -1 where the cell has no such export."""
+        out = np.full((layers, steps), -1, dtype=np.int64)
+        if name in cell0.exports:
+            out[:, 0] = first.export(name)
+        out[:, 1:] = rest.export(name).reshape(layers, steps - 1)
+        return out
 
     none = np.full((layers, 1), -1, dtype=np.int64)
     h_next, c_out, acc = grid("h_next"), grid("c"), grid("acc")
@@ -684,15 +695,20 @@ def _lstm(target: int, rng: np.random.Generator, devices: int, memory_fraction: 
     asm.bind(si, "dx", grid("dx")[0])
     asm.bind(si, "acc_in", np.r_[si.export("acc")[1:], -1])
     asm.bind(g, "demb", si.export("acc")[:1])
-    x_src = np.vstack([si.export("x")[None, :], h_next[:-1]])
-    asm.bind(cells, "x", x_src.ravel())
-    asm.bind(cells, "h_prev", np.hstack([none, h_next[:, :-1]]).ravel())
-    asm.bind(cells, "c_prev", np.hstack([none, c_out[:, :-1]]).ravel())
-    asm.bind(cells, "W", np.repeat(lw_p.export("W"), steps))
-    asm.bind(cells, "dh_next", np.hstack([grid("dh_prev")[:, 1:], none]).ravel())
-    asm.bind(cells, "dc", np.hstack([grid("dc_prev")[:, 1:], none]).ravel())
-    asm.bind(cells, "dh_up", np.vstack([grid("dx")[1:], so.export("dh")[None, :]]).ravel())
-    asm.bind(cells, "acc_in", np.hstack([acc[:, 1:], none]).ravel())
+    sources = {
+        "x": np.vstack([si.export("x")[None, :], h_next[:-1]]),
+        "h_prev": np.hstack([none, h_next[:, :-1]]),
+        "c_prev": np.hstack([none, c_out[:, :-1]]),
+        "W": np.repeat(lw_p.export("W")[:, None], steps, axis=1),
+        "dh_next": np.hstack([grid("dh_prev")[:, 1:], none]),
+        "dc": np.hstack([grid("dc_prev")[:, 1:], none]),
+        "dh_up": np.vstack([grid("dx")[1:], so.export("dh")[None, :]]),
+        "acc_in": np.hstack([acc[:, 1:], none]),
+    }
+    for port, src in sources.items():
+        if port in cell0.ports:
+            asm.bind(first, port, src[:, 0])
+        asm.bind(rest, port, src[:, 1:].ravel())
     asm.bind(lw_p, "dW", acc[:, 0])
     asm.bind(so, "h", h_next[-1])
     asm.bind(so, "W", np.repeat(g.export("wout"), steps))

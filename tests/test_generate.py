@@ -157,6 +157,9 @@ def test_backward_ops_follow_the_loss_and_read_forward_activations(kind: str) ->
     for g in grads:
         preds = nbr[ptr[g]:ptr[g + 1]]
         assert any(not bw[v] and p.param_bytes[v] == 0 for v in preds), p.ids[g]
+    ptr, _, _ = p.succ_ptr
+    dead = [p.ids[i] for i in np.flatnonzero(ptr[1:] == ptr[:-1]) if not p.ids[i].endswith("/update")]
+    assert dead == []  # only updates end the step: no gradient is computed for nothing
     fwd_to_bwd = ~bw[p.src] & bw[p.dst]
     span = p.topo_rank[p.dst[fwd_to_bwd]] - p.topo_rank[p.src[fwd_to_bwd]]
     assert span.max() > p.n // 2
