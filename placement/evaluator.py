@@ -77,7 +77,7 @@ def as_placement(problem: Problem, placement: Sequence[int] | Mapping | np.ndarr
 def check_placement(problem: Problem, placement: np.ndarray) -> None:
     """Raise :class:`ScheduleError` if a node sits on a device it may not use or a colocation group
     is split."""
-    for i, devs in enumerate(problem.allowed):
+    for i, devs in enumerate(problem.allowed) if problem.has_allowed else ():
         if devs is not None and int(placement[i]) not in devs:
             raise ScheduleError(f"node {problem.ids[i]!r} is on device {int(placement[i])}, not one of its allowed devices {list(devs)}")
     for g, members in enumerate(problem.groups):
@@ -150,16 +150,17 @@ def _ready_simulation(problem: Problem, placement: np.ndarray, delay: np.ndarray
 
     Nodes are started in non-decreasing start time over all devices, so a node whose inputs are
     not all scheduled yet cannot become ready before the current time; ties go to the node earlier
-    in the topological order.
+    in the topological order. A global heap holds one offer per device (its queue head's start);
+    an offer is re-made only when the device's head or free time changes (versions mark stale ones).
     """
     n, k = problem.n, problem.k
     ptr, nbr, eid = problem.succ_ptr
-    ptr_l, nbr_l, eid_l = ptr.tolist(), nbr.tolist(), eid.tolist()
+    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+    delay_e = delay[eid].tolist()  # in CSR order
     indeg = np.bincount(problem.dst, minlength=n).tolist()
     rank = problem.topo_rank.tolist()
     dur = problem.time.tolist()
     dev_of = placement.tolist()
-    delay_l = delay.tolist()
     ready = [0.0] * n
     start = [0.0] * n
     finish = [0.0] * n
@@ -167,43 +168,45 @@ def _ready_simulation(problem: Problem, placement: np.ndarray, delay: np.ndarray
     free = [0.0] * k
     version = [0] * k
     devheap: list[tuple[float, int, int, int]] = []  # (candidate start, tie rank, device, version)
-
-    def offer(d: int) -> None:
-        q = queues[d]
-        if q:
-            version[d] += 1
-            r, rk, _ = q[0]
-            heapq.heappush(devheap, (max(free[d], r), rk, d, version[d]))
-
+    push, pop = heapq.heappush, heapq.heappop
     for v in range(n):
         if indeg[v] == 0:
-            heapq.heappush(queues[dev_of[v]], (0.0, rank[v], v))
+            push(queues[dev_of[v]], (0.0, rank[v], v))
     for d in range(k):
-        offer(d)
+        if queues[d]:
+            version[d] += 1
+            push(devheap, (queues[d][0][0], queues[d][0][1], d, version[d]))
     done = 0
     while devheap:
-        s, _, d, ver = heapq.heappop(devheap)
+        s, _, d, ver = pop(devheap)
         if ver != version[d]:
             continue
-        r, _, v = heapq.heappop(queues[d])
+        q = queues[d]
+        v = pop(q)[2]
         f = s + dur[v]
         start[v] = s
         finish[v] = f
         free[d] = f
         done += 1
-        touched = {d}
         for j in range(ptr_l[v], ptr_l[v + 1]):
             w = nbr_l[j]
-            arrive = f + delay_l[eid_l[j]]
+            arrive = f + delay_e[j]
             if arrive > ready[w]:
                 ready[w] = arrive
             indeg[w] -= 1
             if indeg[w] == 0:
                 dw = dev_of[w]
-                heapq.heappush(queues[dw], (ready[w], rank[w], w))
-                touched.add(dw)
-        for dd in touched:
-            offer(dd)
+                item = (ready[w], rank[w], w)
+                qw = queues[dw]
+                push(qw, item)
+                if dw != d and qw[0] is item:  # a new head on another device changes its offer
+                    version[dw] += 1
+                    fr = free[dw]
+                    push(devheap, (item[0] if item[0] > fr else fr, item[1], dw, version[dw]))
+        if q:  # this device is free again at f: offer its head
+            version[d] += 1
+            r, rk, _ = q[0]
+            push(devheap, (r if r > f else f, rk, d, version[d]))
     if done != n:  # cannot happen for a validated DAG
         raise ScheduleError("simulation stalled: the graph is not a DAG")
     return np.asarray(start), np.asarray(finish)

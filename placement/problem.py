@@ -120,6 +120,11 @@ class Problem:
         return rank
 
     @cached_property
+    def has_allowed(self) -> bool:
+        """Does any node restrict its devices?"""
+        return any(devs is not None for devs in self.allowed)
+
+    @cached_property
     def groups(self) -> list[np.ndarray]:
         """Members (node indices) of each colocation group, by group index."""
         count = len(self.colocate_names)
