@@ -2,6 +2,7 @@
 
     python3 bench/bench_heuristics.py quality [--time-limit 60]   # data/*.json + msr-fiddle + generated
     python3 bench/bench_heuristics.py scale [--sizes 10000 50000 200000 1000000] [--model static]
+                                            [--memory-fraction 0.6]
 
 ``quality`` prints, per graph and heuristic: evaluator makespan, ratio to the lower bound
 (placement.bounds.makespan_lower_bound), seconds, and whether memory is feasible (static model;
@@ -91,7 +92,7 @@ from placement.generate import generate
 from placement.bounds import makespan_lower_bound
 from heuristics.pardnn import pardnn
 from placement.solution import SolveOptions
-t = time.monotonic(); p = generate("transformer", {n}, seed=0, devices=16); gen = time.monotonic() - t
+t = time.monotonic(); p = generate("transformer", {n}, seed=0, devices=16, memory_fraction={frac}); gen = time.monotonic() - t
 t = time.monotonic(); sol = pardnn(p, SolveOptions(memory_model={model!r})); secs = time.monotonic() - t
 info = {{k: v for k, v in sol.info.items() if k.startswith("t_") or k in ("overflow_moves", "overflow_rounds", "primaries", "secondaries", "reserve_kept")}}
 print(json.dumps({{"n": p.n, "m": p.m, "gen": gen, "seconds": secs, "status": sol.status, "makespan": sol.objective,
@@ -99,17 +100,18 @@ print(json.dumps({{"n": p.n, "m": p.m, "gen": gen, "seconds": secs, "status": so
 """
 
 
-def scale(sizes: list[int], model: str) -> None:
-    print(f"| nodes | edges | pardnn seconds | nodes/s | peak RSS GB | status | makespan / LB | levels | slicing | mapping | memory | evaluate |")
-    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+def scale(sizes: list[int], model: str, frac: float) -> None:
+    print(f"memory model {model}, each of the 16 devices holds {frac} of the total static memory\n")
+    print(f"| nodes | edges | pardnn seconds | nodes/s | peak RSS GB | status | makespan / LB | overflow moves | levels | slicing | mapping | memory | evaluate |")
+    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
-        out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), n=n, model=model)],
+        out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), n=n, model=model, frac=frac)],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         i = r["info"]
         ratio = r["makespan"] / r["lb"] if r["makespan"] else float("nan")
         print(f"| {r['n']} | {r['m']} | {r['seconds']:.1f} | {r['n'] / r['seconds']:.0f} | {r['rss_gb']:.2f} | {r['status']} | "
-              f"{ratio:.3f} | {i['t_levels']:.1f} | {i['t_slicing']:.1f} | {i['t_mapping']:.1f} | {i['t_memory']:.1f} | {i['t_evaluate']:.1f} |")
+              f"{ratio:.3f} | {i.get('overflow_moves')} | {i['t_levels']:.1f} | {i['t_slicing']:.1f} | {i['t_mapping']:.1f} | {i['t_memory']:.1f} | {i['t_evaluate']:.1f} |")
         sys.stdout.flush()
 
 
@@ -122,11 +124,13 @@ def main() -> None:
     s = sub.add_parser("scale")
     s.add_argument("--sizes", type=int, nargs="+", default=[10000, 50000, 200000, 1000000])
     s.add_argument("--model", default="static", choices=["static", "peak"])
+    s.add_argument("--memory-fraction", type=float, default=0.6,
+                   help="per-device share of the total static memory (0.6: loose; 1.2/16 = 0.075: tight)")
     a = ap.parse_args()
     if a.what == "quality":
         quality(a.time_limit, not a.no_generated)
     else:
-        scale(a.sizes, a.model)
+        scale(a.sizes, a.model, a.memory_fraction)
 
 
 if __name__ == "__main__":
