@@ -154,3 +154,47 @@ def test_heft_never_inserts_before_a_zero_time_predecessor():
     p = make_problem(nodes, edges, devices=1)
     sol = get("heft").func(p, SolveOptions())
     assert sol.order == [[0, 1, 2]] and sol.objective == 1.0
+
+
+def constrained_problem(seed: int = 0):
+    """A random DAG with allowed-device lists and colocation groups."""
+    rng = np.random.default_rng(seed)
+    nodes = []
+    for i in range(80):
+        rec = {"id": i, "time": float(rng.integers(1, 6)), "out_bytes": float(rng.integers(0, 20)),
+               "param_bytes": float(rng.integers(0, 20))}
+        if i % 7 == 0:
+            rec["devices"] = [int(i % 3)]
+        elif i % 11 == 0:
+            rec["devices"] = [1, 2]
+        if i % 5 == 1:
+            rec["colocate"] = f"g{i % 4}"
+        nodes.append(rec)
+    # keep every group's members compatible: group members may use any device
+    for rec in nodes:
+        if "colocate" in rec:
+            rec.pop("devices", None)
+    edges = {(int(u), v): float(rng.integers(0, 8)) for v in range(1, 80) for u in rng.integers(0, v, size=2)}
+    total = sum(r["out_bytes"] + r["param_bytes"] for r in nodes)
+    return make_problem(nodes, [{"src": u, "dst": v, "comm": c} for (u, v), c in edges.items()], devices=3,
+                        memory=total / 3 * 1.5)
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_allowed_devices_and_colocation_respected(name):
+    p = constrained_problem()
+    sol = get(name).func(p, SolveOptions(time_limit=20))
+    assert sol.status == "heuristic", sol.reason
+    ev = evaluate(p, sol.placement, order=sol.order)
+    check(p, sol.placement, ev.start)  # raises on a forbidden device or a split group
+    assert sol.objective == pytest.approx(ev.makespan)
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_degenerate_graphs(name):
+    one = make_problem([{"id": "a", "time": 2.0, "out_bytes": 1.0, "param_bytes": 1.0}], [], devices=3, memory=10.0)
+    sol = get(name).func(one, SolveOptions())
+    assert sol.status == "heuristic" and sol.objective == 2.0
+    zero = make_problem([{"id": i, "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0} for i in range(3)],
+                        [{"src": 0, "dst": 1, "comm": 0.0}, {"src": 1, "dst": 2, "comm": 0.0}], devices=2)
+    assert get(name).func(zero, SolveOptions()).objective == 0.0

@@ -168,6 +168,9 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
 @register("pardnn", kind="heuristic", summary="PARDNN: slicing + LFLAM mapping + memory heuristic I (emulator, knapsack overflow handler)")
 def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
+    if problem.n == 0:
+        return Solution("pardnn", "heuristic", placement=np.zeros(0, dtype=np.int64), objective=0.0,
+                        seconds=time.monotonic() - t0, info={"overflow": [0.0] * problem.k})
     placement, info = run_pipeline(problem, opts)
     t = time.monotonic()
     ev = evaluate(problem, placement, memory_model=opts.memory_model)
