@@ -9,7 +9,8 @@
    one primary > the cluster's total external comm / K). A candidate joins its most-communicating
    primary p when one of the three conditions holds, with W = per-primary work whose top level
    lies in span(sc), w = the cluster's work and U = the still-unmapped work in the span besides sc:
-   (a) U covers the imbalance the mapping causes, W[p] + w - max_{q != p} W[q] (if positive);
+   (a) U covers the imbalance the mapping causes: the work needed to bring every other primary up
+       to p's new load, sum_{q != p} max(0, W[p] + w - W[q]) <= U;
    (b) the mapping causes no imbalance: W[p] + w <= max_q W[q];
    (c) comm(sc, p) exceeds w, W[p] and U.
    Which clusters are candidates is decided on a snapshot taken at the start of each round.
@@ -157,6 +158,7 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndar
     rounds = max_rounds if max_rounds is not None else max(1, math.ceil(math.log2(max(n, 2))))
     done_rounds = 0
     mapped_total = 0
+    admitted = {"a": 0, "b": 0, "c": 0}  # which condition (first true of a, b, c) admitted a merge
     for _ in range(rounds):
         done_rounds += 1
         owner = np.concatenate([cl[es], cl[ed]])
@@ -189,15 +191,15 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndar
             W = WU[:k]
             U = float(WU[k]) - w
             after = W[p] + w
-            others = np.delete(W, p)
-            second = float(others.max()) if others.size else 0.0
-            cond_a = U >= after - second
+            deficit = float(np.maximum(after - W, 0.0).sum()) - max(after - W[p], 0.0)
+            cond_a = U >= deficit
             cond_b = after <= float(W.max())
             cpc = to_pe[c, p]
             cond_c = cpc > w and cpc > W[p] and cpc > U
             if cond_a or cond_b or cond_c:
                 merge(c, p)
                 mapped += 1
+                admitted["a" if cond_a else "b" if cond_b else "c"] += 1
         mapped_total += mapped
         if mapped == 0:
             break
@@ -221,4 +223,4 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndar
         p = int(ties[np.argmax(cv[ties])])
         merge(c, p)
         balanced += 1
-    return Mapping(pe, cluster_pe, mapped_total, done_rounds, balanced)
+    return Mapping(pe, cluster_pe, mapped_total, done_rounds, balanced, {"admitted_by": admitted})
