@@ -150,15 +150,19 @@ def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int
     return np.asarray(start)
 
 
-def lower_bound(problem: Problem, memory_model: str) -> float:
-    """The project's simple valid lower bound (critical path, load / K, largest node or group)."""
+def lower_bound(problem: Problem, memory_model: str, path_bound: bool = True) -> float:
+    """The best of the project's simple valid bounds (placement.bounds: critical path, load / K,
+    largest node or group) and, with ``path_bound``, the memory-aware path bound of
+    formulations.pathbound."""
     try:
         from placement.bounds import makespan_lower_bound
+        lb = float(makespan_lower_bound(problem, memory_model))
     except ImportError:  # pragma: no cover - bounds.py is part of the foundation
-        if problem.n == 0:
-            return 0.0
-        return float(max(problem.time.sum() / problem.k, problem.time.max()))
-    return float(makespan_lower_bound(problem, memory_model))
+        lb = float(max(problem.time.sum() / problem.k, problem.time.max())) if problem.n else 0.0
+    if path_bound:
+        from .pathbound import path_lower_bound
+        lb = max(lb, path_lower_bound(problem, memory_model))
+    return lb
 
 
 def infeasible_reason(problem: Problem, memory_model: str) -> str | None:
@@ -205,7 +209,7 @@ def finish_solution(
     ``bound`` is a valid lower bound for the real problem (or None); it is combined with the simple
     bound. The objective is recomputed by :func:`check`; "optimal" requires the solver's proof and
     objective == bound within OPTIMAL_RTOL."""
-    lb = lower_bound(problem, opts.memory_model)
+    lb = lower_bound(problem, opts.memory_model, bool(opts.extra.get("path_bound", True)))
     if bound is not None and math.isfinite(bound):
         lb = max(lb, bound)
     seconds = time.monotonic() - t0

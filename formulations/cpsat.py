@@ -26,7 +26,7 @@ from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, retime, units)
+                     hint_schedule, infeasible_reason, lower_bound, retime, units)
 
 TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
 _EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10_000, 100_000, 1_000_000)
@@ -122,8 +122,9 @@ def _heads_tails(problem: Problem, dur: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, symmetry: bool = True,
-          redundant: bool = True) -> Built:
-    """Build the CP-SAT model (see the module docstring)."""
+          redundant: bool = True, makespan_floor: float = 0.0) -> Built:
+    """Build the CP-SAT model (see the module docstring). ``makespan_floor``: a valid lower bound
+    on the real optimum, given to the makespan variable (scaled down, so still valid)."""
     if memory_model not in MEMORY_MODELS:
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     sc = scale or choose_scale(problem)
@@ -153,6 +154,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     else:
         start = [m.new_int_var(0, horizon, f"s{i}") for i in range(n)]
         lb = 0
+    lb = max(lb, min(int(math.floor(makespan_floor * sc.factor)), horizon))
     mk = m.new_int_var(lb, horizon, "makespan")
     b = Built(m, un, sc, mode, bound_valid, x, start, mk)
 
@@ -359,6 +361,11 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
     return {"hint_makespan_int": int(fin.max(initial=0))}
 
 
+def b_valid_for_floor(problem: Problem, memory_model: str, scale: Scale) -> bool:
+    """A real lower bound may bound the model's makespan only when the model is a relaxation."""
+    return memory_model == "static" or scale.exact
+
+
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     mm = opts.memory_model
@@ -367,7 +374,9 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     if why:
         return Solution("cpsat", "infeasible", reason=why, seconds=time.monotonic() - t0)
     scale = choose_scale(problem, float(ex.get("time_units", TIME_UNITS)))
-    b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)))
+    floor_lb = lower_bound(problem, mm, bool(ex.get("path_bound", True))) if ex.get("redundant", True) else 0.0
+    b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
+              makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0)
     info: dict = {"scale": scale.factor, "exact_data": scale.exact, "mode": b.mode, "bound_valid": b.bound_valid}
     hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None
     hint_found = None
@@ -384,7 +393,18 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     prm.log_search_progress = bool(opts.verbose)
     for key, val in dict(ex.get("cp_params", {})).items():
         setattr(prm, key, val)
-    status = solver.solve(b.model)
+    trace = ex.get("trace")  # a list to receive (seconds, "objective"|"bound", real value) events
+    callback = None
+    if isinstance(trace, list):
+        factor = scale.factor
+        solver.best_bound_callback = lambda v: trace.append((time.monotonic() - t0, "bound", v / factor))
+
+        class _Progress(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(self) -> None:
+                trace.append((time.monotonic() - t0, "objective", self.objective_value / factor))
+
+        callback = _Progress()
+    status = solver.solve(b.model, callback)
     info["cp_status"] = solver.status_name(status)
     info["cp_wall"] = solver.wall_time
     info["cp_solution_info"] = solver.solution_info()

@@ -26,6 +26,7 @@ METHOD_MODULES = (
     "formulations.cpsat",
     "formulations.mip",
     "formulations.bruteforce",
+    "formulations.warmstart",
     "formulations.maxload",
     "formulations.latency",
     "heuristics.tarnawski",

@@ -139,9 +139,20 @@ def hint_split(problem: Problem, opts: SolveOptions, contiguous: bool) -> tuple[
         return as_split(problem, opts.hint), f"hint:{opts.hint.method}"
     try:
         split, _, _ = solve_dp(problem, linearize=True)
-        return split, "dpl"
     except Exception:  # no DPL split fits: solve unhinted
         return None, "none"
+    if contiguous:
+        return split, "dpl"
+    # non-contiguous: improve DPL by single-atom moves (a small share of the time budget)
+    from heuristics.tarnawski import local_search_split
+
+    rem = opts.remaining()
+    budget = float(opts.extra.get("ls_seconds", 0.1 * (60.0 if rem is None else rem)))
+    better = local_search_split(problem, opts.seed, 1, time.monotonic() + budget, start=split)
+    ev_b = evaluate_maxload(problem, better)
+    if not ev_b.violations and ev_b.value < evaluate_maxload(problem, split).value:
+        return better, "dpl+local-search"
+    return split, "dpl"
 
 
 def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: bool) -> Solution:

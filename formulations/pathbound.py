@@ -1,0 +1,102 @@
+"""A memory-aware critical-path lower bound: a path that does not fit on one device must pay comm.
+
+Take any source-to-sink path P. In any feasible solution, split P into maximal runs of consecutive
+nodes on one device; every boundary between runs is an edge whose ends are apart, so it pays its
+comm, and P's length is at least time(P) + the comm of those boundary edges. Each run sits on one
+device, which holds the run's nodes and their whole colocation groups, so the run's memory
+(counting each unit once) is at most the largest capacity. Hence
+
+    makespan >= time(P) + min { comm(cuts) : cuts split P into runs each of memory <= max capacity },
+
+a segmentation solved exactly by a dynamic programme over P. Any path gives a valid bound; we try a
+few (longest by time, by time plus memory, by memory) and keep the best. Memory per node is params
++ outputs under the static model and params only under the peak model (params are resident for the
+whole run; outputs may be freed), so the bound holds for both.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from placement.problem import Problem
+
+from .common import units
+
+
+def _best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) -> list[int]:
+    """The source-to-sink path maximising the total node and edge weight."""
+    n = problem.n
+    best = np.zeros(n)
+    back = np.full(n, -1, dtype=np.int64)
+    ptr, nbr, eid = problem.pred_ptr
+    for v in problem.topo_order.tolist():
+        b, arg = 0.0, -1
+        for j in range(ptr[v], ptr[v + 1]):
+            u = int(nbr[j])
+            c = best[u] + edge_weight[int(eid[j])]
+            if arg < 0 or c > b:
+                b, arg = c, u
+        best[v] = b + weight[v]
+        back[v] = arg
+    v = int(np.argmax(best))
+    path = [v]
+    while back[v] >= 0:
+        v = int(back[v])
+        path.append(v)
+    return path[::-1]
+
+
+def segmentation_cost(problem: Problem, path: list[int], node_mem: np.ndarray, capacity: float) -> float:
+    """Cheapest total comm of edges cutting ``path`` into runs whose memory fits ``capacity``
+    (each colocation unit counted once per run, with its whole memory); inf if a single unit
+    does not fit."""
+    un = units(problem)
+    unit_mem = np.array([float(node_mem[m].sum()) for m in un.members])
+    edge_of = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist()))}
+    L = len(path)
+    cut_cost = [0.0] + [float(problem.comm[edge_of[(path[i - 1], path[i])]]) for i in range(1, L)]
+    f = [np.inf] * (L + 1)  # f[j]: cheapest cuts for the first j path nodes
+    f[0] = 0.0
+    tol = capacity * (1 + 1e-12) + 1e-9
+    for i in range(L):  # a run starting at path[i]
+        if not np.isfinite(f[i]):
+            continue
+        base = f[i] + (cut_cost[i] if i else 0.0)
+        seen: set[int] = set()
+        mem = 0.0
+        for j in range(i, L):
+            g = int(un.of[path[j]])
+            if g not in seen:
+                seen.add(g)
+                mem += unit_mem[g]
+            if mem > tol:
+                break
+            if base < f[j + 1]:
+                f[j + 1] = base
+    return f[L]
+
+
+def path_lower_bound(problem: Problem, memory_model: str = "static") -> float:
+    """The best memory-aware path bound over a few candidate paths (see the module docstring)."""
+    if problem.n == 0:
+        return 0.0
+    node_mem = problem.param_bytes + (problem.out_bytes if memory_model == "static" else 0.0)
+    capacity = float(problem.memory.max())
+    if not np.isfinite(capacity):
+        capacity = np.inf
+    total_mem = float(node_mem.sum()) or 1.0
+    scale_t = float(problem.time.sum()) or 1.0
+    candidates = []
+    for wm in (0.0, 0.5, 1.0, 4.0, None):
+        if wm is None:
+            w, ew = node_mem / total_mem, np.zeros(problem.m)
+        else:
+            w = problem.time / scale_t + wm * node_mem / total_mem
+            ew = problem.comm / scale_t
+        candidates.append(_best_path(problem, w, ew))
+    best = 0.0
+    for path in candidates:
+        t = float(problem.time[path].sum())
+        cost = segmentation_cost(problem, path, node_mem, capacity) if np.isfinite(capacity) else 0.0
+        if np.isfinite(cost):
+            best = max(best, t + cost)
+    return best
