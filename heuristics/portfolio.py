@@ -29,8 +29,8 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     rates = {
         "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 1.5e-5,
         "pardnn": 4e-5 + 2e-6 * k,
-        "etf": 1.2e-5 * k, "m-etf": 1.5e-5 * k,
-        "heft": 1.5e-5 * k, "critical-path": 1.5e-5 * k,
+        "etf": 7e-6 * k, "m-etf": 1.8e-5 * k,
+        "heft": 6e-6 * k, "critical-path": 4e-6 * k,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
