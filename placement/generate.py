@@ -15,6 +15,7 @@ The seed jitters the times (profiling noise) and, for ``random``, draws the whol
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from dataclasses import dataclass, field
@@ -61,7 +62,8 @@ class _Op:
 
 @dataclass
 class Template:
-    """One block as arrays: local nodes 0..size-1, internal edges, and edges from named ports."""
+    """One block as arrays: local nodes 0..size-1, internal edges, and edges from named ports.
+    Templates are cached and shared: treat them as read-only."""
 
     names: list[str]
     time: np.ndarray
@@ -437,6 +439,7 @@ def _tf_vocab(d: int) -> int:
     return min(30522, 16 * d)
 
 
+@functools.lru_cache(maxsize=None)
 def _tf_prologue(d: int, lite: bool, sh: _TfShape) -> Template:
     b = Block()
     tokens = b.op("input/batch", [], sh.batch * sh.seq * 2, 0.0)  # token ids and labels
@@ -456,6 +459,7 @@ def _tf_prologue(d: int, lite: bool, sh: _TfShape) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _tf_epilogue(d: int, lite: bool, sh: _TfShape) -> Template:
     b = Block()
     x = b.port("x", sh.batch * sh.seq * d * DTYPE, label="head/input")
@@ -479,6 +483,7 @@ def _tf_epilogue(d: int, lite: bool, sh: _TfShape) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _tf_layer(heads: int, sh: _TfShape) -> Template:
     """One encoder layer; heads = 0 is the coarse form (fused attention and FFN ops)."""
     d = _tf_width(heads)
@@ -576,6 +581,7 @@ class _LstmShape:
     vocab: int = 32000
 
 
+@functools.lru_cache(maxsize=None)
 def _lstm_cell(sh: _LstmShape, first: bool = False) -> Template:
     """One cell (layer l, step t): gates matmul, activations, new c, new h; backward through time;
     the weight gradient is accumulated along the timesteps (acc_in from t+1). The first step
@@ -606,6 +612,7 @@ def _lstm_cell(sh: _LstmShape, first: bool = False) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _lstm_step_in(sh: _LstmShape) -> Template:
     b = Block()
     tokens = b.port("tokens", sh.batch * 2 * DTYPE, grad=False)
@@ -620,6 +627,7 @@ def _lstm_step_in(sh: _LstmShape) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _lstm_step_out(sh: _LstmShape) -> Template:
     b = Block()
     h = b.port("h", sh.batch * sh.hidden * DTYPE, label="output/input")
@@ -636,6 +644,7 @@ def _lstm_step_out(sh: _LstmShape) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _lstm_global(sh: _LstmShape, steps: int) -> Template:
     b = Block()
     tokens = b.op("input/batch", [], sh.batch * steps * 2, 0.0)
@@ -650,6 +659,7 @@ def _lstm_global(sh: _LstmShape, steps: int) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _lstm_layer_weight(sh: _LstmShape) -> Template:
     b = Block()
     w = b.weight("weight", 2 * sh.hidden * 4 * sh.hidden + 4 * sh.hidden)
@@ -738,6 +748,7 @@ def _bn_relu(b: Block, name: str, x: Ref, c: int, hw: int, relu: bool = True) ->
     return b.op(name + "_relu", [y], elems, elems, save="output") if relu else y
 
 
+@functools.lru_cache(maxsize=None)
 def _cnn_block(stage: int, card: int, first: bool) -> Template:
     """A bottleneck block with ``card`` parallel paths (ResNeXt); the first block of a stage
     changes the channel count (and the spatial size after stage 1) and has a projection shortcut."""
@@ -771,6 +782,7 @@ def _cnn_block(stage: int, card: int, first: bool) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _cnn_stem(full: bool) -> Template:
     """conv 7x7/2, [batch norm,] relu, max pool 3x3/2: 224x224x3 images to 56x56x64."""
     b = Block()
@@ -788,6 +800,7 @@ def _cnn_stem(full: bool) -> Template:
     return b.template()
 
 
+@functools.lru_cache(maxsize=None)
 def _cnn_head(hw: int, c: int) -> Template:
     b = Block()
     x = b.port("x", CNN_BATCH * hw * hw * c * DTYPE, label="head/input")

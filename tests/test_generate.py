@@ -56,6 +56,13 @@ def test_node_count_near_target_and_acyclic(kind: str, nodes: int) -> None:
     assert len(set(p.ids)) == p.n
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_node_count_over_a_dense_sweep_of_targets(kind: str) -> None:
+    for target in np.unique(np.geomspace(100, 5000, 40).astype(int)).tolist():
+        n = generate(kind, target, memory_fraction=None).n
+        assert abs(n - target) <= 0.1 * target, (target, n)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("nodes", [100_000, 1_000_000])
