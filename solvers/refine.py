@@ -10,8 +10,9 @@ each start) and tries, in a seeded random order, moves that can shorten it:
 
 - move one unit (a node, or its whole colocation group) of the chain to another allowed device
   (the devices of its neighbours first, then the least busy);
-- move a boundary block: the unit plus its neighbours on the same device in the schedule (runs of
-  1, 3, 7, ... nodes around it), and runs of the chain that share a device;
+- move a boundary block: the unit plus its neighbours on the same device in the schedule (1, 3, 7,
+  ... nodes on each side, up to a sixteenth of a device's share on big graphs, where single-node
+  moves are too small to pay for an evaluation), and runs of the chain that share a device;
 - swap a chain unit with a unit of another device whose static size keeps both within capacity.
 
 A move is accepted when it lowers the makespan (or, from an infeasible start, the memory overflow)
@@ -164,6 +165,9 @@ class _Search:
         pos[by_dev] = np.arange(p.n)
         dev_start = np.searchsorted(pl[by_dev], np.arange(p.k + 1))
         seen: set[tuple] = set()
+        # Block half-widths 1, 3, 7, ... up to 31, or a sixteenth of a device's nodes on big graphs.
+        widest = max(31, p.n // (16 * p.k))
+        halves = [2 ** i - 1 for i in range(1, 64) if 2 ** i - 1 <= widest]
 
         def fresh(units: list[int], devs: list[int]) -> bool:
             key = (tuple(units), tuple(devs))
@@ -179,7 +183,7 @@ class _Search:
             lo_d, hi_d = int(dev_start[a]), int(dev_start[a + 1])
             for d in targets:
                 out.append(([u], [d]))
-                for half in (1, 3, 7, 15, 31):  # boundary blocks around v on its device
+                for half in halves:  # boundary blocks around v on its device, widening
                     lo, hi = max(lo_d, int(pos[v]) - half), min(hi_d, int(pos[v]) + half + 1)
                     block = sorted({int(x) for x in un.of[by_dev[lo:hi]].tolist()})
                     if len(block) > 1:
