@@ -921,9 +921,10 @@ _BUILDERS: dict[str, Callable[..., Problem]] = {
 
 def generate(kind: str, nodes: int, *, seed: int = 0, devices: int = 4, memory_fraction: float | None = 0.6,
              name: str | None = None) -> Problem:
-    """A synthetic problem of about ``nodes`` nodes (within ~5% from 100 up; tiny targets give the
-    smallest graph of the kind). Each device gets ``memory_fraction`` of the total static memory
-    (sum of param_bytes + out_bytes); None means unlimited. Deterministic given the arguments."""
+    """A synthetic problem of about ``nodes`` nodes (within 5% for almost every target from 100 up,
+    10% at worst; smaller targets than a kind's smallest graph give that graph). Each device gets
+    ``memory_fraction`` of the total static memory (sum of param_bytes + out_bytes); None means
+    unlimited. Deterministic given the arguments."""
     if kind not in _BUILDERS:
         raise ProblemError(f"unknown generator kind {kind!r}; known: {', '.join(KINDS)}")
     if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
