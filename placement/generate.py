@@ -257,6 +257,9 @@ class Block:
 # ----- stamping templates out and wiring the copies ----------------------------------------------
 @dataclass
 class Placed:
+    """``len(prefixes)`` consecutive copies of a template, the first at global index ``start``;
+    copy c's node names are ``prefixes[c] + template.names``."""
+
     template: Template
     prefixes: list[str]
     start: int
@@ -281,7 +284,6 @@ class Assembly:
     parts: list[Placed] = field(default_factory=list)
     bindings: list[tuple[Placed, str, np.ndarray]] = field(default_factory=list)
     n: int = 0
-    raw: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
 
     def place(self, template: Template, prefixes: list[str]) -> Placed:
         p = Placed(template, prefixes, self.n)
@@ -337,10 +339,6 @@ class Assembly:
                 srcs.append(np.repeat(s[ok], ldst.size))
                 dsts.append((base[:, None] + ldst[None, :]).ravel())
                 bys.append(np.tile(lb, int(ok.sum())))
-        for s, d, b in self.raw:
-            srcs.append(s)
-            dsts.append(d)
-            bys.append(b)
         return finish_problem(
             name, names, np.concatenate(parts_t), np.concatenate(parts_o), np.concatenate(parts_p),
             np.concatenate(parts_b), np.concatenate(srcs), np.concatenate(dsts), np.concatenate(bys),
