@@ -5,11 +5,12 @@ weighted levels recomputed, become the *primary* clusters (one per device). The 
 are cut into *secondary* linear clusters by walking heaviest-first with the last levels, without
 recomputing them (the paper's shortcut: recomputation is the expensive part, O(V + E) each).
 
-A path is found by starting at the live node with the largest weighted level (ties: earlier
-topological rank) and repeatedly stepping to the live successor with the
-largest weighted level (ties: earlier rank) until there is none. With fresh levels this walk
-follows a critical path of the live graph; with stale ones it is just a heavy path, and when no
-successor is left it is a single node.
+A primary starts at the live source (no live predecessor) with the largest bottom level; a
+secondary at the unvisited node with the largest (stale) weighted level. Either way the path then
+steps to the live successor w maximising comm(v, w) + bl(w) (ties: earlier topological rank)
+until there is none. With fresh levels this follows a critical path of the live graph exactly
+(it retraces the maximum bl(v) was computed from, so no rounding of tl + bl can derail it); with
+stale ones it is a heavy path, and a node without live successors is a cluster of its own.
 """
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ class Slicing:
         return range(self.primaries, len(self.paths))
 
 
-def _walk(g: Graph, start: int, wl: list[float], rank: list[int], live: list[bool]) -> list[int]:
+def _walk(g: Graph, start: int, bl: list[float], comm: list[float], rank: list[int], live: list[bool]) -> list[int]:
+    """From ``start``, repeatedly step to the live successor continuing the heaviest path (largest
+    comm(v, w) + bl(w), the term bl(v) is the maximum of; ties: earlier rank) until none is left."""
     path = [start]
     live[start] = False
     v = start
@@ -46,7 +49,7 @@ def _walk(g: Graph, start: int, wl: list[float], rank: list[int], live: list[boo
         for j in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
             w = g.succ[j]
             if live[w]:
-                key = (wl[w], -rank[w])
+                key = (comm[g.succ_edge[j]] + bl[w], -rank[w])
                 if best_key is None or key > best_key:
                     best, best_key = w, key
         if best < 0:
@@ -66,29 +69,34 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
     live = [True] * n
     cluster = np.full(n, -1, dtype=np.int64)
     paths: list[np.ndarray] = []
-    _, _, wl_arr = weighted_levels(g, comm)
+    c = comm.tolist()
+    src = np.repeat(np.arange(n), np.diff(np.asarray(g.succ_ptr)))
+    dst = np.asarray(g.succ, dtype=np.int64)
+    _, bl_arr, wl_arr = weighted_levels(g, comm)
     for _ in range(min(k, n)):
-        wl = wl_arr.tolist()
-        cand = np.flatnonzero(alive)
-        # heaviest live node; ties to the topologically earliest (smallest top level follows)
-        best = cand[np.lexsort((g.rank[cand], -wl_arr[cand]))[0]]
-        path = _walk(g, int(best), wl, rank, live)
+        # the critical path of the live graph starts at a live source with the largest bottom level
+        # (ties: earliest rank); comparing bottom levels of sources avoids the rounding of tl + bl
+        live_in = np.bincount(dst[alive[src] & alive[dst]], minlength=n)
+        cand = np.flatnonzero(alive & (live_in == 0))
+        best = cand[np.lexsort((g.rank[cand], -bl_arr[cand]))[0]]
+        path = _walk(g, int(best), bl_arr.tolist(), c, rank, live)
         arr = np.asarray(path, dtype=np.int64)
         alive[arr] = False
         cluster[arr] = len(paths)
         paths.append(arr)
         if not alive.any() or (deadline is not None and time.monotonic() > deadline):
             break
-        _, _, wl_arr = weighted_levels(g, comm, alive)
+        _, bl_arr, wl_arr = weighted_levels(g, comm, alive)
     primaries = len(paths)
     wl = wl_arr.tolist()
+    bl = bl_arr.tolist()
     heap = [(-wl[v], rank[v], v) for v in np.flatnonzero(alive).tolist()]
     heapq.heapify(heap)
     while heap:
         _, _, v = heapq.heappop(heap)
         if not live[v]:
             continue
-        path = _walk(g, v, wl, rank, live)
+        path = _walk(g, v, bl, c, rank, live)
         arr = np.asarray(path, dtype=np.int64)
         cluster[arr] = len(paths)
         paths.append(arr)
