@@ -288,3 +288,19 @@ def test_critical_path_chunks_go_to_short_primaries():
     assert ids(p, new.paths[0]) == ["c0", "c1", "c2", "c3"]
     assert ids(p, new.paths[1]) == ["iso", "c4", "c5", "c6", "c7"]
     assert (new.cluster[[p.index[f"c{i}"] for i in range(4, 8)]] == 1).all()
+
+
+def test_first_primary_is_a_full_critical_path_on_generated_graphs():
+    from placement.generate import generate
+
+    for kind in ("transformer", "lstm", "random"):
+        p = generate(kind, 600, seed=2, devices=4)
+        g = Graph.of(p)
+        _, _, wl = weighted_levels(g, p.comm)
+        sl = slice_graph(g, 4, p.comm)
+        path = sl.paths[0]
+        edge = {(int(u), int(v)): c for u, v, c in zip(p.src, p.dst, p.comm)}
+        length = float(p.time[path].sum()) + sum(edge[(int(a), int(b))] for a, b in zip(path[:-1], path[1:]))
+        assert length == pytest.approx(wl.max(), rel=1e-9), kind
+        assert p.pred_ptr[0][path[0]] == p.pred_ptr[0][path[0] + 1]  # starts at a source
+        assert p.succ_ptr[0][path[-1]] == p.succ_ptr[0][path[-1] + 1]  # ends at a sink
