@@ -279,8 +279,9 @@ def _uniform(keys: np.ndarray, values: np.ndarray, nkeys: int) -> np.ndarray:
 class _State:
     """Clusters (label per original node, 0..c-1) and their quotient graph."""
 
-    def __init__(self, problem: Problem, edge_comm: str, seed: int) -> None:
+    def __init__(self, problem: Problem, edge_comm: str, seed: int, target: int = 1) -> None:
         self.p = problem
+        self.target = target
         self.how = edge_comm
         self.rng = np.random.default_rng(seed)
         self.w = _node_weight(problem)
@@ -293,13 +294,27 @@ class _State:
     def _refresh(self) -> None:
         p = self.p
         self.cw = np.bincount(self.label, weights=self.w, minlength=self.c)
+        self.crank = np.full(self.c, p.n, dtype=np.int64)
+        np.minimum.at(self.crank, self.label, p.topo_rank)
         self.mclass = np.zeros(self.c, dtype=np.int64)
         self.mclass[self.label] = self.mclass_node
         self.qs, self.qd, self.qc = _quotient(self.label, self.c, p.src, p.dst, p.comm, self.how)
 
     def apply(self, mapping: np.ndarray, step: str, t0: float) -> int:
-        """Relabel clusters through ``mapping`` (cluster -> any int; equal ints merge)."""
-        _, inv = np.unique(mapping, return_inverse=True)
+        """Relabel clusters through ``mapping`` (cluster -> any int; equal ints merge). If that would
+        go below the target, only the lightest merges are kept, just enough to reach it (any
+        subset of a pass's merges is still acyclic: docs/coarsening.md)."""
+        _, inv, counts = np.unique(mapping, return_inverse=True, return_counts=True)
+        inv = inv.ravel()
+        if counts.size < self.target:
+            multi = np.flatnonzero(counts > 1)
+            gw = np.bincount(inv, weights=self.cw, minlength=counts.size)
+            order = multi[np.argsort(gw[multi], kind="stable")]
+            reach = np.cumsum(counts[order] - 1)
+            keep = np.zeros(counts.size, dtype=bool)
+            keep[order[: int(np.searchsorted(reach, self.c - self.target)) + 1]] = True
+            mapping = np.where(keep[inv] | (counts[inv] == 1), inv, counts.size + np.arange(self.c))
+            _, inv = np.unique(mapping, return_inverse=True)
         before = self.c
         self.label = inv.astype(np.int64)[self.label]
         self.c = int(inv.max()) + 1 if inv.size else 0
@@ -317,6 +332,8 @@ class _State:
         ns = int(set_of.max()) + 1 if set_of.size and set_of.max() >= 0 else 0
         if ns == 0:
             return 0
+        set_of = self._chunks(set_of, cap)
+        ns = int(set_of.max()) + 1
         has = set_of >= 0
         sid = np.where(has, set_of, 0)
         sw = np.bincount(sid[has], weights=self.cw[has], minlength=ns)
@@ -338,6 +355,25 @@ class _State:
         good = (size > 1) & (cw <= cap) & _uniform(ccl, self.mclass, ncomp) if merge_scc else np.zeros(ncomp, dtype=bool)
         mapping = np.where(~cyc, node2, np.where(good[ccl], c2 + ccl, c2 + ncomp + np.arange(c)))
         return self.apply(mapping, step, t0)
+
+    def _chunks(self, set_of: np.ndarray, cap: float) -> np.ndarray:
+        """Split each set by allowed-device class and, along the clusters' first topological rank,
+        into chunks of about ``cap`` weight (a chunk whose weight still exceeds the cap is
+        later left uncontracted)."""
+        idx = np.flatnonzero(set_of >= 0)
+        out = np.full(self.c, -1, dtype=np.int64)
+        if idx.size == 0:
+            return out
+        order = idx[np.lexsort((self.crank[idx], self.mclass[idx], set_of[idx]))]
+        s, m, w = set_of[order], self.mclass[order], self.cw[order]
+        first = np.r_[True, (s[1:] != s[:-1]) | (m[1:] != m[:-1])]
+        cum = np.cumsum(w)
+        gstart = np.flatnonzero(first)
+        offset = np.repeat(cum[gstart] - w[gstart], np.diff(np.r_[gstart, s.size]))
+        piece = np.floor((cum - offset - w / 2) / max(cap, 1e-300)).astype(np.int64)
+        brk = first | np.r_[False, piece[1:] != piece[:-1]]
+        out[order] = np.cumsum(brk) - 1
+        return out
 
     def star_pass(self, direction: str, cap: float, *, chain: bool) -> int:
         """Contract disjoint stars of safe edges: child = a cluster with one successor (``out``) or
@@ -428,12 +464,14 @@ def _scope_sets(st: _State, depth: int, cache: dict[int, tuple[list[str], bool]]
 
 # ----- the driver ----------------------------------------------------------------------------------
 def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = True, edge_comm: str = "max",
-            cap_factor: float = 2.0, max_depth: int = 3) -> Coarsening:
+            cap_factor: float = 2.0, max_depth: int = 3, clusters: np.ndarray | None = None) -> Coarsening:
     """Contract ``problem`` to at most ``target`` nodes (see the module docstring for the passes).
 
     ``cap_factor``: no structural contraction makes a node heavier than ``cap_factor / target`` of
-    the total weight. ``edge_comm``: how parallel original edges price their coarse edge. The
-    result is deterministic given ``seed``."""
+    the total weight. ``edge_comm``: how parallel original edges price their coarse edge.
+    ``clusters``: optional candidate sets, a set index per original node or -1 (e.g. PARDNN's
+    slices), contracted in chunks after the safe passes where that stays acyclic. The result is
+    deterministic given ``seed``."""
     if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 1:
         raise ProblemError(f"coarsen: target must be a positive integer, got {target!r}")
     if edge_comm not in EDGE_COMM:
@@ -442,7 +480,7 @@ def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = T
     if n <= target:
         members = [np.array([i], dtype=np.int64) for i in range(n)]
         return Coarsening(problem, problem, members, np.arange(n, dtype=np.int64), [])
-    st = _State(problem, edge_comm, seed)
+    st = _State(problem, edge_comm, seed, target)
     cap = cap_factor * float(st.w.sum()) / target
 
     def done() -> bool:
@@ -461,6 +499,15 @@ def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = T
     if len(problem.colocate_names) and not done():
         st.contract_sets(problem.colocate[_first_members(st)], cap, "colocate", merge_scc=True)
     safe_rounds()
+    if clusters is not None and not done():
+        cl = np.asarray(clusters, dtype=np.int64)
+        if cl.shape != (n,):
+            raise ProblemError(f"coarsen: clusters has {cl.shape[0] if cl.ndim else 0} entries for {n} nodes")
+        # A cluster's set: that of its heaviest member.
+        order = np.lexsort((-st.w, st.label))
+        rep = order[np.r_[True, st.label[order][1:] != st.label[order][:-1]]]
+        st.contract_sets(cl[rep], cap, "clusters", merge_scc=False)
+        safe_rounds()
     if use_names and not done():
         cache: dict[int, tuple[list[str], bool]] = {}
         for depth in range(1, max_depth + 1):

@@ -237,3 +237,25 @@ def test_deterministic_given_seed() -> None:
     a, b = coarsen(prob, 50, seed=4), coarsen(prob, 50, seed=4)
     assert np.all(a.of == b.of)
     assert list(itertools.chain(a.coarse.src)) == list(itertools.chain(b.coarse.src))
+
+
+def test_candidate_clusters_are_contracted_only_where_acyclic() -> None:
+    """Arbitrary candidate sets (as PARDNN's slices would be) never close a cycle, and sets that
+    are safe (here: pairs along single-successor edges) do get contracted."""
+    for seed in range(5):
+        prob = random_problem(300 + seed, 40, 3, colocate_p=0.1, edge_p=0.12)
+        rng = np.random.default_rng(seed)
+        clusters = rng.integers(-1, 8, size=prob.n)
+        cz = coarsen(prob, 12, seed=seed, clusters=clusters, use_names=False)
+        assert cz.coarse.n <= 12 and _acyclic(cz.coarse.n, cz.coarse.src, cz.coarse.dst)
+        assert any(lv.step == "clusters" for lv in cz.levels) or all(lv.step != "blocks" for lv in cz.levels)
+    with pytest.raises(ProblemError, match="clusters"):
+        coarsen(random_problem(0, 20, 2), 5, clusters=np.zeros(3, dtype=np.int64))
+
+
+@pytest.mark.parametrize("kind", ["transformer", "lstm", "cnn", "random"])
+def test_coarse_size_is_close_to_the_target(kind: str) -> None:
+    """Passes stop merging once the target is reached instead of overshooting far below it."""
+    prob = generate(kind, 3000, seed=0)
+    cz = coarsen(prob, 300, seed=0)
+    assert 0.85 * 300 <= cz.coarse.n <= 300
