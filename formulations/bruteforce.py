@@ -13,6 +13,7 @@ schedule that fits is only an upper bound ("feasible").
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from typing import Iterator
 
@@ -23,7 +24,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
-from .common import device_classes, finish_solution, infeasible_reason, units
+from .common import device_classes, finish_solution, infeasible_reason, units, with_reserve
 
 MAX_NODES = 10
 
@@ -123,8 +124,8 @@ def _schedule(n: int, dur: list[float], succ: list[list[tuple[int, float]]], ind
     return start if done == n else None
 
 
-def enumerate_best(problem: Problem, memory_model: str = "static", deadline: float | None = None
-                   ) -> tuple[tuple[float, np.ndarray, np.ndarray] | None, bool]:
+def enumerate_best(problem: Problem, memory_model: str = "static", deadline: float | None = None,
+                   stop: threading.Event | None = None) -> tuple[tuple[float, np.ndarray, np.ndarray] | None, bool]:
     """(makespan, placement, start) of the best enumerated schedule that fits memory (or None), and
     whether the enumeration completed before ``deadline`` (a time.monotonic() value)."""
     n = problem.n
@@ -135,7 +136,7 @@ def enumerate_best(problem: Problem, memory_model: str = "static", deadline: flo
     src, dst = problem.src.tolist(), problem.dst.tolist()
     best: tuple[float, np.ndarray, np.ndarray] | None = None
     for pl in placements(problem):
-        if deadline is not None and time.monotonic() > deadline:
+        if (deadline is not None and time.monotonic() > deadline) or (stop is not None and stop.is_set()):
             return best, False
         if np.any(np.bincount(pl, weights=need, minlength=problem.k) > cap):
             continue
@@ -165,6 +166,7 @@ def enumerate_best(problem: Problem, memory_model: str = "static", deadline: flo
 @register("brute", kind="exact", summary=f"enumerates every placement and device order (tiny instances, at most {MAX_NODES} nodes)")
 def brute(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
+    problem = with_reserve(problem, opts)
     limit = int(opts.extra.get("max_nodes", MAX_NODES))
     if problem.n > limit:
         return Solution("brute", "unknown", reason=f"brute: {problem.n} nodes is too many to enumerate (limit {limit})",
@@ -173,7 +175,7 @@ def brute(problem: Problem, opts: SolveOptions) -> Solution:
     if why:
         return Solution("brute", "infeasible", reason=why, seconds=time.monotonic() - t0)
     rem = opts.remaining()
-    got, complete = enumerate_best(problem, opts.memory_model, None if rem is None else time.monotonic() + rem)
+    got, complete = enumerate_best(problem, opts.memory_model, None if rem is None else time.monotonic() + rem, opts.stop)
     if got is None:
         if opts.memory_model == "static" and complete:
             return Solution("brute", "infeasible", reason="brute: no placement fits the static memory capacities",

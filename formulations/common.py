@@ -59,6 +59,16 @@ def units(problem: Problem) -> Units:
     return Units(of, members)
 
 
+def with_reserve(problem: Problem, opts: SolveOptions) -> Problem:
+    """The problem the exact models solve: capacities shrunk by ``opts.reserve`` (bounds and
+    optimality then refer to the reduced capacities)."""
+    if not opts.reserve:
+        return problem
+    if not 0 <= opts.reserve < 1:
+        raise ValueError(f"reserve must be in [0, 1), got {opts.reserve}")
+    return problem.with_devices(memory=list(problem.memory * (1.0 - opts.reserve)))
+
+
 def device_classes(problem: Problem) -> list[list[int]]:
     """Devices that are interchangeable: same capacity and the same allowed nodes. Each class is a
     sorted list of device indices; every device is in exactly one class."""

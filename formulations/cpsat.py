@@ -14,6 +14,7 @@ exact integers (tests, integral workloads) the model is the real problem itself.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -22,14 +23,14 @@ from ortools.sat.python import cp_model
 
 from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
-from placement.solution import Solution, SolveOptions
+from placement.solution import Solution, SolveOptions, stop_watch
 from solvers.registry import register
 
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, lower_bound, retime, units)
+                     hint_schedule, infeasible_reason, lower_bound, retime, units, with_reserve)
 
 TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
-_EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10_000, 100_000, 1_000_000)
+_EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9)
 _MAX_INT = 2**52
 
 
@@ -368,6 +369,7 @@ def b_valid_for_floor(problem: Problem, memory_model: str, scale: Scale) -> bool
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
+    problem = with_reserve(problem, opts)
     mm = opts.memory_model
     ex = opts.extra
     why = infeasible_reason(problem, mm)
@@ -388,7 +390,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     rem = opts.remaining()
     if rem is not None:
         prm.max_time_in_seconds = max(0.01, rem)
-    prm.num_workers = int(opts.workers or 2)
+    prm.num_workers = int(opts.workers or os.cpu_count() or 2)
     prm.random_seed = int(opts.seed)
     prm.log_search_progress = bool(opts.verbose)
     for key, val in dict(ex.get("cp_params", {})).items():
@@ -404,7 +406,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                 trace.append((time.monotonic() - t0, "objective", self.objective_value / factor))
 
         callback = _Progress()
-    status = solver.solve(b.model, callback)
+    with stop_watch(opts, solver.stop_search):
+        status = solver.solve(b.model, callback)
     info["cp_status"] = solver.status_name(status)
     info["cp_wall"] = solver.wall_time
     info["cp_solution_info"] = solver.solution_info()

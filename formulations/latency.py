@@ -13,8 +13,9 @@ stronger than "same accelerator").
 
 CP-SAT coefficients are times scaled by ``scale`` and rounded down, so its bound / scale is a valid
 lower bound; the returned split is re-evaluated exactly by placement.objectives.evaluate_latency.
-Warm start: the best (by that evaluator) of the greedy split, the max-load DP split and the
-"sum" DP split (devices in a chain), or ``opts.hint``.
+Warm start: the best (by that evaluator) of the greedy split and the "sum" DP split (the split
+minimising the total load of a chain of device subgraphs, an upper bound of its latency; add
+"max" to ``opts.extra['dp_hints']`` for the max-load DP split too), or ``opts.hint``.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def latency_hints(problem: Problem, opts: SolveOptions) -> list[tuple[str, np.nd
     if opts.hint is not None:
         cands.append((f"hint:{opts.hint.method}", as_split(problem, opts.hint), opts.hint.info.get("slot")))
     cands.append(("greedy", greedy_split(problem), None))
-    for combine in ("max", "sum"):
+    for combine in tuple(opts.extra.get("dp_hints", ("sum",))):
         try:
             split, _, _ = solve_dp(problem, n_cpus=0, combine=combine, max_ideals=8000)
             cands.append((f"dp-{combine}", split, None))

@@ -17,12 +17,12 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from placement.problem import Problem
-from placement.solution import Solution, SolveOptions
+from placement.solution import Solution, SolveOptions, stop_watch
 from solvers.registry import register
 
 from .bruteforce import _reach
 from .common import (best_schedule, canonical_placement, device_classes, finish_solution, hint_schedule,
-                     infeasible_reason, units)
+                     infeasible_reason, units, with_reserve)
 
 
 def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -36,6 +36,7 @@ def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
+    problem = with_reserve(problem, opts)
     ex = opts.extra
     if opts.memory_model != "static":
         return Solution("mip", "unknown", seconds=time.monotonic() - t0,
@@ -200,7 +201,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             f"randomization/randomseedshift = {int(opts.seed)}\nnumerics/feastol = 1e-9\n")
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(params.RELATIVE_MIP_GAP, 1e-9)
-    status = solver.Solve(params)
+    with stop_watch(opts, solver.InterruptSolve):
+        status = solver.Solve(params)
     names = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE", pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
              pywraplp.Solver.UNBOUNDED: "UNBOUNDED", pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}
     info["mip_status"] = names.get(status, str(status))

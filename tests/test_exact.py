@@ -302,3 +302,22 @@ def test_topo_split_is_contiguous_and_feasible() -> None:
     pos[order] = np.arange(p.n)
     assert np.all(pos[p.src] < pos[p.dst])
     assert any(np.all(np.diff(sol.placement[o]) >= 0) for o in (p.topo_order, order))
+
+
+def test_reserve_keeps_memory_free() -> None:
+    p = rand_problem(3, mem_factor=1.6)
+    for method in (cpsat, mip, brute):
+        sol = method(p, opts(reserve=0.25))
+        if sol.placement is not None:
+            used = evaluate(p, sol.placement).static_memory
+            assert np.all(used <= p.memory * 0.75 + 1e-9), sol.method
+
+
+def test_stop_request_returns_the_hint() -> None:
+    p = chain_problem(5)
+    hint = topo_fill(p, SolveOptions())
+    o = opts(hint=hint, time_limit=60)
+    o.stop.set()
+    sol = cpsat(p, o)
+    assert sol.status == "feasible" and sol.objective <= hint.objective + 1e-9
+    assert_honest(p, sol)
