@@ -10,7 +10,7 @@ from placement.evaluator import evaluate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
 from heuristics.pardnn.bit import LevelBIT
-from heuristics.pardnn.graph import Graph, bottom_levels, top_levels, weighted_levels
+from heuristics.pardnn.graph import Graph, top_levels, weighted_levels
 from heuristics.pardnn.mapping import lflam
 from heuristics.pardnn.memory_ii import balance_residual, eq5_holds, eq5_scores, split_critical_path
 from heuristics.pardnn.memory_tracker import peak_state, static_state
@@ -304,3 +304,22 @@ def test_first_primary_is_a_full_critical_path_on_generated_graphs():
         assert length == pytest.approx(wl.max(), rel=1e-9), kind
         assert p.pred_ptr[0][path[0]] == p.pred_ptr[0][path[0] + 1]  # starts at a source
         assert p.succ_ptr[0][path[-1]] == p.succ_ptr[0][path[-1] + 1]  # ends at a sink
+
+
+@pytest.mark.parametrize("h_time, expected_pe, admitted", [(1.0, 1, {"a": 0, "b": 1, "c": 0}), (5.0, 2, {"a": 0, "b": 0, "c": 0})])
+def test_lflam_condition_b_and_its_failure(h_time, expected_pe, admitted):
+    # Primaries: b-chain (3 x 12), a-chain (3 x 10), z (6). h hangs off a0 (comm 1), totally
+    # communicating with the a-chain. In span(h) = [10, 36) the work is W = (24, 20, 0) and no other
+    # work is unmapped. With h = 1: 20 + 1 <= 24, no new imbalance, condition (b) merges it; (a)
+    # fails (z would need 21) and so does (c) (comm 1 is not > 1). With h = 5: 25 > 24 and all three
+    # fail, so Eq. (1) decides: costs 24 + 1, 20 + 0, 0 + 1 -> the z primary.
+    nodes = {"b0": (12, 0, 0), "b1": (12, 0, 0), "b2": (12, 0, 0), "a0": (10, 0, 0), "a1": (10, 0, 0),
+             "a2": (10, 0, 0), "z": (6, 0, 0), "h": (h_time, 0, 0)}
+    edges = [("b0", "b1", 0), ("b1", "b2", 0), ("a0", "a1", 0), ("a1", "a2", 0), ("a0", "h", 1)]
+    p = build(nodes, edges, k=3)
+    g = Graph.of(p)
+    sl = slice_graph(g, 3, p.comm)
+    assert [ids(p, c) for c in sl.paths] == [["b0", "b1", "b2"], ["a0", "a1", "a2"], ["z"], ["h"]]
+    mp = lflam(p, g, sl, top_levels(g, p.comm), p.comm, 3)
+    assert mp.pe[p.index["h"]] == expected_pe
+    assert mp.info["admitted_by"] == admitted
