@@ -6,10 +6,11 @@ reporting it; ``Solution.objective`` must equal what the evaluator computes.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -48,6 +49,36 @@ class SolveOptions:
     def out_of_time(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0.0
+
+
+@contextlib.contextmanager
+def stop_watch(opts: SolveOptions, stop_search: Callable[[], None], settle: float = 0.5) -> Iterator[None]:
+    """While the block runs, call ``stop_search`` (a CP-SAT solver's ``stop_search``) once a stop is
+    requested on ``opts`` (Ctrl-C, SIGTERM), so a long solve returns its best answer.
+
+    CP-SAT aborts the process if ``stop_search`` comes before its search has set itself up, so the
+    call waits until the block has run for ``settle`` seconds; callers skip the solve altogether
+    when a stop was requested before it began."""
+    done = threading.Event()
+    began = time.monotonic()
+
+    def watch() -> None:
+        while not done.is_set():
+            if opts.stop.wait(0.1):
+                wait = began + settle - time.monotonic()
+                if wait > 0 and done.wait(wait):
+                    return
+                if not done.is_set():
+                    stop_search()
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 @dataclass

@@ -14,7 +14,7 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from placement.evaluator import MEMORY_MODELS
 from placement.explain import explain, explain_text
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
     with _stop_on_signals(opts.stop):
-        result = run(problem, args.method, opts, progress=progress)
+        result = _in_worker_thread(lambda: run(problem, args.method, opts, progress=progress))
     report = result.report(problem, opts.memory_model)
     if result.evaluation is not None:
         report["explain"] = explain(problem, result.evaluation)
@@ -184,6 +184,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.explain and result.evaluation is not None:
         print(explain_text(problem, result.evaluation))
     return 0 if result.feasible else 1
+
+
+def _in_worker_thread(job: Callable[[], RunResult]) -> RunResult:
+    """Run ``job`` in a worker thread while the main thread waits in short steps: Python runs signal
+    handlers only in the main thread, between bytecodes, so a main thread blocked inside a long
+    native solve would not see Ctrl-C until the solve ended."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = job()
+        except BaseException as exc:  # re-raised in the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="solve", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 @contextlib.contextmanager

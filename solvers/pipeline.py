@@ -147,7 +147,7 @@ def pipeline(
         budget = left()
         exact_budget = None if budget is None or total is None else max(0.0, budget - REFINE_SHARE * total)
         t = time.monotonic()
-        if problem.n <= EXACT_MAX_NODES:
+        if problem.n <= int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES)):
             ph = Phase("exact")
             sol = table["cpsat"].func(problem, sub(exact_budget, hint=inc.hint()))
             used_exact = True

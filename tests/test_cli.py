@@ -91,3 +91,28 @@ def test_solve_without_arguments_runs_the_default_example(tmp_path):
     assert rep["problem"]["nodes"] == prob.n
     assert check(prob, rep["placement"], rep["start"]).makespan == pytest.approx(rep["makespan"])
     assert "makespan" in proc.stdout and "lower bound" in proc.stdout
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_signal_stops_with_the_best_answer(sig, tmp_path):
+    import signal
+    import time
+
+    from placement.formats import write_problem
+    from placement.generate import generate
+
+    prob = generate("transformer", 1500, seed=1, devices=4, memory_fraction=0.4)
+    graph, report = tmp_path / "g.json", tmp_path / "r.json"
+    write_problem(prob, graph)
+    proc = subprocess.Popen([sys.executable, "-m", "solvers.cli", str(graph), "--time-limit", "300", "--report", str(report)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # past the warm start, inside the exact phase
+    assert proc.poll() is None, "solve ended before it was signalled"
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    rep = json.loads(report.read_text())
+    assert rep["interrupted"] is True
+    assert rep["status"] in ("feasible", "heuristic")
+    assert check(load_problem(graph), rep["placement"], rep["start"]).makespan == pytest.approx(rep["makespan"])
+    assert "interrupted" in out

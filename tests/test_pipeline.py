@@ -1,0 +1,75 @@
+"""The auto pipeline: reaches the brute-force optimum on tiny graphs, never returns worse than its
+warm start, keeps a valid bound when it solves a coarsened graph, and answers when stopped."""
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from formulations.bruteforce import enumerate_best
+from placement.bounds import lower_bounds
+from placement.evaluator import check
+from placement.formats import load_problem
+from placement.generate import generate
+from placement.solution import SolveOptions
+from solvers import registry
+from solvers.run import run
+from tests.conftest import DATA, random_problem
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_auto_reaches_the_brute_force_optimum(seed):
+    rng = random.Random(seed)
+    prob = random_problem(seed, rng.randint(4, 7), rng.randint(2, 3), colocate_p=0.2)
+    need = float((prob.param_bytes + prob.out_bytes).sum())
+    prob = prob.with_devices(prob.k, max(need * 0.6, float((prob.param_bytes + prob.out_bytes).max()) * 1.5))
+    best, complete = enumerate_best(prob, "static")
+    assert complete
+    res = run(prob, "auto", SolveOptions(time_limit=30, workers=2))
+    if best is None:
+        assert res.status in ("infeasible", "unknown")
+        return
+    assert res.status == "optimal"
+    assert res.evaluation.makespan == pytest.approx(best[0], rel=1e-6)
+    assert res.lower_bound == pytest.approx(best[0], rel=1e-6)
+    check(prob, res.evaluation.placement, res.evaluation.start, "static")
+
+
+def test_auto_is_never_worse_than_its_warm_start():
+    prob = load_problem(DATA / "lstm_small.json")
+    warm = registry.get("portfolio").func(prob, SolveOptions(time_limit=10, seed=0))
+    res = run(prob, "auto", SolveOptions(time_limit=8, workers=2))
+    assert res.feasible
+    assert res.evaluation.makespan <= warm.objective + 1e-9
+    assert res.lower_bound <= res.evaluation.makespan
+    names = [p["name"] for p in res.history]
+    assert names[0] == "warm-start"
+
+
+def test_coarse_exact_phase_keeps_the_original_bound():
+    prob = generate("transformer", 300, seed=3, devices=3, memory_fraction=0.5)
+    opts = SolveOptions(time_limit=15, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40})
+    res = run(prob, "auto", opts)
+    assert res.feasible
+    phases = {p["name"]: p for p in res.history}
+    assert "exact-coarse" in phases
+    # A coarse optimum proves nothing for the original graph: the bound is the original one.
+    assert res.lower_bound == pytest.approx(lower_bounds(prob).best)
+    assert res.status in ("feasible", "heuristic") or res.evaluation.makespan <= res.lower_bound * (1 + 1e-9)
+    check(prob, res.evaluation.placement, res.evaluation.start, "static")
+
+
+def test_stop_request_returns_the_best_answer_so_far():
+    prob = generate("transformer", 1500, seed=1, devices=4, memory_fraction=0.4)
+    opts = SolveOptions(time_limit=300, workers=2)
+    timer = threading.Timer(4.0, opts.stop.set)
+    timer.start()
+    try:
+        res = run(prob, "auto", opts)
+    finally:
+        timer.cancel()
+    assert res.interrupted
+    assert res.feasible
+    assert res.seconds < 200  # it stopped long before the limit
+    check(prob, res.evaluation.placement, res.evaluation.start, "static")
