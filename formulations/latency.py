@@ -13,7 +13,8 @@ stronger than "same accelerator").
 
 CP-SAT coefficients are times scaled by ``scale`` and rounded down, so its bound / scale is a valid
 lower bound; the returned split is re-evaluated exactly by placement.objectives.evaluate_latency.
-Warm start: the best (by that evaluator) of the greedy split and the "sum" DP split (the split
+The reported lower bound is the larger of the solver's bound and the path bound of
+latency_bounds.py (also given to CP-SAT as the objective's lower end). Warm start: the best (by that evaluator) of the greedy split and the "sum" DP split (the split
 minimising the total load of a chain of device subgraphs, an upper bound of its latency; add
 "max" to ``opts.extra['dp_hints']`` for the max-load DP split too), or ``opts.hint``.
 """
@@ -29,6 +30,7 @@ from ortools.sat.python import cp_model
 from formulations.maxload.common import ip_data
 from formulations.maxload.dp import solve_dp
 from heuristics.tarnawski import greedy_split, latency_solution
+from .latency_bounds import latency_lower_bound
 from placement.objectives import as_split, cpu_time, evaluate_latency, supported
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
@@ -79,6 +81,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     q = int(opts.extra.get("q", 1))
     scale = float(opts.extra.get("scale", DEFAULT_SCALE))
     hints = latency_hints(problem, opts)
+    path_lb = latency_lower_bound(problem)[0] if q >= 1 else 0.0
     data = ip_data(problem, 0, keep_free=True)
     k = problem.k
     ns = k * q
@@ -135,7 +138,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
             m.Add(L[v] >= cpu[v]).OnlyEnforceIf(x[atom_of[v]][cpu_slot])
     for u, v in edges:
         m.Add(L[v] >= L[u] + cpu[v] * x[atom_of[v]][cpu_slot])
-    total = m.NewIntVar(0, horizon, "total")
+    total = m.NewIntVar(min(horizon, int(math.floor(path_lb * scale))), horizon, "total")
     m.AddMaxEquality(total, L)
     m.Minimize(total)
     if q == 1 and np.all(problem.memory == problem.memory[0]):
@@ -154,6 +157,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
         for v in range(n):
             m.AddHint(L[v], min(horizon, int(math.floor(ev.node_ready[v] * scale))))
     solver = cp_model.CpSolver()
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: it stops the search via stop_watch
     rem = opts.remaining()
     solver.parameters.max_time_in_seconds = 60.0 if rem is None else max(rem - (time.monotonic() - t0), 1.0)
     solver.parameters.num_workers = opts.workers or 2
@@ -175,8 +179,10 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     if best is None:
         return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown",
                         reason=f"{name}: {solver.StatusName(status)}", seconds=time.monotonic() - t0, info=info)
-    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
-    lb = None if lb is None else min(lb, best[2])
+    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else 0.0
+    info["cpsat_bound"] = lb
+    info["path_bound"] = path_lb
+    lb = min(max(lb, path_lb), best[2])
     info["gap"] = None if lb is None or best[2] <= 0 else (best[2] - lb) / best[2]
     st = "optimal" if info["gap"] is not None and info["gap"] <= 1e-5 else "feasible"
     return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
@@ -198,6 +204,7 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
     if solver is None:
         return Solution(name, "unknown", reason=f"{name}: OR-Tools has no {backend} backend")
     hints = latency_hints(problem, opts)
+    path_lb = latency_lower_bound(problem)[0] if q >= 1 else 0.0
     data = ip_data(problem, 0, keep_free=True)
     k, n = problem.k, problem.n
     ns = k * q
@@ -271,8 +278,10 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
         best = (hints[0][1], hints[0][2], hints[0][3])
     if best is None:
         return Solution(name, "unknown", reason=f"{name}: solver status {status}", seconds=time.monotonic() - t0, info=info)
-    lb = solver.Objective().BestBound() if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) else None
-    lb = None if lb is None else min(float(lb), best[2])
+    lb = solver.Objective().BestBound() if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) else 0.0
+    info["mip_bound"] = lb
+    info["path_bound"] = path_lb
+    lb = min(max(float(lb), path_lb), best[2])
     info["gap"] = None if lb is None or best[2] <= 0 else (best[2] - lb) / best[2]
     st = "optimal" if status == pywraplp.Solver.OPTIMAL and info["gap"] is not None and info["gap"] <= 1e-6 else "feasible"
     return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)

@@ -155,15 +155,21 @@ class _LoadState:
         return (float(np.maximum(mem - self.cap, 0).sum()), float(load.max()), float((load ** 2).sum()))
 
 
-def local_search_split(problem: Problem, seed: int, restarts: int, deadline: float) -> np.ndarray:
-    from formulations.maxload.common import split_from_atoms
+def local_search_split(problem: Problem, seed: int, restarts: int, deadline: float,
+                       start: np.ndarray | None = None) -> np.ndarray:
+    """Best-improvement single-atom moves; from ``start`` (a split) if given, else from random
+    splits, ``restarts`` times."""
+    from formulations.maxload.common import canonical_devices, split_from_atoms
 
     st = _LoadState(problem, max_cpus(problem))
     rng = np.random.default_rng(seed)
     best_key, best_dev = None, None
-    for _ in range(restarts):
-        dev = rng.integers(0, st.nd, st.na)
-        dev[~st.data.allowed_acc] = st.k if st.nd > st.k else dev[~st.data.allowed_acc]
+    for r in range(restarts if start is None else 1):
+        if start is not None:
+            dev = canonical_devices(st.data, start)
+        else:
+            dev = rng.integers(0, st.nd, st.na)
+            dev[~st.data.allowed_acc] = st.k if st.nd > st.k else dev[~st.data.allowed_acc]
         st.reset(dev)
         cur = st.key(st.load, st.mem)
         while time.monotonic() < deadline:

@@ -165,6 +165,7 @@ def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: boo
     model, v = build_cpsat(problem, data, contiguous, objective, scale, hint_atoms,
                            symmetry=bool(opts.extra.get("symmetry", True)))
     solver = cp_model.CpSolver()
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: it stops the search via stop_watch
     rem = opts.remaining()
     solver.parameters.max_time_in_seconds = 60.0 if rem is None else max(rem - (time.monotonic() - t0), 1.0)
     solver.parameters.num_workers = opts.workers or 2
