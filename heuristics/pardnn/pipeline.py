@@ -97,7 +97,9 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
         if not np.any(state.memory > capacity * (1 + 1e-12) + 1e-9):
             left[:] = 0.0
             break
-        if rounds >= max_rounds or (deadline is not None and time.monotonic() > deadline):
+        # a static pass is cheap and exact, so only the peak model's re-emulation rounds obey the deadline
+        late = memory_model != "static" and deadline is not None and time.monotonic() > deadline
+        if rounds >= max_rounds or late:
             break
         rounds += 1
         fits = None if memory_model == "static" else np.maximum(state.potential, need)
@@ -140,7 +142,8 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     mp = lflam(problem, g, sl, tl, problem.comm, k, cluster_allowed(problem, sl, perm), info["ccr"])
     pe = np.where(mp.pe >= 0, mp.pe, 0)
     placement = repair_constraints(problem, perm[pe])
-    info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced)
+    info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
+                admitted_by=mp.info.get("admitted_by"))
     info["t_mapping"] = time.monotonic() - t
 
     t = time.monotonic()
