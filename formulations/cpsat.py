@@ -49,7 +49,8 @@ class Scale:
 
 
 def _integral(x: np.ndarray) -> bool:
-    return bool(np.all(np.abs(x - np.round(x)) <= 1e-9 * np.maximum(1.0, np.abs(x))))
+    """Integers up to float noise (absolute 1e-6, far below one unit)."""
+    return bool(np.all(np.abs(x - np.round(x)) <= 1e-6))
 
 
 def choose_scale(problem: Problem, units_target: float = TIME_UNITS) -> Scale:
@@ -98,11 +99,27 @@ class Built:
     x: dict[tuple[int, int], cp_model.IntVar]
     start: list[cp_model.IntVar]
     makespan: cp_model.IntVar
+    dur: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    comm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    bound_slack: int = 0  # integer units to subtract from the model's bound (see model_data)
     same: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
     used: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
     last: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
     remote: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
     room: list[tuple[cp_model.IntVar, int]] = field(default_factory=list)
+
+
+def model_data(problem: Problem, sc: Scale, mode: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Integer durations and comms of the model, and the bound slack in units.
+
+    Relax mode floors, except that a positive time shorter than one unit gets 1 unit (so it keeps
+    its place in NoOverlap and the solver's device order stays meaningful). That can lengthen a
+    chain by one unit per such node, so the model's bound minus their count is still a bound for
+    the real problem (docs/exact.md)."""
+    if mode != "relax":
+        return sc.dur_hi, sc.comm_hi, 0
+    tiny = (problem.time > 0) & (sc.dur_lo == 0)
+    return np.where(tiny, 1, sc.dur_lo), sc.comm_lo, int(tiny.sum())
 
 
 def _heads_tails(problem: Problem, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +147,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     sc = scale or choose_scale(problem)
     mode = "relax" if (memory_model == "static" or sc.exact) else "safe"
-    dur = sc.dur_lo if mode == "relax" else sc.dur_hi
-    comm = sc.comm_lo if mode == "relax" else sc.comm_hi
+    dur, comm, slack = model_data(problem, sc, mode)
     param, out, cap, mem_exact = _memory_ints(problem, memory_model)
     bound_valid = mem_exact and (mode == "relax")
     n, k = problem.n, problem.k
@@ -157,7 +173,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
         lb = 0
     lb = max(lb, min(int(math.floor(makespan_floor * sc.factor)), horizon))
     mk = m.new_int_var(lb, horizon, "makespan")
-    b = Built(m, un, sc, mode, bound_valid, x, start, mk)
+    b = Built(m, un, sc, mode, bound_valid, x, start, mk, dur=dur, comm=comm, bound_slack=slack)
 
     # One node at a time per device (zero-time nodes may coincide with anything).
     per_dev: list[list] = [[] for _ in range(k)]
@@ -325,8 +341,7 @@ def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray) -> None:
 
 def int_schedule(problem: Problem, b: Built, placement: np.ndarray, order: list[list[int]]) -> np.ndarray:
     """Earliest integer start times of a placement and device order under the model's data."""
-    dur = b.scale.dur_lo if b.mode == "relax" else b.scale.dur_hi
-    comm = b.scale.comm_lo if b.mode == "relax" else b.scale.comm_hi
+    dur, comm = b.dur, b.comm
     st = retime(problem, placement, order, time=dur, comm=comm)
     if st is None:  # cannot happen: the order comes from a valid schedule
         raise RuntimeError("cpsat: the hint's device order contradicts the graph")
@@ -338,7 +353,7 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
     pl = canonical_placement(problem, placement, b.units)
     order = device_order(problem, pl, start_real)
     s = int_schedule(problem, b, pl, order)
-    dur = b.scale.dur_lo if b.mode == "relax" else b.scale.dur_hi
+    dur = b.dur
     m = b.model
     m.clear_hints()
     dev_of_unit = [int(pl[mem[0]]) for mem in b.units.members]
@@ -379,13 +394,15 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     floor_lb = lower_bound(problem, mm, bool(ex.get("path_bound", True))) if ex.get("redundant", True) else 0.0
     b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
               makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0)
-    info: dict = {"scale": scale.factor, "exact_data": scale.exact, "mode": b.mode, "bound_valid": b.bound_valid}
+    info: dict = {"scale": scale.factor, "exact_data": scale.exact, "mode": b.mode, "bound_valid": b.bound_valid,
+                  "bound_slack_units": b.bound_slack}
     hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None
     hint_found = None
     if hint is not None:
         info.update(add_hint(problem, b, *hint))
         hint_found = best_schedule(problem, hint[0], hint[1], mm)
     solver = cp_model.CpSolver()
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: it stops the search via stop_watch
     prm = solver.parameters
     rem = opts.remaining()
     if rem is not None:
@@ -406,6 +423,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                 trace.append((time.monotonic() - t0, "objective", self.objective_value / factor))
 
         callback = _Progress()
+    if opts.stop.is_set():  # stopped before the search began: return the hint, if any
+        prm.max_time_in_seconds = 0.0
     with stop_watch(opts, solver.stop_search):
         status = solver.solve(b.model, callback)
     info["cp_status"] = solver.status_name(status)
@@ -421,7 +440,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                         reason="cpsat: the conservatively rounded model is infeasible (not a proof for the real data)")
     bound = None
     if b.bound_valid and status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
-        bound = solver.best_objective_bound / scale.factor
+        bound = (solver.best_objective_bound - b.bound_slack) / scale.factor
         info["cp_bound_int"] = solver.best_objective_bound
     found = None  # (makespan, placement, start)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

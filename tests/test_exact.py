@@ -321,3 +321,21 @@ def test_stop_request_returns_the_hint() -> None:
     sol = cpsat(p, o)
     assert sol.status == "feasible" and sol.objective <= hint.objective + 1e-9
     assert_honest(p, sol)
+
+
+def test_times_shorter_than_one_unit_keep_the_bound_valid_and_the_order() -> None:
+    """A node far shorter than the time unit still occupies its device in the model (1 unit) and
+    the bound is corrected for it: the optimum is found and proved."""
+    nodes = [{"id": "a", "time": 3.3, "out_bytes": 0, "param_bytes": 1},
+             {"id": "tiny", "time": 1e-12, "out_bytes": 0, "param_bytes": 1},
+             {"id": "b", "time": math.pi, "out_bytes": 0, "param_bytes": 1},
+             {"id": "c", "time": 2.7, "out_bytes": 0, "param_bytes": 1}]
+    edges = [{"src": "a", "dst": "tiny", "comm": 0.1}, {"src": "tiny", "dst": "c", "comm": 0.1},
+             {"src": "b", "dst": "c", "comm": math.e}]
+    p = make_problem(nodes, edges, devices=2, memory=3.0)
+    ref = brute(p, opts())
+    sol = cpsat(p, opts())
+    assert sol.info["exact_data"] is False and sol.info["bound_slack_units"] == 1
+    assert sol.status == "optimal" and sol.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert sol.lower_bound <= ref.objective
+    assert_honest(p, sol)
