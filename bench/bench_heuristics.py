@@ -2,7 +2,7 @@
 
     python3 bench/bench_heuristics.py quality [--time-limit 60]   # data/*.json + msr-fiddle + generated
     python3 bench/bench_heuristics.py scale [--sizes 10000 50000 200000 1000000] [--model static]
-                                            [--memory-fraction 0.6]
+                                            [--memory-fraction 0.6] [--memory-heuristic I]
 
 ``quality`` prints, per graph and heuristic: evaluator makespan, ratio to the lower bound
 (placement.bounds.makespan_lower_bound), seconds, and whether memory is feasible (static model;
@@ -29,7 +29,7 @@ from placement.evaluator import evaluate  # noqa: E402
 from placement.solution import SolveOptions  # noqa: E402
 from solvers.registry import get  # noqa: E402
 
-METHODS = ["pardnn", "pardnn[II]", "pardnn[none]", "etf", "m-etf", "heft", "critical-path", "linear-clustering",
+METHODS = ["pardnn", "pardnn[I+II]", "pardnn[II]", "pardnn[none]", "etf", "m-etf", "heft", "critical-path", "linear-clustering",
            "m-topo", "greedy-fill", "single", "random"]
 LC_MAX_NODES = 5000  # linear clustering is O(V (V + E)); above this it would only burn its budget
 
@@ -94,19 +94,19 @@ from placement.bounds import makespan_lower_bound
 from heuristics.pardnn import pardnn
 from placement.solution import SolveOptions
 t = time.monotonic(); p = generate("transformer", {n}, seed=0, devices=16, memory_fraction={frac}); gen = time.monotonic() - t
-t = time.monotonic(); c = time.process_time(); sol = pardnn(p, SolveOptions(memory_model={model!r})); secs = time.monotonic() - t; cpu = time.process_time() - c
+t = time.monotonic(); c = time.process_time(); sol = pardnn(p, SolveOptions(memory_model={model!r}, extra={{"memory_heuristic": {heur!r}}})); secs = time.monotonic() - t; cpu = time.process_time() - c
 info = {{k: v for k, v in sol.info.items() if k.startswith("t_") or k in ("overflow_moves", "overflow_rounds", "primaries", "secondaries", "reserve_kept")}}
 print(json.dumps({{"n": p.n, "m": p.m, "gen": gen, "seconds": secs, "cpu": cpu, "status": sol.status, "makespan": sol.objective,
                   "lb": makespan_lower_bound(p), "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, "info": info}}))
 """
 
 
-def scale(sizes: list[int], model: str, frac: float) -> None:
-    print(f"memory model {model}, each of the 16 devices holds {frac} of the total static memory\n")
+def scale(sizes: list[int], model: str, frac: float, heur: str = "I") -> None:
+    print(f"memory model {model}, memory heuristic {heur}, each of the 16 devices holds {frac} of the total static memory\n")
     print(f"| nodes | edges | pardnn wall s | pardnn CPU s | nodes per CPU s | peak RSS GB | status | makespan / LB | overflow moves | levels | slicing | mapping | memory | evaluate |")
     print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
-        out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), n=n, model=model, frac=frac)],
+        out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), n=n, model=model, frac=frac, heur=heur)],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         i = r["info"]
@@ -125,13 +125,14 @@ def main() -> None:
     s = sub.add_parser("scale")
     s.add_argument("--sizes", type=int, nargs="+", default=[10000, 50000, 200000, 1000000])
     s.add_argument("--model", default="static", choices=["static", "peak"])
+    s.add_argument("--memory-heuristic", default="I", choices=["I", "II", "I+II", "none"])
     s.add_argument("--memory-fraction", type=float, default=0.6,
                    help="per-device share of the total static memory (0.6: loose; 1.2/16 = 0.075: tight)")
     a = ap.parse_args()
     if a.what == "quality":
         quality(a.time_limit, not a.no_generated)
     else:
-        scale(a.sizes, a.model, a.memory_fraction)
+        scale(a.sizes, a.model, a.memory_fraction, a.memory_heuristic)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The heuristic portfolio behind ``solve --method auto``: run what fits the time limit, keep the best.
 
 Members run cheapest first, so a tight budget still gets an answer: single, m-topo, greedy-fill,
-pardnn, etf, critical-path, heft, m-etf, linear-clustering, random. Before each, its running time
+pardnn, pardnn-balanced, etf, critical-path, heft, m-etf, linear-clustering, random. Before each, its running time
 is estimated from the graph size (seconds-per-node rates measured on this project's generated
 graphs, bench/results_heuristics.md; linear clustering is quadratic) and the member is skipped when
 the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -18,7 +18,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import get, register
 
-ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "critical-path", "heft", "m-etf",
+ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "pardnn-balanced", "etf", "critical-path", "heft", "m-etf",
          "linear-clustering", "random")
 
 
@@ -28,13 +28,13 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     evaluate = 6e-6 * size
     rates = {
         "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 1.5e-5,
-        "pardnn": 4e-5 + 2e-6 * k,
+        "pardnn": 4e-5 + 2e-6 * k, "pardnn-balanced": 4e-5 + 2e-6 * k,
         "etf": 7e-6 * k, "m-etf": 1.8e-5 * k,
         "heft": 6e-6 * k, "critical-path": 4e-6 * k,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
-    extra = 8 * evaluate if (method == "pardnn" and memory_model == "peak") else 0.0
+    extra = 8 * evaluate if (method.startswith("pardnn") and memory_model == "peak") else 0.0
     return evaluate + rates.get(method, 1e-4) * size + extra
 
 

@@ -18,7 +18,7 @@ from placement.solution import SolveOptions
 from solvers.registry import get, methods
 
 ROOT = Path(__file__).resolve().parent.parent
-MINE = ("pardnn", "etf", "m-etf", "heft", "critical-path", "linear-clustering", "m-topo", "random", "portfolio")
+MINE = ("pardnn", "pardnn-balanced", "etf", "m-etf", "heft", "critical-path", "linear-clustering", "m-topo", "random", "portfolio")
 
 
 def small_problems():

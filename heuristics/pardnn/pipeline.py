@@ -189,3 +189,15 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     info["overflow"] = [0.0] * problem.k
     return Solution("pardnn", "heuristic", placement=ev.placement, objective=ev.makespan,
                     seconds=time.monotonic() - t0, info=info)
+
+
+@register("pardnn-balanced", kind="heuristic", summary="PARDNN with memory heuristic II (chunk splitting, Eq. 5 balancing) before heuristic I")
+def pardnn_balanced(problem: Problem, opts: SolveOptions) -> Solution:
+    """The same pipeline with ``memory_heuristic`` "I+II": heuristic II balances memory first and
+    heuristic I still guarantees the capacity (an explicit ``memory_heuristic`` in opts wins)."""
+    from dataclasses import replace
+
+    sol = pardnn(problem, replace(opts, extra={"memory_heuristic": "I+II", **(opts.extra or {})}))
+    sol.method = "pardnn-balanced"
+    sol.reason = sol.reason.replace("pardnn:", "pardnn-balanced:", 1)
+    return sol
