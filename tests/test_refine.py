@@ -147,3 +147,18 @@ def test_critical_chain_is_tight() -> None:
     assert ev.start[chain[-1]] == pytest.approx(0.0)
     for later, earlier in zip(chain, chain[1:]):
         assert ev.finish[earlier] <= ev.start[later] + 1e-9
+
+
+@pytest.mark.parametrize("kind", ["lstm", "cnn"])
+def test_multilevel_never_worse_feasible_and_keeps_colocation(kind: str) -> None:
+    from solvers.refine import refine_multilevel
+
+    prob = generate(kind, 3000, seed=0, devices=4)
+    sol = topo_fill(prob, SolveOptions())
+    ev0 = evaluate(prob, sol.placement)
+    pl, ev = refine_multilevel(prob, sol.placement, SolveOptions(seed=1), deadline=_deadline(), coarsest=200,
+                               max_evals=60)
+    check_placement(prob, pl)
+    assert ev.feasible(prob) and ev.makespan <= ev0.makespan + 1e-9
+    assert evaluate(prob, pl).makespan == pytest.approx(ev.makespan)
+    assert ev.makespan < ev0.makespan  # the coarse levels find real improvements here
