@@ -89,12 +89,23 @@ def random_problem(seed: int, n: int = 6, k: int = 2, training: bool = False):
                         attrs={"max_cpus": 1})
 
 
-def brute_force(p, contiguity: str) -> float:
+def is_pipeline(p, split) -> bool:
+    """Devices can be ordered so that every edge goes forward (the DP's search space)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(set(split.tolist()))
+    g.add_edges_from((int(split[u]), int(split[v])) for u, v in zip(p.src, p.dst) if split[u] != split[v])
+    return nx.is_directed_acyclic_graph(g)
+
+
+def brute_force(p, contiguity: str, pipeline: bool = False) -> float:
     best = np.inf
     devices = list(range(p.k)) + [-1]
     for combo in itertools.product(devices, repeat=p.n):
-        ev = evaluate_maxload(p, np.array(combo), contiguity=contiguity)
-        if not ev.violations:
+        split = np.array(combo)
+        ev = evaluate_maxload(p, split, contiguity=contiguity)
+        if not ev.violations and (not pipeline or is_pipeline(p, split)):
             best = min(best, ev.value)
     return best
 
@@ -114,12 +125,23 @@ def test_exact_methods_match_brute_force(seed):
     assert cpn.objective == pytest.approx(noncontig, rel=1e-6)
     assert mipn.objective == pytest.approx(noncontig, rel=1e-6)
     _, dpv, _ = solve_dp(p)
-    # the DP searches unit-contiguous splits only: never below the optimum, equal without contraction
+    # the DP searches pipelines of unit-contiguous sets: never below the optimum, and without
+    # colocation (units = nodes) exactly the best pipeline-ordered contiguous split
     assert dpv >= contig - 1e-9
     if seed % 2 == 0:
-        assert dpv == pytest.approx(contig, rel=1e-9)
+        assert dpv == pytest.approx(brute_force(p, "forward", pipeline=True), rel=1e-9)
     for s in (cp, mip, cpn, mipn):
         assert s.objective == evaluate_maxload(p, s.info["split"]).value
+
+
+def test_dp_on_a_chain_is_exact():
+    # on a path every contiguous split is a pipeline: DP = brute force over contiguous splits
+    nodes = [{"id": i, "time": t, "out_bytes": 0, "param_bytes": 1} for i, t in enumerate((5, 1, 7, 2, 6, 3))]
+    edges = [{"src": i, "dst": i + 1, "comm": c} for i, c in enumerate((1, 3, 0.5, 2, 1))]
+    p = make_problem(nodes, edges, devices=2, memory=4, node_attrs={"cpu_latency": [9, 4, 30, 8, 25, 6]},
+                     attrs={"max_cpus": 1})
+    _, dpv, _ = solve_dp(p)
+    assert dpv == pytest.approx(brute_force(p, "forward"))
 
 
 @pytest.mark.parametrize("workload,published", [
