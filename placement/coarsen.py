@@ -14,15 +14,18 @@ contractions at once, chosen so that they are jointly acyclic:
    otherwise its groups stay uncontracted and become colocation constraints of the coarse problem.
 2. ``chain`` / ``out`` / ``in``: safe contractions. ``out`` merges a cluster whose only successor is v
    into v (``in``: a cluster whose only predecessor is u into u); ``chain`` requires both. A pass
-   contracts a set of disjoint stars (one child per parent, a child is never a parent), which is a
-   sequence of single safe contractions, each still safe when it is applied. Zero-time pass-through
-   nodes are a special case (they have no weight, so they always fit under the cap).
+   contracts disjoint stars (children by decreasing edge comm while the star fits the cap; a child
+   is never a parent), a sequence of single safe contractions, each still safe when it is applied.
+   Zero-time pass-through nodes are a special case (no weight: they always fit under the cap).
+   Optional ``clusters`` (e.g. PARDNN's slices) are then accepted like pass 3's sets.
 3. ``scope-d``: DNN structure read from names (Tofu): nodes whose names share the scope prefix at
    depth d (``layer3/attn/head0/...``), backward operators (``.../grad*``, ``.../update``) keyed to
    their forward operator's scope but kept apart from the forward ones (Tarnawski's FW/BW split).
    Candidate sets are accepted with the same strongly-connected-component rule as groups.
 4. ``blocks``: contiguous blocks of a depth-first topological order of the quotient (always acyclic:
    block indices are themselves a topological order), sized so that at most ``target`` remain.
+
+A pass that would go below ``target`` keeps only its lightest merges, just enough to reach it.
 
 Every contraction respects a weight cap (a node's weight is its share of total time plus its share
 of total static memory) so that no coarse node is too big to balance, and only merges nodes with
@@ -44,6 +47,7 @@ from .problem import Problem, ProblemError
 EDGE_COMM = ("max", "sum")
 _GRAD_PART = re.compile(r"^(grad(_\w*)?|\w*_grad|update|gradients?)$")
 _SPLIT = re.compile(r"[/.]")
+_SIZE_SUFFIX = re.compile(r" \(\+\d+\)$")  # the " (+k)" a coarse node's name carries
 
 
 @dataclass
@@ -433,7 +437,7 @@ class _State:
 # ----- names ---------------------------------------------------------------------------------------
 def _scope_parts(problem: Problem, v: int) -> tuple[list[str], bool]:
     """Node v's forward operator's name split in parts, and whether v is a backward node."""
-    parts = [x for x in _SPLIT.split(problem.names[v]) if x]
+    parts = [x for x in _SPLIT.split(_SIZE_SUFFIX.sub("", problem.names[v])) if x]
     bwd = False
     while len(parts) > 1 and _GRAD_PART.match(parts[-1]):
         parts.pop()
@@ -477,6 +481,9 @@ def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = T
     if edge_comm not in EDGE_COMM:
         raise ProblemError(f"coarsen: edge_comm must be one of {EDGE_COMM}, got {edge_comm!r}")
     n = problem.n
+    cl = None if clusters is None else np.asarray(clusters, dtype=np.int64)
+    if cl is not None and cl.shape != (n,):
+        raise ProblemError(f"coarsen: clusters has {cl.shape[0] if cl.ndim else 0} entries for {n} nodes")
     if n <= target:
         members = [np.array([i], dtype=np.int64) for i in range(n)]
         return Coarsening(problem, problem, members, np.arange(n, dtype=np.int64), [])
@@ -499,10 +506,7 @@ def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = T
     if len(problem.colocate_names) and not done():
         st.contract_sets(problem.colocate[_first_members(st)], cap, "colocate", merge_scc=True)
     safe_rounds()
-    if clusters is not None and not done():
-        cl = np.asarray(clusters, dtype=np.int64)
-        if cl.shape != (n,):
-            raise ProblemError(f"coarsen: clusters has {cl.shape[0] if cl.ndim else 0} entries for {n} nodes")
+    if cl is not None and not done():
         # A cluster's set: that of its heaviest member.
         order = np.lexsort((-st.w, st.label))
         rep = order[np.r_[True, st.label[order][1:] != st.label[order][:-1]]]
@@ -535,6 +539,18 @@ def _finish(problem: Problem, st: _State) -> Coarsening:
     members = [order[bounds[i]:bounds[i + 1]] for i in range(c)]
     coarse = _build(problem, label, c, members, st)
     return Coarsening(problem, coarse, members, label, st.levels)
+
+
+def _coarse_attrs(problem: Problem, label: np.ndarray, c: int, members: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Member counts, and ``is_backward`` by majority of time when the original has it."""
+    attrs = {"members": np.asarray([m.size for m in members], dtype=np.int64)}
+    bwd = problem.node_attrs.get("is_backward")
+    if bwd is not None:
+        b = np.asarray(bwd, dtype=bool)
+        on = np.bincount(label, weights=np.where(b, problem.time + 1e-12, 0.0), minlength=c)
+        off = np.bincount(label, weights=np.where(b, 0.0, problem.time + 1e-12), minlength=c)
+        attrs["is_backward"] = on > off
+    return attrs
 
 
 def _build(problem: Problem, label: np.ndarray, c: int, members: list[np.ndarray], st: _State) -> Problem:
@@ -583,7 +599,7 @@ def _build(problem: Problem, label: np.ndarray, c: int, members: list[np.ndarray
         time=time, out_bytes=out_b, param_bytes=par_b, colocate=colocate, allowed=allowed,
         src=src.astype(np.int64), dst=dst.astype(np.int64), comm=comm.astype(float),
         memory=problem.memory.copy(), device_names=list(problem.device_names), link=problem.link,
-        edge_bytes=None, node_attrs={"members": np.asarray([m.size for m in members])},
+        edge_bytes=None, node_attrs=_coarse_attrs(problem, label, c, members),
         attrs={"coarse_of": problem.name}, colocate_names=names_g,
     )
     coarse.topo_order  # raises ProblemError if a contraction closed a cycle (a bug)
