@@ -198,3 +198,39 @@ def test_degenerate_graphs(name):
     zero = make_problem([{"id": i, "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0} for i in range(3)],
                         [{"src": 0, "dst": 1, "comm": 0.0}, {"src": 1, "dst": 2, "comm": 0.0}], devices=2)
     assert get(name).func(zero, SolveOptions()).objective == 0.0
+
+
+def test_linear_clustering_and_glb_by_hand():
+    from heuristics.linear_clustering import glb, linear_clusters
+
+    # S -> X1 -> X2 -> X3 -> T is the critical path (20 with comm); then Y1 -> Y2, then Z.
+    recs = {"S": 1, "X1": 2, "X2": 2, "X3": 2, "T": 1, "Y1": 1, "Y2": 1, "Z": 1}
+    nodes = [{"id": k, "time": float(t), "out_bytes": 0.0, "param_bytes": 1.0} for k, t in recs.items()]
+    edges = [("S", "X1", 3), ("X1", "X2", 3), ("X2", "X3", 3), ("X3", "T", 3), ("S", "Y1", 1), ("Y1", "Y2", 1),
+             ("Y2", "T", 1), ("S", "Z", 0), ("Z", "T", 0)]
+    p = make_problem(nodes, [{"src": a, "dst": b, "comm": float(c)} for a, b, c in edges], devices=2, memory=100.0)
+    sl = linear_clusters(p)
+    names = [[p.ids[int(v)] for v in c] for c in sl.paths]
+    assert names == [["S", "X1", "X2", "X3", "T"], ["Y1", "Y2"], ["Z"]]
+    assert sl.primaries == 3  # every cluster found with recomputed levels
+    # GLB: clusters by start time (X path 0, Z 1, Y 2), each to the least-loaded device
+    pl = glb(p, sl, p.memory)
+    assert [int(pl[p.index[k]]) for k in recs] == [0, 0, 0, 0, 0, 1, 1, 1]
+    # with room for only 5 nodes per device the X path cannot stay whole on device 0
+    pl = glb(p, sl, np.array([4.0, 100.0]))
+    assert np.bincount(pl, minlength=2)[0] <= 4
+
+
+def test_m_topo_is_topo_fill():
+    p = PROBLEMS[-1]
+    a = get("m-topo").func(p, SolveOptions())
+    b = get("topo-fill").func(p, SolveOptions())
+    assert a.method == "m-topo" and np.array_equal(a.placement, b.placement) and a.objective == b.objective
+
+
+def test_random_respects_memory_with_reserve():
+    p = constrained_problem(1)
+    sol = get("random").func(p, SolveOptions(seed=5, reserve=0.2))
+    assert sol.status == "heuristic"
+    ev = evaluate(p, sol.placement)
+    assert np.all(ev.static_memory <= p.memory * 0.8 + 1e-9)
