@@ -4,6 +4,9 @@ The K heaviest paths, each found on the graph left after removing the previous o
 weighted levels recomputed, become the *primary* clusters (one per device). The remaining nodes
 are cut into *secondary* linear clusters by walking heaviest-first with the last levels, without
 recomputing them (the paper's shortcut: recomputation is the expensive part, O(V + E) each).
+Finding a critical path needs only bottom levels, so while primaries are sought only those are
+recomputed; top levels are computed once, for the weighted levels the secondaries use (the same
+levels as recomputing tl + bl each time, at about half the cost).
 
 A primary starts at the live source (no live predecessor) with the largest bottom level; a
 secondary at the unvisited node with the largest (stale) weighted level. Either way the path then
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import Graph, weighted_levels
+from .graph import Graph, bottom_levels, top_levels
 
 
 @dataclass
@@ -72,10 +75,11 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
     c = comm.tolist()
     src = np.repeat(np.arange(n), np.diff(np.asarray(g.succ_ptr)))
     dst = np.asarray(g.succ, dtype=np.int64)
-    _, bl_arr, wl_arr = weighted_levels(g, comm)
-    for _ in range(min(k, n)):
-        # the critical path of the live graph starts at a live source with the largest bottom level
-        # (ties: earliest rank); comparing bottom levels of sources avoids the rounding of tl + bl
+    # Finding a critical path needs only bottom levels (it starts at the live source with the
+    # largest one), so top levels are computed once, for the secondaries' weighted levels.
+    bl_arr = bottom_levels(g, comm)
+    target = min(k, n)
+    for i in range(target):
         live_in = np.bincount(dst[alive[src] & alive[dst]], minlength=n)
         cand = np.flatnonzero(alive & (live_in == 0))
         best = cand[np.lexsort((g.rank[cand], -bl_arr[cand]))[0]]
@@ -86,7 +90,8 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
         paths.append(arr)
         if not alive.any() or (deadline is not None and time.monotonic() > deadline):
             break
-        _, bl_arr, wl_arr = weighted_levels(g, comm, alive)
+        bl_arr = bottom_levels(g, comm, alive)
+    wl_arr = top_levels(g, comm, alive) + bl_arr
     primaries = len(paths)
     wl = wl_arr.tolist()
     bl = bl_arr.tolist()
