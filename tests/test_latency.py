@@ -83,6 +83,8 @@ def test_exact_latency_matches_brute_force(seed):
     assert mip.objective == pytest.approx(want, rel=1e-6)
     for s in (cp, mip):
         assert s.objective == evaluate_latency(p, s.info["split"], s.info["slot"]).value
+        assert evaluate_objective(p, s, "latency")[0] == s.objective
+        assert s.lower_bound <= s.objective + 1e-9
 
 
 def test_greedy_fills_in_topological_order():

@@ -134,6 +134,18 @@ def test_exact_methods_match_brute_force(seed):
         assert s.objective == evaluate_maxload(p, s.info["split"]).value
 
 
+def test_gpipe_objective_matches_brute_force():
+    p = random_problem(3, training=True)
+    best = np.inf
+    for combo in itertools.product(list(range(p.k)) + [-1], repeat=p.n):
+        ev = evaluate_maxload(p, np.array(combo), objective="fw+bw")
+        if not ev.violations:
+            best = min(best, ev.value)
+    s = solve_cpsat(p, SolveOptions(time_limit=20, workers=1, extra={"objective": "fw+bw"}), "maxload-cpsat-nc", False)
+    assert s.status == "optimal" and s.objective == pytest.approx(best, rel=1e-6)
+    assert s.objective == evaluate_maxload(p, s.info["split"], objective="fw+bw").value
+
+
 def test_dp_on_a_chain_is_exact():
     # on a path every contiguous split is a pipeline: DP = brute force over contiguous splits
     nodes = [{"id": i, "time": t, "out_bytes": 0, "param_bytes": 1} for i, t in enumerate((5, 1, 7, 2, 6, 3))]
@@ -142,6 +154,17 @@ def test_dp_on_a_chain_is_exact():
                      attrs={"max_cpus": 1})
     _, dpv, _ = solve_dp(p)
     assert dpv == pytest.approx(brute_force(p, "forward"))
+    from solvers.registry import get
+
+    for name in ("dp", "dpl", "pipedream", "maxload-cpsat", "local-search"):
+        info = get(name)
+        assert info.objective == "max-load"
+        sol = info.func(p, SolveOptions(time_limit=10, workers=1))
+        value, breakdown = evaluate_objective(p, sol, "max-load")
+        assert value == sol.objective and len(breakdown["devices"]) == p.k + 1
+        assert sol.placement.min() >= 0 and (sol.info["split"][sol.info["cpu_nodes"]] < 0).all()
+        if name in ("dp", "maxload-cpsat"):
+            assert sol.objective == pytest.approx(dpv)
 
 
 @pytest.mark.parametrize("workload,published", [
