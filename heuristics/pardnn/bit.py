@@ -49,8 +49,8 @@ class LevelBIT:
         """Move ``weights`` at ``slots`` from column ``col_from`` to column ``col_to``."""
         flat = self._up[slots].ravel()
         w = np.repeat(weights, self._up.shape[1])
-        np.add.at(self.tree, (flat, col_to), w)
-        np.add.at(self.tree, (flat, col_from), -w)
+        cols = np.repeat(np.array([col_to, col_from]), flat.size)
+        np.add.at(self.tree, (np.concatenate((flat, flat)), cols), np.concatenate((w, -w)))
 
     def prefix(self, i: int) -> np.ndarray:
         """Per column, the sum of slots [0, i)."""

@@ -205,22 +205,28 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndar
             break
 
     ptr, _, other, ww = _external_edges(problem, cl)
+    ptr_l, other_l, ww_l = ptr.tolist(), other.tolist(), ww.tolist()
+    pe_l = pe.tolist()  # mirror of pe for the per-edge Python loop below
+    free = pe_allowed.all(axis=1)
     balanced = 0
     for c in order.tolist():
         if cluster_pe[c] >= 0:
             continue
         W = work.range(int(lo[c]), int(hi[c]))[:k]
-        a, b = ptr[c], ptr[c + 1]
-        tgt = pe[other[a:b]]
-        m = tgt >= 0
-        cv = np.bincount(tgt[m], weights=ww[a:b][m], minlength=k)
+        cv = np.zeros(k)
+        for j in range(ptr_l[c], ptr_l[c + 1]):
+            t = pe_l[other_l[j]]
+            if t >= 0:
+                cv[t] += ww_l[j]
         cost = W + (cv.sum() - cv)
-        cost = np.where(pe_allowed[c], cost, np.inf)
-        if not np.isfinite(cost).any():
-            cost = W + (cv.sum() - cv)
-        best_cost = cost.min()
-        ties = np.flatnonzero(cost <= best_cost)
-        p = int(ties[np.argmax(cv[ties])])
+        if not free[c] and pe_allowed[c].any():
+            cost = np.where(pe_allowed[c], cost, np.inf)
+        p = int(np.argmin(cost))
+        if np.count_nonzero(cost == cost[p]) > 1:  # ties: the primary it communicates most with
+            ties = np.flatnonzero(cost == cost[p])
+            p = int(ties[np.argmax(cv[ties])])
         merge(c, p)
+        for v in sl.paths[c].tolist():
+            pe_l[v] = p
         balanced += 1
     return Mapping(pe, cluster_pe, mapped_total, done_rounds, balanced, {"admitted_by": admitted})
