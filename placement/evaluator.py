@@ -96,6 +96,79 @@ def static_memory(problem: Problem, placement: np.ndarray) -> np.ndarray:
     return np.bincount(placement, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
 
 
+@dataclass
+class Buffers:
+    """The tensor lifetimes of the peak model: buffer i holds ``size[i]`` bytes of ``node[i]``'s
+    output on ``device[i]`` during ``[t0[i], t1[i])``; ``last[i]`` is the consumer finishing last
+    there (-1 when the buffer is the node's own output while it runs, with no local consumer)."""
+
+    device: np.ndarray
+    node: np.ndarray
+    t0: np.ndarray
+    t1: np.ndarray
+    size: np.ndarray
+    last: np.ndarray
+
+
+def buffers(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray) -> Buffers:
+    """Tensor lifetimes per device as docs/model.md defines them (empty ones dropped).
+
+    The output of u is held on device d from F_u (S_u when u is on d) until the last consumer of u
+    on d finishes; a node without a consumer on its own device holds its output while it runs."""
+    k, n = problem.k, problem.n
+    src, dst = problem.src, problem.dst
+    key = src * k + placement[dst]
+    order = np.lexsort((finish[dst], key))  # by (u, device), last-finishing consumer last
+    skey = key[order]
+    is_last = np.r_[skey[1:] != skey[:-1], True] if skey.size else np.zeros(0, dtype=bool)
+    last_node = dst[order[is_last]]
+    uniq = skey[is_last]
+    hold_u, hold_d = uniq // k, uniq % k
+    local = placement[hold_u] == hold_d
+    hold_start = np.where(local, start[hold_u], finish[hold_u])
+    hold_end = np.maximum(finish[last_node], np.where(local, finish[hold_u], -np.inf))
+    has_local = np.zeros(n, dtype=bool)
+    has_local[hold_u[local]] = True
+    run = np.flatnonzero(~has_local)
+    buf = Buffers(
+        device=np.concatenate([hold_d, placement[run]]),
+        node=np.concatenate([hold_u, run]),
+        t0=np.concatenate([hold_start, start[run]]),
+        t1=np.concatenate([hold_end, finish[run]]),
+        size=np.concatenate([problem.out_bytes[hold_u], problem.out_bytes[run]]),
+        last=np.concatenate([last_node, np.full(run.size, -1, dtype=np.int64)]),
+    )
+    keep = (buf.t1 > buf.t0) & (buf.size > 0)
+    return Buffers(*(getattr(buf, f)[keep] for f in ("device", "node", "t0", "t1", "size", "last")))
+
+
+def peak_profile(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per device: the peak memory (PARDNN's Eq. 2 made exact, docs/model.md) and the first time
+    it is reached (nan for a device whose peak is its parameters alone)."""
+    k = problem.k
+    peak = np.bincount(placement, weights=problem.param_bytes, minlength=k)
+    when = np.full(k, np.nan)
+    buf = buffers(problem, placement, start, finish)
+    if buf.device.size == 0:
+        return peak, when
+    # Sweep: at equal times, releases (half-open intervals end) come before allocations.
+    ev_dev = np.concatenate([buf.device, buf.device])
+    ev_t = np.concatenate([buf.t0, buf.t1])
+    ev_delta = np.concatenate([buf.size, -buf.size])
+    order = np.lexsort((ev_delta > 0, ev_t, ev_dev))
+    ev_dev, ev_t, ev_delta = ev_dev[order], ev_t[order], ev_delta[order]
+    running = np.cumsum(ev_delta)
+    seg_start = np.flatnonzero(np.r_[True, ev_dev[1:] != ev_dev[:-1]])
+    base = np.r_[0.0, running][seg_start]  # cumsum before each device's first event
+    level = running - np.repeat(base, np.diff(np.r_[seg_start, ev_dev.size]))
+    top = np.zeros(k)
+    np.maximum.at(top, ev_dev, level)
+    at_top = np.flatnonzero((level >= top[ev_dev]) & (level > 0))
+    first = at_top[np.r_[True, ev_dev[at_top][1:] != ev_dev[at_top][:-1]]] if at_top.size else at_top
+    when[ev_dev[first]] = ev_t[first]
+    return peak + top, when
+
+
 def peak_memory(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray) -> np.ndarray:
     """Per device: the peak over time of memory in use (PARDNN's Eq. 2 made exact, docs/model.md).
 
@@ -103,46 +176,7 @@ def peak_memory(problem: Problem, placement: np.ndarray, start: np.ndarray, fini
     of every node u with a consumer on d, from F_u until the last consumer of u on d finishes; for
     u on d with a consumer on d the two join into [S_u, last finish).
     """
-    k, n = problem.k, problem.n
-    params = np.bincount(placement, weights=problem.param_bytes, minlength=k)
-    src, dst = problem.src, problem.dst
-    dev_v = placement[dst]
-    # Last finish of u's consumers on each device that has one: group edges by (u, device of v).
-    key = src * k + dev_v
-    uniq, inv = np.unique(key, return_inverse=True)
-    last = np.full(uniq.shape[0], -np.inf)
-    np.maximum.at(last, inv, finish[dst])
-    hold_u = uniq // k
-    hold_d = uniq % k
-    local = placement[hold_u] == hold_d
-    hold_start = np.where(local, start[hold_u], finish[hold_u])
-    hold_end = np.maximum(last, np.where(local, finish[hold_u], -np.inf))
-    # Nodes without a local consumer hold their output only while running.
-    has_local = np.zeros(n, dtype=bool)
-    has_local[hold_u[local]] = True
-    run = np.flatnonzero(~has_local)
-    dev = np.concatenate([hold_d, placement[run]])
-    t0 = np.concatenate([hold_start, start[run]])
-    t1 = np.concatenate([hold_end, finish[run]])
-    size = np.concatenate([problem.out_bytes[hold_u], problem.out_bytes[run]])
-    keep = (t1 > t0) & (size > 0)
-    dev, t0, t1, size = dev[keep], t0[keep], t1[keep], size[keep]
-    peak = params.copy()
-    if dev.size == 0:
-        return peak
-    # Sweep: at equal times, releases (half-open intervals end) come before allocations.
-    ev_dev = np.concatenate([dev, dev])
-    ev_t = np.concatenate([t0, t1])
-    ev_delta = np.concatenate([size, -size])
-    order = np.lexsort((ev_delta > 0, ev_t, ev_dev))
-    ev_dev, ev_delta = ev_dev[order], ev_delta[order]
-    running = np.cumsum(ev_delta)
-    seg_start = np.flatnonzero(np.r_[True, ev_dev[1:] != ev_dev[:-1]])
-    base = np.r_[0.0, running][seg_start]  # cumsum before each device's first event
-    level = running - np.repeat(base, np.diff(np.r_[seg_start, ev_dev.size]))
-    top = np.zeros(k)
-    np.maximum.at(top, ev_dev, level)
-    return peak + top
+    return peak_profile(problem, placement, start, finish)[0]
 
 
 def _ready_simulation(problem: Problem, placement: np.ndarray, delay: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -137,3 +137,22 @@ def test_empty_graph_has_zero_makespan():
     prob = make_problem([], [], devices=2, memory=1)
     ev = evaluate(prob, [])
     assert ev.makespan == 0 and ev.static_memory.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_peak_time_is_when_the_peak_is_reached(seed):
+    from placement.evaluator import buffers, peak_profile
+
+    rng = random.Random(500 + seed)
+    prob = random_problem(seed, rng.randint(2, 14), rng.randint(1, 3))
+    placement = np.array([rng.randrange(prob.k) for _ in range(prob.n)])
+    ev = evaluate(prob, placement, memory_model="peak")
+    peak, when = peak_profile(prob, placement, ev.start, ev.finish)
+    buf = buffers(prob, placement, ev.start, ev.finish)
+    for d in range(prob.k):
+        params = prob.param_bytes[placement == d].sum()
+        if np.isnan(when[d]):
+            assert peak[d] == pytest.approx(params)
+            continue
+        live = (buf.device == d) & (buf.t0 <= when[d]) & (when[d] < buf.t1)
+        assert params + buf.size[live].sum() == pytest.approx(peak[d])
