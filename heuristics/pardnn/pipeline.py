@@ -15,8 +15,8 @@ the paper recomputes after every single move (O(V) each, O(V^2) overall), which 
 Python at 10^5 nodes, so moves are batched per round.
 
 Options (``opts.extra``): ``memory_heuristic`` "I" (default), "II", "I+II" or "none";
-``chunk_ratio`` (2.0); ``max_rounds`` (8, shared by the reserve pass and the full-capacity pass);
-``eq5_tol`` (0.01).
+``chunk_ratio`` (2.0); ``max_rounds`` (8 for the full-capacity pass, half of it for the reserve
+pass); ``eq5_tol`` (0.01).
 """
 from __future__ import annotations
 
@@ -157,12 +157,12 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
         rem = opts.remaining()
         deadline = None if rem is None else time.monotonic() + rem
         rounds = int(extra.get("max_rounds", 8))
-        placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, rounds, deadline, units)
+        # the reserve is a soft target: its pass gets half the rounds, the full-capacity pass all
+        placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units)
         info["reserve_kept"] = not any(h1["overflow"])
         if not info["reserve_kept"]:
-            left_rounds = max(1, rounds - h1["rounds"])  # both passes share the round budget
             placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
-                                           left_rounds, deadline, units)
+                                           rounds, deadline, units)
             h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
         info["overflow_moves"] = h1["moves"]
         info["overflow_rounds"] = h1["rounds"]
