@@ -7,6 +7,9 @@ Parts (pick with --part):
   multi    a fixed budget spent refining on the original only, versus on the coarse graph first
            (restricted warm start, refine, project) and then on the original.
   refine   refine from topo-fill on generated graphs, per size, with its evaluation rate.
+  levels   plain refine versus refine_multilevel from topo-fill, same budget.
+  cpsat    coarse size versus quality: topo-fill restricted to the coarse graph as the hint,
+           CP-SAT on the coarse graph, projected (best of FIFO and the coarse order), refined.
 
 Usage: PYTHONPATH=. python3 bench/bench_coarsen.py --part speed
 """
@@ -22,7 +25,7 @@ from placement.coarsen import coarsen
 from placement.evaluator import evaluate
 from placement.generate import generate
 from placement.solution import SolveOptions
-from solvers.refine import RefineStats, refine
+from solvers.refine import RefineStats, refine, refine_multilevel
 
 KINDS = ("transformer", "lstm", "cnn", "random")
 
@@ -121,9 +124,53 @@ def part_refine(sizes: list[int], budget: float) -> None:
                   f"{st.evaluations} | {st.evaluations / dt:.1f} |", flush=True)
 
 
+def part_levels(sizes: list[int], budget: float, k: int) -> None:
+    print(f"| graph | nodes | K | topo-fill | refine {budget:g}s | refine_multilevel {budget:g}s | seconds (multilevel) |")
+    print("|---|---|---|---|---|---|---|")
+    for kind in KINDS:
+        for n in sizes:
+            prob = generate(kind, n, seed=0, devices=k)
+            sol = topo_fill(prob, SolveOptions())
+            if sol.placement is None:
+                continue
+            _, ev_a = refine(prob, sol.placement, SolveOptions(), deadline=time.monotonic() + budget)
+            t0 = time.monotonic()
+            _, ev_b = refine_multilevel(prob, sol.placement, SolveOptions(), deadline=t0 + budget)
+            dt = time.monotonic() - t0
+            print(f"| {kind} | {prob.n} | {k} | {sol.objective:.1f} | {ev_a.makespan:.1f} | {ev_b.makespan:.1f} | {dt:.1f} |", flush=True)
+
+
+def part_cpsat(n: int, targets: list[int], budget: float, k: int, kinds: list[str]) -> None:
+    from formulations.cpsat import cpsat
+    from placement.solution import Solution
+
+    print(f"| graph | nodes | K | coarse nodes | topo-fill | CP-SAT {budget:g}s on coarse (status) | projected FIFO | projected ordered | + refine {budget / 2:g}s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind in kinds:
+        prob = generate(kind, n, seed=0, devices=k)
+        sol = topo_fill(prob, SolveOptions())
+        if sol.placement is None:
+            continue
+        for target in targets:
+            cz = coarsen(prob, target, seed=0)
+            cp = cz.restrict(sol.placement)
+            hint = None if cp is None else Solution("restrict", "heuristic", placement=cp)
+            res = cpsat(cz.coarse, SolveOptions(time_limit=budget, workers=2, hint=hint))
+            if res.placement is None:
+                print(f"| {kind} | {prob.n} | {k} | {cz.coarse.n} | {sol.objective:.1f} | none ({res.status}) | | | |", flush=True)
+                continue
+            pl = cz.project(res.placement)
+            fifo = evaluate(prob, pl).makespan
+            start = res.start if res.start is not None else evaluate(cz.coarse, res.placement).start
+            ordered = evaluate(prob, pl, order=cz.project_order(res.placement, start)).makespan
+            _, ev = refine(prob, pl, SolveOptions(), deadline=time.monotonic() + budget / 2)
+            print(f"| {kind} | {prob.n} | {k} | {cz.coarse.n} | {sol.objective:.1f} | {res.objective:.1f} ({res.status}) | "
+                  f"{fifo:.1f} | {ordered:.1f} | {ev.makespan:.1f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("speed", "promise", "multi", "refine"), required=True)
+    ap.add_argument("--part", choices=("speed", "promise", "multi", "refine", "levels", "cpsat"), required=True)
     ap.add_argument("--sizes", default="10000,100000,200000")
     ap.add_argument("--targets", default="500,2000")
     ap.add_argument("--nodes", type=int, default=5000)
@@ -131,6 +178,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=12)
     ap.add_argument("--budget", type=float, default=30.0)
     ap.add_argument("--devices", type=int, default=4)
+    ap.add_argument("--kinds", default=",".join(KINDS))
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     if a.part == "speed":
@@ -139,6 +187,10 @@ def main() -> None:
         part_promise(a.nodes, a.target, a.samples)
     elif a.part == "multi":
         part_multi(a.nodes, a.target, a.budget, a.devices)
+    elif a.part == "cpsat":
+        part_cpsat(a.nodes, [int(x) for x in a.targets.split(",")], a.budget, a.devices, a.kinds.split(","))
+    elif a.part == "levels":
+        part_levels(sizes, a.budget, a.devices)
     else:
         part_refine(sizes, a.budget)
 
