@@ -343,6 +343,8 @@ class _State:
         sw = np.bincount(sid[has], weights=self.cw[has], minlength=ns)
         ok = _uniform(sid[has], self.mclass[has], ns) & (sw <= cap) & (np.bincount(sid[has], minlength=ns) > 1)
         use = has & ok[sid]
+        if not use.any():
+            return 0
         node2 = np.where(use, c + sid, np.arange(c))
         _, node2 = np.unique(node2, return_inverse=True)
         c2 = int(node2.max()) + 1
