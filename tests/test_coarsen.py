@@ -259,3 +259,20 @@ def test_coarse_size_is_close_to_the_target(kind: str) -> None:
     prob = generate(kind, 3000, seed=0)
     cz = coarsen(prob, 300, seed=0)
     assert 0.85 * 300 <= cz.coarse.n <= 300
+
+
+def test_exact_coarse_solution_keeps_its_promise_on_the_original() -> None:
+    """CP-SAT's schedule of the coarse graph, projected with its order, is never slower on the
+    original than the makespan CP-SAT reported for the coarse graph."""
+    cpsat_mod = pytest.importorskip("formulations.cpsat")
+    from placement.solution import SolveOptions
+
+    prob = generate("lstm", 400, seed=0, devices=3)
+    cz = coarsen(prob, 25, seed=0)
+    sol = cpsat_mod.cpsat(cz.coarse, SolveOptions(time_limit=3.0, workers=1))
+    assert sol.placement is not None and sol.start is not None
+    cev = evaluate(cz.coarse, sol.placement, order=None)
+    order = cz.project_order(sol.placement, sol.start)
+    ev = evaluate(prob, cz.project(sol.placement), order=order)
+    assert ev.makespan <= sol.objective * (1 + 1e-9) + 1e-9
+    assert ev.feasible(prob) and cev.feasible(cz.coarse)
