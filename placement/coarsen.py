@@ -472,6 +472,9 @@ def _scope_sets(st: _State, depth: int, cache: dict[int, tuple[list[str], bool]]
 def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = True, edge_comm: str = "max",
             cap_factor: float = 2.0, max_depth: int = 3, clusters: np.ndarray | None = None) -> Coarsening:
     """Contract ``problem`` to at most ``target`` nodes (see the module docstring for the passes).
+    Nodes with different sets of usable devices are never merged, so with allowed-device
+    restrictions the result can exceed ``target`` by the number of class changes along the final
+    topological blocks.
 
     ``cap_factor``: no structural contraction makes a node heavier than ``cap_factor / target`` of
     the total weight. ``edge_comm``: how parallel original edges price their coarse edge.
