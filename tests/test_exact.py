@@ -339,3 +339,22 @@ def test_times_shorter_than_one_unit_keep_the_bound_valid_and_the_order() -> Non
     assert sol.status == "optimal" and sol.objective == pytest.approx(ref.objective, rel=1e-9)
     assert sol.lower_bound <= ref.objective
     assert_honest(p, sol)
+
+
+@pytest.mark.slow
+def test_bert3_proved_optimal_with_warm_start() -> None:
+    """The msr-fiddle BERT-3 latency graph is proved optimal (13 s here with 2 workers)."""
+    from pathlib import Path
+
+    from formulations.warmstart import topo_split
+    from placement.formats.fiddle import read_fiddle
+
+    path = Path(__file__).resolve().parents[2] / "shared/workloads/msr-fiddle/latency-inputs/OperatorGraphs/bert_l-3_inference.json"
+    if not path.exists():
+        pytest.skip("msr-fiddle workloads not present")
+    p = read_fiddle(path)
+    hint = topo_split(p, SolveOptions())
+    sol = cpsat(p, SolveOptions(time_limit=300, workers=2, hint=hint))
+    assert sol.status == "optimal"
+    assert sol.objective <= hint.objective
+    assert_honest(p, sol)
