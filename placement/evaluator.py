@@ -142,13 +142,15 @@ def buffers(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: 
     return Buffers(*(getattr(buf, f)[keep] for f in ("device", "node", "t0", "t1", "size", "last")))
 
 
-def peak_profile(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def peak_profile(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray,
+                 buf: Buffers | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per device: the peak memory (PARDNN's Eq. 2 made exact, docs/model.md) and the first time
     it is reached (nan for a device whose peak is its parameters alone)."""
     k = problem.k
     peak = np.bincount(placement, weights=problem.param_bytes, minlength=k)
     when = np.full(k, np.nan)
-    buf = buffers(problem, placement, start, finish)
+    if buf is None:
+        buf = buffers(problem, placement, start, finish)
     if buf.device.size == 0:
         return peak, when
     # Sweep: at equal times, releases (half-open intervals end) come before allocations.
