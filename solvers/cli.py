@@ -78,9 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_methods() -> str:
-    rows = [f"{'auto':16} {'portfolio':10} {'makespan':9} run the heuristics, then an exact model if available, keep the best"]
+    rows = [f"{'auto':18} {'pipeline':10} {'makespan':9} warm start (portfolio), exact CP-SAT (coarsened on big graphs), refine; keeps the best"]
     for name, info in registry.methods().items():
-        rows.append(f"{name:16} {info.kind:10} {info.objective:9} {info.summary}")
+        rows.append(f"{name:18} {info.kind:10} {info.objective:9} {info.summary}")
     return "\n".join(rows)
 
 
