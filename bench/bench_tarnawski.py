@@ -59,7 +59,7 @@ def contiguous(limit: float, only: str | None) -> None:
         for lin, tag in ((True, "dpl"), (False, "dp")):
             t = time.monotonic()
             try:
-                _, v, info = solve_dp(p, linearize=lin, max_ideals=40000, deadline=time.monotonic() + 600)
+                _, v, info = solve_dp(p, linearize=lin, max_ideals=20000, deadline=time.monotonic() + 300)
                 emit({"w": f, "method": tag, "value": v, "ideals": info["ideals"], "s": time.monotonic() - t, "published": pub_c})
             except (TooManyIdeals, TimeoutError) as exc:
                 emit({"w": f, "method": tag, "error": str(exc), "s": time.monotonic() - t})
