@@ -67,7 +67,7 @@ def assert_honest(problem: Problem, sol: Solution, memory_model: str = "static")
         assert sol.objective == pytest.approx(sol.lower_bound, rel=1e-6)
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(30))
 def test_static_optimum_equals_bruteforce_integer_data(seed: int) -> None:
     p = rand_problem(seed)
     ref = brute(p, opts())
@@ -79,7 +79,7 @@ def test_static_optimum_equals_bruteforce_integer_data(seed: int) -> None:
             assert_honest(p, sol)
 
 
-@pytest.mark.parametrize("seed", range(100, 115))
+@pytest.mark.parametrize("seed", range(100, 112))
 def test_static_optimum_equals_bruteforce_fractional_data(seed: int) -> None:
     """Non-integral times and comm: CP-SAT works on scaled, floored data and re-times its order
     with the real data; its bound stays valid and its optimum equals the enumerated one."""
@@ -103,7 +103,7 @@ def _peak_problem(seed: int, squeeze: float) -> Problem:
     return p.with_devices(memory=float(max(int(peak.max() * squeeze), 1)))
 
 
-@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("seed", range(20))
 def test_peak_model_feasible_and_never_worse_than_enumerated(seed: int) -> None:
     p = _peak_problem(seed, squeeze=[1.0, 0.9, 0.75][seed % 3])
     ref = brute(p, opts(memory_model="peak"))
