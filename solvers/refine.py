@@ -69,6 +69,14 @@ class _Units:
         self.mask = mask[[m[0] for m in self.members]] if self.count else np.zeros((0, problem.k), dtype=bool)
 
 
+def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray) -> list[list[int]]:
+    """Per-device node order of a schedule: by start time, ties by topological rank (an order the
+    evaluator accepts for any valid schedule, and for any placement re-using its start times)."""
+    seq = np.lexsort((problem.topo_rank, start, placement))
+    bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
+    return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
+
+
 def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
     """Lexicographic objective: total memory overflow, then makespan."""
     return float(ev.overflow(problem).sum()), ev.makespan
@@ -112,8 +120,10 @@ def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
 
 class _Search:
     def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
-                 max_evals: int | None, patience: int, stats: RefineStats) -> None:
+                 max_evals: int | None, patience: int, stats: RefineStats, keep_order: bool | str = False,
+                 start: np.ndarray | None = None) -> None:
         self.p = problem
+        self.keep_order = keep_order
         self.units = _Units(problem)
         self.rng = np.random.default_rng(opts.seed)
         self.deadline = deadline
@@ -125,7 +135,12 @@ class _Search:
         self.succ = problem.succ_ptr
         self.pred = problem.pred_ptr
         self.cur = pl
-        self.cur_ev = self._eval(pl)
+        self.cur_ev = self._eval(pl, None)
+        if keep_order:
+            # The FIFO schedule's order re-timed is never later than FIFO; a given schedule's may be better.
+            firsts = [self.cur_ev.start] + ([np.asarray(start, dtype=float)] if start is not None else [])
+            evs = [self._eval(pl, s) for s in firsts]
+            self.cur_ev = min(evs, key=lambda e: _key(problem, e))
         self.cur_key = _key(problem, self.cur_ev)
         self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
         self.stats.start_makespan = self.cur_ev.makespan
@@ -140,9 +155,18 @@ class _Search:
             return "evaluations"
         return ""
 
-    def _eval(self, pl: np.ndarray) -> Evaluation:
+    def _eval(self, pl: np.ndarray, ref_start: np.ndarray | None) -> Evaluation:
+        """FIFO evaluation, or with ``ref_start`` the schedule that keeps each device's nodes in
+        the order of those start times (moved nodes slot in where they ran before)."""
         t0 = time.monotonic()
-        ev = evaluate(self.p, pl, memory_model=self.mm)
+        if ref_start is None:
+            ev = evaluate(self.p, pl, memory_model=self.mm)
+        else:
+            ev = evaluate(self.p, pl, order=order_of(self.p, pl, ref_start), memory_model=self.mm)
+            if self.keep_order == "both":
+                fifo = evaluate(self.p, pl, memory_model=self.mm)
+                if _key(self.p, fifo) < _key(self.p, ev):
+                    ev = fifo
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return ev
@@ -250,7 +274,7 @@ class _Search:
             load = np.bincount(pl, weights=self.p.param_bytes + self.p.out_bytes, minlength=self.p.k)
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
-        ev = self._eval(pl)
+        ev = self._eval(pl, self.cur_ev.start if self.keep_order else None)
         key = _key(self.p, ev)
         if self.cur_key[0] == 0.0 and key[0] > 0.0:
             return False
@@ -282,7 +306,7 @@ class _Search:
                 load[devs[0]] += un.need[u]
         self.stats.kicks += 1
         self.cur = pl
-        self.cur_ev = self._eval(pl)
+        self.cur_ev = self._eval(pl, self.best_ev.start if self.keep_order else None)
         self.cur_key = _key(p, self.cur_ev)
         self.unit_dev = self._unit_dev(pl)
         if self.best_key[0] == 0.0 and self.cur_key[0] > 0.0:  # never wander into infeasibility
@@ -319,17 +343,26 @@ class _Search:
 
 def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadline: float,
            memory_model: str = "static", max_evals: int | None = None, patience: int = 20,
-           stats: RefineStats | None = None) -> tuple[np.ndarray, Evaluation]:
+           stats: RefineStats | None = None, keep_order: bool | str = False,
+           start: np.ndarray | None = None) -> tuple[np.ndarray, Evaluation]:
     """Improve ``placement`` by local search until ``deadline`` (a time.monotonic() value).
 
     Returns the best placement found and its evaluation (never worse than the input's: lower
     makespan at equal feasibility, and a feasible input stays feasible). ``max_evals`` bounds the
     number of evaluator calls; ``patience`` is the number of random kicks without improvement
-    after which the search stops early; ``stats``, if given, is filled in. Colocation and allowed devices are always respected; an
-    input that breaks them raises ScheduleError."""
+    after which the search stops early; ``stats``, if given, is filled in. Colocation and allowed
+    devices are always respected; an input that breaks them raises ScheduleError.
+
+    ``keep_order`` (implied by ``start``, a schedule of the input such as the coarse schedule
+    projected with Coarsening.project_order) judges every placement by the schedule that keeps
+    the current schedule's per-device order (``order_of``), never later than FIFO from the same
+    start. The returned Evaluation is then that ordered schedule: report its start times
+    (``check`` accepts them) or ``order_of(problem, placement, ev.start)`` (re-timed, never
+    later); plain ``evaluate`` of the placement (FIFO) may be slower."""
     pl = as_placement(problem, placement)
     check_placement(problem, pl)
-    search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats())
+    search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats(),
+                     keep_order=keep_order or (start is not None), start=start)
     search.run()
     search.stats.end_makespan = search.best_ev.makespan
     return search.best, search.best_ev

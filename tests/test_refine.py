@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from heuristics.baselines import topo_fill
-from placement.evaluator import ScheduleError, check_placement, evaluate
+from placement.evaluator import ScheduleError, check, check_placement, evaluate
 from placement.generate import generate
 from placement.problem import Problem, make_problem
 from placement.solution import SolveOptions
@@ -162,3 +162,28 @@ def test_multilevel_never_worse_feasible_and_keeps_colocation(kind: str) -> None
     assert ev.feasible(prob) and ev.makespan <= ev0.makespan + 1e-9
     assert evaluate(prob, pl).makespan == pytest.approx(ev.makespan)
     assert ev.makespan < ev0.makespan  # the coarse levels find real improvements here
+
+
+@pytest.mark.parametrize("seed,mode", [(0, True), (1, True), (2, "both")])
+def test_keep_order_mode_is_consistent_and_never_worse(seed: int, mode: bool | str) -> None:
+    """Ordered mode: the reported evaluation is the evaluator's for order_of(...); it is never
+    later than the input's FIFO or its given schedule, and stays feasible."""
+    from placement.coarsen import coarsen
+    from solvers.refine import order_of
+
+    prob = generate("transformer", 600, seed=seed, devices=3)
+    cz = coarsen(prob, 40, seed=seed)
+    cp = cz.restrict(topo_fill(prob, SolveOptions()).placement)
+    assert cp is not None
+    pl0 = cz.project(cp)
+    given = evaluate(prob, pl0, order=cz.project_order(cp))
+    fifo = evaluate(prob, pl0)
+    pl, ev = refine(prob, pl0, SolveOptions(seed=seed), deadline=_deadline(), max_evals=150, start=given.start,
+                    keep_order=mode)
+    check_placement(prob, pl)
+    checked = check(prob, pl, ev.start)  # the returned schedule itself is valid
+    assert checked.makespan == pytest.approx(ev.makespan)
+    again = evaluate(prob, pl, order=order_of(prob, pl, ev.start))  # re-timing its order: never later
+    assert again.makespan <= ev.makespan + 1e-9
+    assert ev.feasible(prob)
+    assert ev.makespan <= min(given.makespan, fifo.makespan) + 1e-9
