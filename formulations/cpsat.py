@@ -362,11 +362,14 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
     for i, var in enumerate(b.start):
         m.add_hint(var, int(s[i]))
     fin = s + dur
-    m.add_hint(b.makespan, int(fin.max(initial=0)))
+    m.add_hint(b.makespan, max(int(fin.max(initial=0)), int(b.makespan.proto.domain[0])))
     for z, gu, gv in b.same:
         m.add_hint(z, dev_of_unit[gu] == dev_of_unit[gv])
+    first = {}
+    for g, d in enumerate(dev_of_unit):
+        first.setdefault(d, g)
     for u, g, d in b.used:
-        m.add_hint(u, any(dev_of_unit[h] == d for h in range(g + 1)))
+        m.add_hint(u, first.get(d, len(dev_of_unit)) <= g)
     for t, v, d, on_d in b.last:
         m.add_hint(t, int(max([fin[v]] + [fin[c] for c in on_d if pl[c] == d])))
     for y, v, d, on_d in b.remote:

@@ -185,9 +185,12 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             for o, i, j in orders:
                 vars_.append(o)
                 vals.append(float(st[i] <= st[j]))
+            first: dict[int, int] = {}
+            for g, d in enumerate(dev):
+                first.setdefault(d, g)
             for uvar, g, d in used:
                 vars_.append(uvar)
-                vals.append(float(any(dev[h] == d for h in range(g + 1))))
+                vals.append(float(first.get(d, len(dev)) <= g))
             solver.SetHint(vars_, vals)
             hint_found = (hint_found[0], pl, hint_found[1])
 
