@@ -26,6 +26,7 @@ from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_bytes, parse_memory_list
 
 from . import registry
+from . import run as run_module
 from .run import RunResult, run
 
 OBJECTIVES = ("makespan", "max-load", "latency")
@@ -116,10 +117,12 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
     table = registry.methods()
     if args.method != "auto" and args.method not in table:
         raise UsageError(f"--method: unknown method {args.method!r}; see --list-methods")
+    if args.objective != "makespan" and args.memory_model != "static":
+        raise UsageError(f"--objective {args.objective} uses static memory (Tarnawski et al.'s model); drop --memory-model {args.memory_model}")
     if args.method != "auto" and table[args.method].objective != args.objective:
         raise UsageError(f"--method {args.method} optimises {table[args.method].objective}, not {args.objective}")
     if args.objective != "makespan" and args.method == "auto":
-        if not any(info.objective == args.objective for info in table.values()):
+        if run_module.AUTO_FOR.get(args.objective) not in table:
             raise UsageError(f"--objective {args.objective}: no method for it is installed yet")
     graph = args.graph or default_graph()
     problem = load_problem(graph, args.format)
@@ -139,7 +142,19 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
     lines = [f"{problem.describe()}; memory model: {memory_model}"]
     stopped = " (interrupted: best answer so far)" if result.interrupted else ""
     lines.append(f"status: {result.status}{stopped}   method: {result.method}   time: {result.seconds:.2f} s")
-    if result.evaluation is not None:
+    if result.objective_name != "makespan" and result.split is not None:
+        g = result.gap
+        lines.append(f"{result.objective_name}: {result.value:.6g}   lower bound: {result.lower_bound:.6g}   gap: {100 * (g or 0):.2f}%")
+        rows = result.breakdown.get("devices", []) if result.breakdown else []
+        if rows:
+            lines.append("device      load   compute      comm   memory       capacity")
+        for row in rows:
+            mem = format_bytes(row["memory"]) if "memory" in row else "-"
+            cap = format_bytes(row["capacity"]) if "capacity" in row else "-"
+            lines.append(f"{row['device']:7} {row.get('load', 0):9.4g} {row.get('compute', 0):9.4g} {row.get('comm', 0):9.4g}   {mem:>10}   {cap:>10}")
+        for row in result.breakdown.get("subgraphs", []) if result.breakdown else []:
+            lines.append("  " + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if not isinstance(v, (list, dict))))
+    elif result.evaluation is not None:
         ev = result.evaluation
         g = result.gap
         lines.append(f"makespan: {ev.makespan:.6g}   lower bound: {result.lower_bound:.6g}   gap: {100 * g:.2f}%" if g is not None else "")
@@ -168,14 +183,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
     with _stop_on_signals(opts.stop):
-        result = _in_worker_thread(lambda: run(problem, args.method, opts, progress=progress))
+        result = _in_worker_thread(lambda: run(problem, args.method, opts, progress=progress, objective=args.objective))
     report = result.report(problem, opts.memory_model)
     if result.evaluation is not None:
         report["explain"] = explain(problem, result.evaluation)
     if args.report:
         write_report(args.report, report)
-    if args.out and result.evaluation is not None and result.feasible:
-        write_placement(args.out, problem, result.evaluation.placement)
+    if args.out and result.answered:
+        write_placement(args.out, problem, result.evaluation.placement if result.evaluation is not None else result.split)
     if result.evaluation is not None and args.trace:
         write_chrome_trace(args.trace, problem, result.evaluation)
     if result.evaluation is not None and args.gantt:
@@ -183,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary(problem, result, opts.memory_model))
     if args.explain and result.evaluation is not None:
         print(explain_text(problem, result.evaluation))
-    return 0 if result.feasible else 1
+    return 0 if result.answered else 1
 
 
 def _in_worker_thread(job: Callable[[], RunResult]) -> RunResult:

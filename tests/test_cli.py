@@ -116,3 +116,36 @@ def test_signal_stops_with_the_best_answer(sig, tmp_path):
     assert rep["status"] in ("feasible", "heuristic")
     assert check(load_problem(graph), rep["placement"], rep["start"]).makespan == pytest.approx(rep["makespan"])
     assert "interrupted" in out
+
+
+@pytest.mark.parametrize("objective,method,graph", [
+    ("max-load", "dp", "throughput-inputs/LayerGraphs/bert24_inference.json"),
+    ("latency", "greedy", "latency-inputs/OperatorGraphs/bert_l-3_inference.json"),
+])
+def test_other_objectives_report_what_their_evaluator_computes(objective, method, graph, workloads, tmp_path):
+    from placement.objectives import evaluate_objective
+
+    code, rep, out = run_cli(tmp_path, workloads / graph, "--objective", objective, "--method", method, "--time-limit", "30")
+    assert code == 0, rep
+    prob = load_problem(workloads / graph)
+    split = np.array([rep["placement"][str(nid)] for nid in prob.ids])
+    assert np.array_equal(read_placement_split(out, prob), split)
+    extra = {"slot": np.array([rep["slot"][str(nid)] for nid in prob.ids])} if objective == "latency" else {}
+    value, _ = evaluate_objective(prob, split, objective, **extra)
+    assert rep["objective"] == pytest.approx(value)
+    assert rep["objective_name"] == objective and rep["makespan"] is None
+    assert rep["lower_bound"] <= rep["objective"] + 1e-9
+
+
+def read_placement_split(path, prob):
+    """Placement files of max-load/latency answers may name CPU cores as negative devices."""
+    dev = {}
+    for line in path.read_text().splitlines():
+        name, d = line.rsplit(None, 1)
+        dev[name] = int(d)
+    return np.array([dev[str(nid)] for nid in prob.ids])
+
+
+def test_objective_method_mismatch_is_a_usage_error(tmp_path, capsys):
+    assert main([str(EXAMPLE), "--objective", "max-load", "--method", "heft", "--quiet"]) == 2
+    assert "optimises makespan, not max-load" in capsys.readouterr().err
