@@ -22,6 +22,10 @@ perturbs the best placement and the search goes on, until the deadline, the eval
 worse than the input. Deterministic given ``opts.seed`` and the evaluation budget (the deadline
 can only cut the search shorter).
 
+With ``start`` (e.g. the coarse schedule projected back) or ``keep_order``, moves are judged by
+the schedule that keeps the current per-device order instead of (or, with "both", as well as)
+the FIFO executor: an exact solver's order is often better than what FIFO makes of its placement.
+
 :func:`refine_multilevel` wraps it for big graphs, where one evaluation costs up to a second: it
 coarsens in levels (placement.coarsen), refines the restricted placement from the coarsest level
 up, and finishes on the original graph.
