@@ -115,10 +115,6 @@ def node_bytes(problem: Problem) -> np.ndarray:
     return problem.param_bytes + problem.out_bytes
 
 
-def capacity(problem: Problem) -> np.ndarray:
-    return problem.memory
-
-
 # ----------------------------------------------------------------------------------------------
 # splits
 # ----------------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def solve_mip(problem: Problem, opts: SolveOptions, name: str, contiguous: bool)
     solver.Minimize(obj)
     hint, hint_from = hint_split(problem, opts, contiguous)
     if hint is not None:
-        ha = canonical_devices(data, hint) if data.identical_acc else canonical_devices(data, hint)
+        ha = canonical_devices(data, hint)
         vars_, vals = [], []
         for a in range(na):
             for i in range(nd):
