@@ -128,6 +128,8 @@ def pipeline(
     t = time.monotonic()
     warm_budget = None if total is None else WARM_SHARE * total
     names = ["portfolio"] if "portfolio" in table else [b for b in BASELINES if b in table]
+    if "topo-split" in table:  # contiguous split of a topological order: the best hint on msr-fiddle graphs
+        names.append("topo-split")
     for name in names:
         budget = warm_budget if warm_budget is None else max(0.0, warm_budget - (time.monotonic() - t))
         sol = table[name].func(problem, sub(budget))
