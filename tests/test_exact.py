@@ -351,7 +351,7 @@ def test_bert3_proved_optimal_with_warm_start() -> None:
 
     path = Path(__file__).resolve().parents[2] / "shared/workloads/msr-fiddle/latency-inputs/OperatorGraphs/bert_l-3_inference.json"
     if not path.exists():
-        pytest.skip("msr-fiddle workloads not present")
+        pytest.fail("msr-fiddle workloads not found: the tests need ../shared beside the project")
     p = read_fiddle(path)
     hint = topo_split(p, SolveOptions())
     sol = cpsat(p, SolveOptions(time_limit=300, workers=2, hint=hint))

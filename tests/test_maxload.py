@@ -178,7 +178,7 @@ def test_published_contiguous_optimum(workload, published):
 
     path = FIDDLE / f"{workload}.json"
     if not path.exists():
-        pytest.skip("msr-fiddle workloads not present")
+        pytest.fail("msr-fiddle workloads not found: the tests need ../shared beside the project")
     p = read_fiddle(path)
     s = solve_cpsat(p, SolveOptions(time_limit=120, workers=2), "maxload-cpsat", True)
     assert s.status == "optimal"
