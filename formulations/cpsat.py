@@ -14,7 +14,6 @@ exact integers (tests, integral workloads) the model is the real problem itself.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -23,9 +22,11 @@ from ortools.sat.python import cp_model
 
 from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
-from placement.solution import Solution, SolveOptions, stop_watch
+from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
+from .cpsolver import cp_solver
+from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
                      hint_schedule, infeasible_reason, lower_bound, retime, units, with_reserve)
 
@@ -404,15 +405,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     if hint is not None:
         info.update(add_hint(problem, b, *hint))
         hint_found = best_schedule(problem, hint[0], hint[1], mm)
-    solver = cp_model.CpSolver()
-    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: it stops the search via stop_watch
+    solver = cp_solver(opts)
     prm = solver.parameters
-    rem = opts.remaining()
-    if rem is not None:
-        prm.max_time_in_seconds = max(0.01, rem)
-    prm.num_workers = int(opts.workers or os.cpu_count() or 2)
-    prm.random_seed = int(opts.seed)
-    prm.log_search_progress = bool(opts.verbose)
     for key, val in dict(ex.get("cp_params", {})).items():
         setattr(prm, key, val)
     trace = ex.get("trace")  # a list to receive (seconds, "objective"|"bound", real value) events
@@ -426,10 +420,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                 trace.append((time.monotonic() - t0, "objective", self.objective_value / factor))
 
         callback = _Progress()
-    if opts.stop.is_set():  # stopped before the search began: return the hint, if any
-        prm.max_time_in_seconds = 0.0
-    with stop_watch(opts, solver.stop_search):
-        status = solver.solve(b.model, callback)
+    status = run_cp(solver, b.model, opts, callback)
     info["cp_status"] = solver.status_name(status)
     info["cp_wall"] = solver.wall_time
     info["cp_solution_info"] = solver.solution_info()

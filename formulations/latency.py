@@ -27,6 +27,9 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
+from formulations.cpsolver import cp_solver
+from formulations.cpsolver import solve as run_cp
+
 from formulations.maxload.common import ip_data
 from formulations.maxload.dp import solve_dp
 from heuristics.tarnawski import greedy_split, latency_solution
@@ -156,14 +159,8 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
                 m.AddHint(x[a][j], int(j == j0))
         for v in range(n):
             m.AddHint(L[v], min(horizon, int(math.floor(ev.node_ready[v] * scale))))
-    solver = cp_model.CpSolver()
-    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: it stops the search via stop_watch
-    rem = opts.remaining()
-    solver.parameters.max_time_in_seconds = 60.0 if rem is None else max(rem - (time.monotonic() - t0), 1.0)
-    solver.parameters.num_workers = opts.workers or 2
-    solver.parameters.random_seed = opts.seed
-    solver.parameters.log_search_progress = bool(opts.verbose)
-    status = solver.Solve(m)
+    solver = cp_solver(opts, default_seconds=60.0, min_seconds=1.0)
+    status = run_cp(solver, m, opts)
     info = {"hint": hint_name, "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": solver.StatusName(status),
             "scale": scale}
     best = None

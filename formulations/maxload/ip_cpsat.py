@@ -19,6 +19,9 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from formulations.cpsolver import cp_solver
+from formulations.cpsolver import solve as run_cp
+
 from placement.objectives import evaluate_maxload
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
@@ -164,14 +167,8 @@ def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: boo
     hint_atoms = canonical_devices(data, hint) if hint is not None else None
     model, v = build_cpsat(problem, data, contiguous, objective, scale, hint_atoms,
                            symmetry=bool(opts.extra.get("symmetry", True)))
-    solver = cp_model.CpSolver()
-    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: it stops the search via stop_watch
-    rem = opts.remaining()
-    solver.parameters.max_time_in_seconds = 60.0 if rem is None else max(rem - (time.monotonic() - t0), 1.0)
-    solver.parameters.num_workers = opts.workers or 2
-    solver.parameters.random_seed = opts.seed
-    solver.parameters.log_search_progress = bool(opts.verbose)
-    status = solver.Solve(model)
+    solver = cp_solver(opts, default_seconds=60.0, min_seconds=1.0)
+    status = run_cp(solver, model, opts)
     contig = "forward" if contiguous else "none"
     info = {"hint": hint_from, "scale": scale, "cpsat_status": solver.StatusName(status), "atoms": len(data.atoms),
             "wall": solver.WallTime()}
