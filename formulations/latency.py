@@ -166,13 +166,8 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     best = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         slot_of = np.array([next(j for j in range(ns + 1) if solver.Value(x[atom_of[v]][j])) for v in range(n)])
-        split = np.where(slot_of < ns, slot_of // q, -1)
-        slot = np.where(slot_of < ns, slot_of % q, 0)
-        ev = evaluate_latency(problem, split, slot)
-        if not ev.violations:
-            best = (split, slot, ev.value)
-    if hints and (best is None or hints[0][3] < best[2]):
-        best = (hints[0][1], hints[0][2], hints[0][3])
+        best = _decode(problem, slot_of, ns, q)
+    best = _better_hint(best, hints)
     if best is None:
         return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown",
                         reason=f"{name}: {solver.StatusName(status)}", seconds=time.monotonic() - t0, info=info)
@@ -266,13 +261,8 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
     best = None
     if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         slot_of = np.array([int(np.argmax([x[atom_of[v]][j].solution_value() for j in range(ns + 1)])) for v in range(n)])
-        split = np.where(slot_of < ns, slot_of // q, -1)
-        slot = np.where(slot_of < ns, slot_of % q, 0)
-        ev = evaluate_latency(problem, split, slot)
-        if not ev.violations:
-            best = (split, slot, ev.value)
-    if hints and (best is None or hints[0][3] < best[2]):
-        best = (hints[0][1], hints[0][2], hints[0][3])
+        best = _decode(problem, slot_of, ns, q)
+    best = _better_hint(best, hints)
     if best is None:
         return Solution(name, "unknown", reason=f"{name}: solver status {status}", seconds=time.monotonic() - t0, info=info)
     lb = solver.Objective().BestBound() if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE) else 0.0
@@ -288,3 +278,19 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
           summary="Tarnawski et al. latency IP (big-M MIP, OR-Tools SCIP), warm-started")
 def latency_mip(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_latency_mip(problem, opts)
+
+
+def _decode(problem: Problem, slot_of: np.ndarray, ns: int, q: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(split, slot, latency) of a model's global slot per node (slot ns = CPU), if the evaluator
+    finds it valid."""
+    split = np.where(slot_of < ns, slot_of // q, -1)
+    slot = np.where(slot_of < ns, slot_of % q, 0)
+    ev = evaluate_latency(problem, split, slot)
+    return None if ev.violations else (split, slot, ev.value)
+
+
+def _better_hint(best: tuple[np.ndarray, np.ndarray, float] | None, hints: list) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The best warm start when it beats the solver's answer (or the solver has none)."""
+    if hints and (best is None or hints[0][3] < best[2]):
+        return (hints[0][1], hints[0][2], hints[0][3])
+    return best
