@@ -379,8 +379,9 @@ def make_problem(
         colocate_names=group_names,
     )
     prob.topo_order  # raises ProblemError naming a cycle
+    joint = prob.allowed_mask() if prob.groups else None  # once: it costs O(n K) per call
     for g, members in enumerate(prob.groups):
-        mask = prob.allowed_mask()[members[0]]
+        mask = joint[members[0]]
         if not mask.any():
             raise ProblemError(f"colocation group {group_names[g]!r}: its nodes' allowed devices have no device in common")
     return prob
