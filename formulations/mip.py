@@ -1,12 +1,13 @@
-"""MIP of the makespan problem (static memory), through OR-Tools' linear solver wrapper.
+"""MIP of the makespan problem (static or peak memory), through OR-Tools' linear solver wrapper.
 
 The same semantics as formulations/cpsat.py, as a big-M disjunctive model with real (unscaled)
 data: placement binaries per (unit, device), a same-device variable per pair of units that share
 an edge or may collide, precedence with comm unless on one device, and for every pair of
 incomparable positive-time nodes an order binary that only binds when they share a device. The
 solver is SCIP by default (``opts.extra["mip_solver"]``: "SCIP", "HIGHS" or "CBC"; all ship in the
-ortools wheel). Only the static memory model is supported: the peak model's time-dependent
-lifetimes are left to CP-SAT.
+ortools wheel). Static memory is one linear row per device; the peak model (tensor lifetimes
+exactly as placement.evaluator.buffers defines them) is the event-order formulation of
+formulations/mip_peak.py, whose docstring proves it sound and exact.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from placement.solution import Solution, SolveOptions, stop_watch
 from solvers.registry import register
 
 from .bruteforce import _reach
-from .common import (best_schedule, canonical_placement, device_classes, finish_solution, hint_schedule,
-                     infeasible_reason, units, with_reserve)
+from .mip_peak import PeakModel, add_peak_memory
+from .common import (best_schedule, canonical_placement, device_classes, device_order, finish_solution,
+                     hint_schedule, infeasible_reason, units, with_reserve)
 
 
 def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -34,14 +36,56 @@ def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return head, tail
 
 
+def snap_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, horizon: float) -> np.ndarray | None:
+    """The solver's start times without its float noise: rounded to about 1e-9 of the horizon,
+    then pushed right where a precedence or the device's order (by rounded start) needs it.
+
+    The peak model is sensitive to ties (a buffer freed at t and one allocated at t do not count
+    together), so a start 1e-12 before its tie partner would fail the evaluator's check."""
+    decimals = max(0, 9 - int(np.ceil(np.log10(max(horizon, 1.0)))))
+    st = np.round(start, decimals)
+    return retime_from(problem, placement, device_order(problem, placement, st), st)
+
+
+def retime_from(problem: Problem, placement: np.ndarray, order: list[list[int]], release: np.ndarray) -> np.ndarray | None:
+    """Earliest start times not before ``release`` when each device runs its positive-time nodes
+    in ``order``; None if the order contradicts the graph."""
+    n = problem.n
+    dur = problem.time.tolist()
+    delay = np.where(placement[problem.src] != placement[problem.dst], problem.comm, 0.0).tolist()
+    succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist())):
+        succ[u].append((v, delay[e]))
+        indeg[v] += 1
+    for seq in order:
+        for a, c in zip(seq, seq[1:]):
+            succ[a].append((c, 0.0))
+            indeg[c] += 1
+    start = [float(r) for r in release]
+    stack = [v for v in range(n) if indeg[v] == 0]
+    done = 0
+    while stack:
+        v = stack.pop()
+        done += 1
+        f = start[v] + dur[v]
+        for w, dl in succ[v]:
+            if f + dl > start[w]:
+                start[w] = f + dl
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return np.asarray(start) if done == n else None
+
+
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     problem = with_reserve(problem, opts)
     ex = opts.extra
-    if opts.memory_model != "static":
-        return Solution("mip", "unknown", seconds=time.monotonic() - t0,
-                        reason="mip supports the static memory model only; use --method cpsat for the peak model")
-    why = infeasible_reason(problem, "static")
+    mm = opts.memory_model
+    if mm not in ("static", "peak"):
+        raise ValueError(f"mip: memory model must be 'static' or 'peak', got {mm!r}")
+    why = infeasible_reason(problem, mm)
     if why:
         return Solution("mip", "infeasible", reason=why, seconds=time.monotonic() - t0)
     backend = str(ex.get("mip_solver", "SCIP")).upper()
@@ -131,7 +175,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             if terms:
                 solver.Add(sum(terms) <= C)
     need = problem.param_bytes + problem.out_bytes
-    for d in range(k):
+    peak: PeakModel | None = add_peak_memory(solver, problem, un, x, s, H, anc) if mm == "peak" else None
+    for d in range(k) if mm == "static" else ():
         if np.isfinite(problem.memory[d]):
             terms = [float(need[un.members[g]].sum()) * x[g, d] for g in range(un.count) if (g, d) in x]
             if terms:
@@ -160,13 +205,14 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                     prev[d] = uvar
     solver.Minimize(C)
 
-    info: dict = {"backend": backend, "order_vars": len(orders)}
-    hint = hint_schedule(problem, opts.hint, "static") if (opts.hint is not None and ex.get("use_hint", True)) else None
+    info: dict = {"backend": backend, "order_vars": len(orders), "variables": solver.NumVariables(),
+                  "constraints": solver.NumConstraints()}
+    hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None
     hint_found = None
     if hint is not None:
         pl = canonical_placement(problem, hint[0], un)
         st = hint[1]
-        hint_found = best_schedule(problem, pl, st, "static")
+        hint_found = best_schedule(problem, pl, st, mm)
         if hint_found is not None:
             st = hint_found[1]
             dev = [int(pl[mem[0]]) for mem in un.members]
@@ -191,6 +237,10 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             for uvar, g, d in used:
                 vars_.append(uvar)
                 vals.append(float(first.get(d, len(dev)) <= g))
+            if peak is not None:
+                pv, pval = peak.hint(problem, pl, st)
+                vars_ += pv
+                vals += pval
             solver.SetHint(vars_, vals)
             hint_found = (hint_found[0], pl, hint_found[1])
 
@@ -211,7 +261,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     info["mip_status"] = names.get(status, str(status))
     if status == pywraplp.Solver.INFEASIBLE:
         return Solution("mip", "infeasible", seconds=time.monotonic() - t0, info=info,
-                        reason="mip: proved that no placement fits the static memory capacities")
+                        reason=f"mip: proved that no placement and schedule fit the {mm} memory capacities")
     found = None
     bound = None
     if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
@@ -222,7 +272,11 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             if var.solution_value() > 0.5:
                 pl[un.members[g]] = d
         st = np.array([max(0.0, v.solution_value()) for v in s])
-        got = best_schedule(problem, pl, st, "static")
+        got = None
+        for cand in ((st,) if mm == "static" else (snap_schedule(problem, pl, st, H), st)):
+            got = best_schedule(problem, pl, cand, mm)
+            if got is not None:
+                break
         if got is not None:
             found = (got[0], pl, got[1])
     if hint_found is not None and (found is None or hint_found[0] < found[0]):
@@ -232,6 +286,6 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     return finish_solution(problem, opts, "mip", t0, proved, bound, None if found is None else found[1:], info)
 
 
-@register("mip", kind="exact", summary="big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static memory only)")
+@register("mip", kind="exact", summary="big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)")
 def mip(problem: Problem, opts: SolveOptions) -> Solution:
     return _solve(problem, opts)

@@ -190,11 +190,6 @@ def test_simple_infeasibility_reason_names_the_node() -> None:
     assert sol.status == "infeasible" and "big" in sol.reason
 
 
-def test_mip_rejects_peak_model_clearly() -> None:
-    sol = mip(rand_problem(0), opts(memory_model="peak"))
-    assert sol.status == "unknown" and "static" in sol.reason
-
-
 def _stirling2(n: int, k: int) -> int:
     if n == k == 0:
         return 1
