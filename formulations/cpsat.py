@@ -25,7 +25,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
-from .cpsolver import cp_solver
+from .cpsolver import cp_solver, set_params
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
                      hint_schedule, infeasible_reason, lower_bound, retime, units, with_reserve)
@@ -407,8 +407,11 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         hint_found = best_schedule(problem, hint[0], hint[1], mm)
     solver = cp_solver(opts)
     prm = solver.parameters
-    for key, val in dict(ex.get("cp_params", {})).items():
-        setattr(prm, key, val)
+    if ex.get("bound_worker"):
+        # The one full-problem worker (with 2 workers the other runs the LNS portfolio): e.g.
+        # "objective_lb_search" raises the bound far faster than default_lp on the msr-fiddle graphs.
+        set_params(prm, {"subsolvers": [str(ex["bound_worker"])]})
+    set_params(prm, dict(ex.get("cp_params", {})))
     trace = ex.get("trace")  # a list to receive (seconds, "objective"|"bound", real value) events
     callback = None
     if isinstance(trace, list):

@@ -38,3 +38,17 @@ def solve(solver: cp_model.CpSolver, model: cp_model.CpModel, opts: SolveOptions
     """Solve, stopping early (with the best solution so far) when a stop is requested on opts."""
     with stop_watch(opts, solver.stop_search):
         return solver.solve(model, callback)
+
+
+def set_params(prm, params: dict) -> None:
+    """Set CP-SAT parameters by name; a list value replaces a repeated field (e.g. ``subsolvers``).
+    An unknown name raises ValueError naming it."""
+    for key, val in params.items():
+        if not hasattr(prm, key):
+            raise ValueError(f"unknown CP-SAT parameter {key!r}")
+        if isinstance(val, (list, tuple)):
+            field = getattr(prm, key)
+            field.clear()
+            field.extend(list(val))
+        else:
+            setattr(prm, key, val)

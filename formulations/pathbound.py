@@ -8,8 +8,13 @@ device, which holds the run's nodes and their whole colocation groups, so the ru
 
     makespan >= time(P) + min { comm(cuts) : cuts split P into runs each of memory <= max capacity },
 
-a segmentation solved exactly by a dynamic programme over P. Any path gives a valid bound; we try a
-few (longest by time, by time plus memory, by memory) and keep the best. Memory per node is params
+a segmentation solved exactly by a dynamic programme over P. A run boundary is an edge whose ends
+are on different devices, so an edge inside one colocation unit (both ends always share a device)
+can never be a boundary: the programme may not cut there. (Without that rule, the zero-comm edges
+inside the units of the msr-fiddle graphs, e.g. a batch-norm and its output node, were free cut
+points and the bound fell back to the critical path.) Any path gives a valid bound; we try a few
+(longest by time, by time plus memory, by memory, and with comm counted only on edges between
+units) and keep the best. Memory per node is params
 + outputs under the static model and params only under the peak model (params are resident for the
 whole run; outputs may be freed), so the bound holds for both.
 """
@@ -47,20 +52,21 @@ def _best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) ->
 
 def segmentation_cost(problem: Problem, path: list[int], node_mem: np.ndarray, capacity: float) -> float:
     """Cheapest total comm of edges cutting ``path`` into runs whose memory fits ``capacity``
-    (each colocation unit counted once per run, with its whole memory); inf if a single unit
-    does not fit."""
+    (each colocation unit counted once per run, with its whole memory; an edge inside a unit
+    cannot be cut); inf if no such cutting exists."""
     un = units(problem)
     unit_mem = np.array([float(node_mem[m].sum()) for m in un.members])
     edge_of = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist()))}
     L = len(path)
-    cut_cost = [0.0] + [float(problem.comm[edge_of[(path[i - 1], path[i])]]) for i in range(1, L)]
+    cut_cost = [0.0] + [np.inf if un.of[path[i - 1]] == un.of[path[i]] else float(problem.comm[edge_of[(path[i - 1], path[i])]])
+                        for i in range(1, L)]
     f = [np.inf] * (L + 1)  # f[j]: cheapest cuts for the first j path nodes
     f[0] = 0.0
     tol = capacity * (1 + 1e-12) + 1e-9
     for i in range(L):  # a run starting at path[i]
-        if not np.isfinite(f[i]):
-            continue
         base = f[i] + (cut_cost[i] if i else 0.0)
+        if not np.isfinite(base):
+            continue
         seen: set[int] = set()
         mem = 0.0
         for j in range(i, L):
@@ -85,6 +91,8 @@ def path_lower_bound(problem: Problem, memory_model: str = "static") -> float:
         capacity = np.inf
     total_mem = float(node_mem.sum()) or 1.0
     scale_t = float(problem.time.sum()) or 1.0
+    un = units(problem)
+    inter = (un.of[problem.src] != un.of[problem.dst]).astype(float)
     candidates = []
     for wm in (0.0, 0.5, 1.0, 4.0, None):
         if wm is None:
@@ -93,6 +101,8 @@ def path_lower_bound(problem: Problem, memory_model: str = "static") -> float:
             w = problem.time / scale_t + wm * node_mem / total_mem
             ew = problem.comm / scale_t
         candidates.append(_best_path(problem, w, ew))
+        if wm is not None:
+            candidates.append(_best_path(problem, w, ew * inter))
     best = 0.0
     for path in candidates:
         t = float(problem.time[path].sum())

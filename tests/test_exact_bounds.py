@@ -1,0 +1,95 @@
+"""Lower bounds of the exact models against brute force: the memory-aware path bound (which may
+not cut an edge inside a colocation unit) and CP-SAT's reported bound with a dedicated bound
+subsolver, on tiny random instances with many colocation units and zero-comm edges inside them
+(the structure of the msr-fiddle graphs)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from formulations.bruteforce import brute
+from formulations.cpsat import cpsat
+from formulations.cpsolver import cp_solver, set_params
+from formulations.pathbound import path_lower_bound
+from placement.evaluator import check
+from placement.problem import Problem, make_problem
+from placement.solution import SolveOptions
+
+
+def unit_problem(seed: int) -> Problem:
+    """6-8 nodes, 2-3 devices, a random DAG over a chain, one or two colocation units whose inner
+    edges carry no comm, and tight memory (often forcing transfers)."""
+    r = random.Random(seed)
+    n, k = r.randint(6, 8), r.randint(2, 3)
+    nodes = [{"id": i, "time": r.choice([0, 1, 2, 3, 5]), "out_bytes": r.randint(0, 3), "param_bytes": r.randint(1, 6)}
+             for i in range(n)]
+    groups = r.sample(range(n - 1), r.randint(1, 2))
+    for j, a in enumerate(groups):
+        nodes[a].setdefault("colocate", f"g{j}")
+        nodes[a + 1]["colocate"] = nodes[a]["colocate"]
+    same = {(i, i + 1) for i in range(n - 1) if nodes[i].get("colocate") and nodes[i].get("colocate") == nodes[i + 1].get("colocate")}
+    edges = [{"src": i, "dst": i + 1, "comm": 0 if (i, i + 1) in same else r.choice([1, 2, 4, 7])} for i in range(n - 1)]
+    edges += [{"src": u, "dst": v, "comm": r.choice([0, 1, 3])} for v in range(2, n) for u in range(v - 1) if r.random() < 0.2]
+    total = sum(x["out_bytes"] + x["param_bytes"] for x in nodes)
+    unit_mem: dict[str, int] = {}
+    for x in nodes:
+        if x.get("colocate"):
+            unit_mem[x["colocate"]] = unit_mem.get(x["colocate"], 0) + x["out_bytes"] + x["param_bytes"]
+    biggest = max([x["out_bytes"] + x["param_bytes"] for x in nodes] + list(unit_mem.values()))
+    cap = max(total / k * r.uniform(1.0, 1.5), biggest)
+    return make_problem(nodes, edges, devices=k, memory=float(int(cap)), name=f"u{seed}")
+
+
+def opts(**kw) -> SolveOptions:
+    kw.setdefault("time_limit", 30)
+    kw.setdefault("workers", 1)
+    return SolveOptions(**kw)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_path_bound_with_units_never_exceeds_the_optimum(seed: int) -> None:
+    p = unit_problem(seed)
+    ref = brute(p, opts())
+    if ref.status == "optimal":
+        assert path_lower_bound(p, "static") <= ref.objective + 1e-9
+        assert path_lower_bound(p, "peak") <= ref.objective + 1e-9
+
+
+def test_path_bound_does_not_cut_inside_a_unit() -> None:
+    """Chain 0 -> 1 -> 2 -> 3 with {1, 2} one unit joined by a free edge: 0, the unit and 3 do not
+    all fit on one device, so 0 -> 1 or 2 -> 3 (comm 5 each) must be cut. Cutting the free edge
+    1 -> 2 would put the unit on two devices, which no placement can do."""
+    nodes = [{"id": 0, "time": 1, "out_bytes": 0, "param_bytes": 6},
+             {"id": 1, "time": 1, "out_bytes": 0, "param_bytes": 1, "colocate": "u"},
+             {"id": 2, "time": 1, "out_bytes": 0, "param_bytes": 1, "colocate": "u"},
+             {"id": 3, "time": 1, "out_bytes": 0, "param_bytes": 6}]
+    edges = [{"src": 0, "dst": 1, "comm": 5}, {"src": 1, "dst": 2, "comm": 0}, {"src": 2, "dst": 3, "comm": 5}]
+    p = make_problem(nodes, edges, devices=2, memory=8.0)
+    assert brute(p, opts()).objective == pytest.approx(9)
+    assert path_lower_bound(p) == pytest.approx(9)
+
+
+def test_set_params_replaces_repeated_fields_and_rejects_unknown_names() -> None:
+    prm = cp_solver(opts()).parameters
+    set_params(prm, {"subsolvers": ["objective_lb_search"], "linearization_level": 2})
+    assert list(prm.subsolvers) == ["objective_lb_search"] and prm.linearization_level == 2
+    set_params(prm, {"subsolvers": ["max_lp", "default_lp"]})
+    assert list(prm.subsolvers) == ["max_lp", "default_lp"]
+    with pytest.raises(ValueError, match="no_such_parameter"):
+        set_params(prm, {"no_such_parameter": 1})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bound_subsolver_keeps_the_optimum(seed: int) -> None:
+    """CP-SAT with the bound worker of formulations.cpsat (2 workers) proves the brute-force
+    optimum, and its answer is the evaluator's."""
+    p = unit_problem(100 + seed)
+    ref = brute(p, opts())
+    sol = cpsat(p, opts(workers=2, seed=seed, extra={"bound_worker": "objective_lb_search"}))
+    assert sol.status == ref.status
+    if ref.status == "optimal":
+        assert sol.objective == pytest.approx(ref.objective, abs=1e-6)
+        ev = check(p, sol.placement, sol.start, "static")
+        assert sol.objective == pytest.approx(ev.makespan, rel=1e-12)
+        assert sol.lower_bound <= sol.objective * (1 + 1e-9)
