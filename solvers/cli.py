@@ -171,6 +171,7 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()  # --time-limit counts loading the graph too
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_methods:
@@ -181,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ProblemError) as exc:
         print(f"solve: error: {exc}", file=sys.stderr)
         return 2
+    opts.started = started
     progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
     with _stop_on_signals(opts.stop):
         result = _in_worker_thread(lambda: run(problem, args.method, opts, progress=progress, objective=args.objective))

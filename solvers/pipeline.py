@@ -25,9 +25,14 @@ from placement.solution import Solution, SolveOptions
 
 from . import registry
 
-# Budget shares of the whole time limit (chosen by measurement: bench/README.md).
+# Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
+# bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
 WARM_SHARE = 0.15
 REFINE_SHARE = 0.15
+# Kept free at the end of the limit for what follows the pipeline: re-checking the answer, the
+# report, --explain, writing JSON (about 10 s for 600K nodes + edges under load, measured).
+FINISH_SECONDS = 0.2
+FINISH_SECONDS_PER_ELEMENT = 1.5e-5
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 COARSE_TARGET = 250  # coarse graph size for the exact phase on bigger graphs (bench/results_coarsen.md)
 REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine on coarse levels first
@@ -73,11 +78,14 @@ class Incumbent:
     def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation]):
         self.problem, self.memory_model, self.verify = problem, memory_model, verify
         self.best: tuple[Solution, Evaluation] | None = None
+        self.check_seconds = 0.0  # the longest verification so far: what judging one more answer costs
 
     def offer(self, sol: Solution) -> Evaluation | None:
         if sol.placement is None or sol.status not in ("optimal", "feasible", "heuristic"):
             return None
+        t = time.monotonic()
         ev = self.verify(self.problem, sol, self.memory_model)
+        self.check_seconds = max(self.check_seconds, time.monotonic() - t)
         if not ev.feasible(self.problem):
             return None
         if self.best is None or ev.makespan < self.best[1].makespan - 1e-12:
@@ -96,6 +104,11 @@ class Incumbent:
         return None if self.best is None else self.best[1].makespan
 
 
+def finish_reserve(problem: Problem, total: float) -> float:
+    """Seconds of the limit kept for the work after the pipeline (checking, report, writing)."""
+    return min(0.2 * total, FINISH_SECONDS + FINISH_SECONDS_PER_ELEMENT * (problem.n + problem.m))
+
+
 def pipeline(
     problem: Problem,
     opts: SolveOptions,
@@ -103,18 +116,26 @@ def pipeline(
     verify: Callable[[Problem, Solution, str], Evaluation],
     say: Callable[[str], None],
 ) -> PipelineResult:
-    t0 = time.monotonic()
+    """Run the phases within ``opts.time_limit`` counted from ``opts.started`` (the CLI sets it when
+    the process starts, so loading the graph counts too), leaving :func:`finish_reserve` at the end."""
+    now = time.monotonic()
+    t0 = min(opts.started, now)
     total = opts.time_limit
+    end = None if total is None else t0 + total - finish_reserve(problem, total)
+    usable = None if end is None else max(0.0, end - now)
+    warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
+    refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
     table = registry.methods()
     inc = Incumbent(problem, opts.memory_model, verify)
     bound = lower_bound
     phases: list[Phase] = []
     reasons: list[str] = []
 
-    def left() -> float | None:
+    def until(when: float | None) -> float | None:
+        """Seconds from now to ``when`` (0 once stopped)."""
         if opts.stop.is_set():
             return 0.0
-        return None if total is None else max(0.0, total - (time.monotonic() - t0))
+        return None if when is None else max(0.0, when - time.monotonic())
 
     def sub(budget: float | None, **changes: Any) -> SolveOptions:
         return replace(opts, time_limit=budget, started=time.monotonic(), **changes)
@@ -127,18 +148,23 @@ def pipeline(
     # 1. Warm start.
     ph = Phase("warm-start")
     t = time.monotonic()
-    warm_budget = None if total is None else WARM_SHARE * total
-    names = ["portfolio"] if "portfolio" in table else [b for b in BASELINES if b in table]
-    if "topo-split" in table and problem.n <= TOPO_SPLIT_MAX_NODES:
-        names.append("topo-split")  # the best hint on the msr-fiddle graphs; its DP is quadratic in n
-    for name in names:
-        budget = warm_budget if warm_budget is None else max(0.0, warm_budget - (time.monotonic() - t))
+    warm_end = None if usable is None else t + warm_share * usable
+    for name in warm_start_methods(problem, table):
+        budget = until(warm_end)
+        if budget is not None and budget <= 0.0:
+            break  # topo-split would not watch the clock
         sol = table[name].func(problem, sub(budget))
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
                                   [sol.reason])
         if inc.offer(sol) is None and sol.reason:
             reasons.append(sol.reason)
+    if inc.best is None:
+        # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
+        # baselines still answer, late rather than never.
+        for name in (b for b in BASELINES if b in table):
+            if inc.offer(table[name].func(problem, sub(None))) is not None:
+                break
     ph.seconds, ph.makespan, ph.status = time.monotonic() - t, inc.makespan, "heuristic"
     ph.note = inc.best[0].method if inc.best else "no feasible warm start"
     phases.append(ph)
@@ -148,8 +174,7 @@ def pipeline(
     proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
     used_exact = False
     if "cpsat" in table and not proved and not opts.stop.is_set():
-        budget = left()
-        exact_budget = None if budget is None or total is None else max(0.0, budget - REFINE_SHARE * total)
+        exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
         if problem.n <= int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES)):
             ph = Phase("exact")
@@ -170,15 +195,16 @@ def pipeline(
         phases.append(ph)
         progress(ph.name)
 
-    # 3. Refine on the original graph.
+    # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
     refine_mod = _optional("solvers.refine")
     if refine_mod is not None and inc.best is not None and not proved and inc.makespan > bound * (1 + 1e-9):
-        budget = left()
+        budget = until(None if end is None else end - inc.check_seconds)
         if budget is None or budget > 0.05:
             t = time.monotonic()
             deadline = t + (budget if budget is not None else 60.0)
             best_ev = inc.best[1]
-            if problem.n > REFINE_MULTILEVEL_NODES:
+            multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
+            if problem.n > multilevel_nodes:
                 placement, ev = refine_mod.refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
                                                              memory_model=opts.memory_model)
             else:
@@ -193,6 +219,15 @@ def pipeline(
     if inc.best is not None and inc.makespan <= bound * (1 + 1e-9):
         proved = True
     return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
+
+
+def warm_start_methods(problem: Problem, table: dict[str, Any]) -> list[str]:
+    """The heuristics of the warm start, in order: the portfolio (or the baselines without it), then
+    topo-split on graphs small enough for its quadratic DP (it does not watch the clock)."""
+    names = ["portfolio"] if "portfolio" in table else [b for b in BASELINES if b in table]
+    if "topo-split" in table and problem.n <= TOPO_SPLIT_MAX_NODES:
+        names.append("topo-split")  # the best hint on the msr-fiddle graphs
+    return names
 
 
 def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Callable[..., SolveOptions],

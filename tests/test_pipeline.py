@@ -73,3 +73,60 @@ def test_stop_request_returns_the_best_answer_so_far():
     assert res.feasible
     assert res.seconds < 200  # it stopped long before the limit
     check(prob, res.evaluation.placement, res.evaluation.start, "static")
+
+
+def _spy_topo_split(monkeypatch):
+    """Replace topo-split in the registry by a recorder of the problem sizes it is called on."""
+    from dataclasses import replace as dc_replace
+
+    from solvers import registry as reg
+
+    info = reg.get("topo-split")
+    calls: list[int] = []
+
+    def spy(problem, opts):
+        calls.append(problem.n)
+        return info.func(problem, opts)
+
+    monkeypatch.setitem(reg._REGISTRY, "topo-split", dc_replace(info, func=spy))
+    return calls
+
+
+def test_warm_start_skips_topo_split_above_its_size_cap(monkeypatch):
+    from solvers import pipeline as pl
+
+    calls = _spy_topo_split(monkeypatch)
+    monkeypatch.setattr(pl, "TOPO_SPLIT_MAX_NODES", 40)
+    small = generate("transformer", 30, seed=1, devices=2, memory_fraction=0.7)
+    big = generate("transformer", 120, seed=1, devices=2, memory_fraction=0.7)
+    assert small.n <= 40 < big.n
+    opts = {"time_limit": 4, "workers": 2, "extra": {"exact_max_nodes": 0, "coarse_size": 10}}
+    for prob in (small, big):
+        res = run(prob, "auto", SolveOptions(**opts))
+        assert res.feasible
+    assert calls == [small.n]  # called on the small graph only, never on the big one
+    assert "topo-split" not in pl.warm_start_methods(big, registry.methods())
+    assert "topo-split" in pl.warm_start_methods(small, registry.methods())
+
+
+def test_loading_that_used_the_whole_limit_still_gets_an_answer():
+    """The limit counts from opts.started (the CLI's start): with nothing left, the warm start's
+    linear-time baselines answer anyway and every later phase is skipped or cut to nothing."""
+    import time
+
+    prob = generate("lstm", 400, seed=2, devices=3, memory_fraction=0.6)
+    opts = SolveOptions(time_limit=5, workers=2, started=time.monotonic() - 10)
+    res = run(prob, "auto", opts)
+    assert res.feasible
+    warm = res.history[0]
+    assert warm["name"] == "warm-start" and warm["note"] in ("topo-fill", "greedy-fill", "single")
+    check(prob, res.evaluation.placement, res.evaluation.start, "static")
+
+
+def test_finish_reserve_grows_with_the_graph_and_stays_a_fraction_of_the_limit():
+    from solvers.pipeline import finish_reserve
+
+    small = generate("cnn", 200, seed=0, devices=2)
+    big = generate("cnn", 5000, seed=0, devices=2)
+    assert finish_reserve(small, 60) < finish_reserve(big, 60) < 0.2 * 60
+    assert finish_reserve(big, 1.0) == pytest.approx(0.2)  # a tiny limit keeps most of it for the phases
