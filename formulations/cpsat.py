@@ -405,56 +405,91 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     if hint is not None:
         info.update(add_hint(problem, b, *hint))
         hint_found = best_schedule(problem, hint[0], hint[1], mm)
-    solver = cp_solver(opts)
-    prm = solver.parameters
-    if ex.get("bound_worker"):
-        # The one full-problem worker (with 2 workers the other runs the LNS portfolio): e.g.
-        # "objective_lb_search" raises the bound far faster than default_lp on the msr-fiddle graphs.
-        set_params(prm, {"subsolvers": [str(ex["bound_worker"])]})
-    set_params(prm, dict(ex.get("cp_params", {})))
-    trace = ex.get("trace")  # a list to receive (seconds, "objective"|"bound", real value) events
-    callback = None
-    if isinstance(trace, list):
-        factor = scale.factor
-        solver.best_bound_callback = lambda v: trace.append((time.monotonic() - t0, "bound", v / factor))
-
-        class _Progress(cp_model.CpSolverSolutionCallback):
-            def on_solution_callback(self) -> None:
-                trace.append((time.monotonic() - t0, "objective", self.objective_value / factor))
-
-        callback = _Progress()
-    status = run_cp(solver, b.model, opts, callback)
-    info["cp_status"] = solver.status_name(status)
-    info["cp_wall"] = solver.wall_time
-    info["cp_solution_info"] = solver.solution_info()
-    if status == cp_model.MODEL_INVALID:
-        raise RuntimeError(f"cpsat: invalid model: {b.model.validate()}")
-    if status == cp_model.INFEASIBLE:
-        if b.bound_valid:
-            return Solution("cpsat", "infeasible", seconds=time.monotonic() - t0, info=info,
-                            reason=f"cpsat: proved that no placement and schedule fits the {mm} memory capacities")
-        return Solution("cpsat", "unknown", seconds=time.monotonic() - t0, info=info,
-                        reason="cpsat: the conservatively rounded model is infeasible (not a proof for the real data)")
-    bound = None
-    if b.bound_valid and status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
-        bound = (solver.best_objective_bound - b.bound_slack) / scale.factor
-        info["cp_bound_int"] = solver.best_objective_bound
-    found = None  # (makespan, placement, start)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        pl = np.empty(problem.n, dtype=np.int64)
-        for (g, d), lit in b.x.items():
-            if solver.boolean_value(lit):
-                pl[b.units.members[g]] = d
-        s_int = np.array([solver.value(v) for v in b.start], dtype=float)
-        got = best_schedule(problem, pl, s_int / scale.factor, mm)
-        if got is not None:
-            found = (got[0], pl, got[1])
-        info["cp_objective_int"] = solver.objective_value
-    if hint_found is not None and (found is None or hint_found[0] < found[0]):
+    found = None  # (makespan, placement, start): the best checked schedule so far
+    if hint_found is not None:
         found = (hint_found[0], hint[0], hint_found[1])
         info["returned_hint"] = True
+    bound_int: int | None = None
+    status = cp_model.UNKNOWN
+    phases = _phases(ex)
+    info["phases"] = len(phases)
+    for idx, (share, params) in enumerate(phases):
+        last = idx == len(phases) - 1
+        rem = opts.remaining()
+        solver = cp_solver(opts)
+        if rem is not None and not last:
+            solver.parameters.max_time_in_seconds = max(share * rem, 0.01)
+        set_params(solver.parameters, params)
+        if idx > 0:
+            if found is not None:
+                add_hint(problem, b, found[1], found[2])
+            if bound_int is not None:
+                b.model.add(b.makespan >= bound_int)  # proved for this model by an earlier phase
+        callback = _trace(solver, ex.get("trace"), t0, scale.factor)
+        status = run_cp(solver, b.model, opts, callback)
+        info[f"cp_status{idx or ''}"] = solver.status_name(status)
+        info["cp_wall"] = info.get("cp_wall", 0.0) + solver.wall_time
+        info["cp_solution_info"] = solver.solution_info()
+        if status == cp_model.MODEL_INVALID:
+            raise RuntimeError(f"cpsat: invalid model: {b.model.validate()}")
+        if status == cp_model.INFEASIBLE:
+            if found is not None and b.bound_valid:  # the model relaxes the real problem, which has a schedule
+                raise RuntimeError(f"cpsat: phase {idx} proved infeasible a relaxation of a problem with a known schedule")
+            if found is not None:  # the conservative model may exclude the hint: keep it
+                break
+            if b.bound_valid:
+                return Solution("cpsat", "infeasible", seconds=time.monotonic() - t0, info=info,
+                                reason=f"cpsat: proved that no placement and schedule fits the {mm} memory capacities")
+            return Solution("cpsat", "unknown", seconds=time.monotonic() - t0, info=info,
+                            reason="cpsat: the conservatively rounded model is infeasible (not a proof for the real data)")
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+            bound_int = max(bound_int or 0, int(solver.best_objective_bound))
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            pl = np.empty(problem.n, dtype=np.int64)
+            for (g, d), lit in b.x.items():
+                if solver.boolean_value(lit):
+                    pl[b.units.members[g]] = d
+            s_int = np.array([solver.value(v) for v in b.start], dtype=float)
+            got = best_schedule(problem, pl, s_int / scale.factor, mm)
+            if got is not None and (found is None or got[0] <= found[0]):
+                found = (got[0], pl, got[1])
+                info["returned_hint"] = False
+            info["cp_objective_int"] = solver.objective_value
+        if status == cp_model.OPTIMAL or opts.out_of_time() or opts.stop.is_set():
+            break
+    bound = None
+    if b.bound_valid and bound_int is not None:
+        bound = (bound_int - b.bound_slack) / scale.factor
+        info["cp_bound_int"] = bound_int
     proved = status == cp_model.OPTIMAL and b.bound_valid
     return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info)
+
+
+def _phases(ex: dict) -> list[tuple[float, dict]]:
+    """The solve schedule: ``extra["phases"]`` as (share of the time left, CP-SAT parameters)
+    pairs (the last phase gets all the time left), or one phase. ``bound_worker`` names the one
+    full-problem subsolver (with 2 workers the other runs the LNS portfolio; e.g.
+    "objective_lb_search" raises the bound far faster than default_lp on the msr-fiddle graphs);
+    ``cp_params`` apply to every phase."""
+    common = dict(ex.get("cp_params", {}))
+    if ex.get("phases"):
+        return [(float(share), {**dict(params), **common}) for share, params in ex["phases"]]
+    params = {"subsolvers": [str(ex["bound_worker"])]} if ex.get("bound_worker") else {}
+    return [(1.0, {**params, **common})]
+
+
+def _trace(solver: cp_model.CpSolver, trace: object, t0: float, factor: float) -> cp_model.CpSolverSolutionCallback | None:
+    """Progress events (seconds since t0, "objective"|"bound", real value) appended to ``trace``
+    when it is a list."""
+    if not isinstance(trace, list):
+        return None
+    solver.best_bound_callback = lambda v: trace.append((time.monotonic() - t0, "bound", v / factor))
+
+    class _Progress(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            trace.append((time.monotonic() - t0, "objective", self.objective_value / factor))
+
+    return _Progress()
 
 
 @register("cpsat", kind="exact", summary="CP-SAT makespan model (optional intervals, NoOverlap, static or peak memory); proves optimality")

@@ -93,3 +93,33 @@ def test_bound_subsolver_keeps_the_optimum(seed: int) -> None:
         ev = check(p, sol.placement, sol.start, "static")
         assert sol.objective == pytest.approx(ev.makespan, rel=1e-12)
         assert sol.lower_bound <= sol.objective * (1 + 1e-9)
+
+
+def test_two_phase_schedule_keeps_the_best_answer_and_bound() -> None:
+    """A search phase then a bound phase (hinted with the first phase's best): the answer is never
+    worse than the hint, both phases ran, the bound is honest and at least the first phase's."""
+    from heuristics.baselines import topo_fill
+    from test_exact import chain_problem
+
+    p = chain_problem(3)
+    hint = topo_fill(p, SolveOptions())
+    one = cpsat(p, opts(time_limit=1.0, workers=2, hint=hint))
+    two = cpsat(p, opts(time_limit=2.0, workers=2, hint=hint,
+                        extra={"phases": [(0.5, {}), (1.0, {"subsolvers": ["objective_lb_search"]})]}))
+    assert "cp_status1" in two.info and two.info["phases"] == 2
+    for sol in (one, two):
+        assert sol.objective <= hint.objective + 1e-9
+        ev = check(p, sol.placement, sol.start, "static")
+        assert sol.objective == pytest.approx(ev.makespan, rel=1e-12)
+        assert sol.lower_bound <= sol.objective * (1 + 1e-9)
+    assert two.lower_bound <= one.objective * (1 + 1e-9) and one.lower_bound <= two.objective * (1 + 1e-9)
+
+
+def test_phase_schedule_proves_tiny_optima() -> None:
+    for seed in range(6):
+        p = unit_problem(300 + seed)
+        ref = brute(p, opts())
+        sol = cpsat(p, opts(workers=2, extra={"phases": [(0.5, {"subsolvers": ["objective_lb_search"]}), (1.0, {})]}))
+        assert sol.status == ref.status
+        if ref.status == "optimal":
+            assert sol.objective == pytest.approx(ref.objective, abs=1e-6)
