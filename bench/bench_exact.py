@@ -108,12 +108,31 @@ def run(args: argparse.Namespace, problem: Problem, model: str, memory_model: st
     return sol
 
 
+SCHEDULES = {
+    "default": {},
+    "lb-search": {"bound_worker": "objective_lb_search"},
+}
+
+
+def schedule_extra(name: str, search_share: float) -> dict:
+    """CP-SAT solve schedules of formulations.cpsat: one phase with CP-SAT's default workers,
+    one phase with objective_lb_search as the full-problem worker, or "two-phase": the default
+    for ``search_share`` of the time, then objective_lb_search hinted with the best so far."""
+    if name == "two-phase":
+        return {"phases": [(search_share, {}), (1.0, {"subsolvers": ["objective_lb_search"]})]}
+    return dict(SCHEDULES[name])
+
+
 def cmd_main(args: argparse.Namespace) -> None:
+    import os
+
     for name in args.graphs:
         p = read_fiddle(FIDDLE / f"{name}.json")
         hint = warm_start(p, "static")
-        print(f"# {name}: hint {hint.method} {hint.status} {hint.objective}", flush=True)
-        run(args, p, "cpsat", "static", args.limit, hint, note=f"hint {hint.method} {hint.objective:.3f}")
+        print(f"# {name}: hint {hint.method} {hint.status} {hint.objective}; load average {os.getloadavg()}", flush=True)
+        extra = schedule_extra(args.schedule, args.search_share)
+        run(args, p, "cpsat", "static", args.limit, hint, extra=extra,
+            note=f"hint {hint.method} {hint.objective:.3f}; schedule {args.schedule}; load {os.getloadavg()[0]:.2f}")
 
 
 def cmd_ablation(args: argparse.Namespace) -> None:
@@ -157,6 +176,8 @@ def main() -> None:
     a = sub.add_parser("main")
     a.add_argument("--limit", type=float, default=600)
     a.add_argument("--graphs", nargs="*", default=list(GRAPHS))
+    a.add_argument("--schedule", choices=["default", "lb-search", "two-phase"], default="two-phase")
+    a.add_argument("--search-share", type=float, default=0.5, help="two-phase: share of the time for the search phase")
     a = sub.add_parser("ablation")
     a.add_argument("--graph", default="bert_l-3_inference")
     a.add_argument("--limit", type=float, default=120)

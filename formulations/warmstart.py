@@ -48,15 +48,20 @@ def pull_order(problem: Problem) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def contiguous_splits(problem: Problem, order: np.ndarray | None = None) -> list[np.ndarray]:
-    """One placement per segment count 1..K (when some split fits), best proxy cost first."""
+def contiguous_splits(problem: Problem, order: np.ndarray | None = None, anchor: str = "first") -> list[np.ndarray]:
+    """One placement per segment count 1..K (when some split fits), best proxy cost first.
+
+    A colocation unit goes with the segment of its ``anchor`` member in ``order``: "first" or
+    "last" (with a weight emitted before its operator, "last" keeps operators in order)."""
     n, k = problem.n, problem.k
     order = problem.topo_order if order is None else order
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     un = units(problem)
     need = problem.param_bytes + problem.out_bytes
-    first_pos = np.array([int(pos[m].min()) for m in un.members])
+    if anchor not in ("first", "last"):
+        raise ValueError(f"anchor must be 'first' or 'last', got {anchor!r}")
+    first_pos = np.array([int(pos[m].min() if anchor == "first" else pos[m].max()) for m in un.members])
     w = np.zeros(n)
     np.add.at(w, first_pos, [float(need[m].sum()) for m in un.members])
     W = np.concatenate([[0.0], np.cumsum(w)])
@@ -101,7 +106,8 @@ def topo_split(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     best: tuple[float, np.ndarray] | None = None
     mask = problem.allowed_mask()
-    cands = contiguous_splits(problem) + contiguous_splits(problem, pull_order(problem))
+    pull = pull_order(problem)
+    cands = [pl for order in (None, pull) for anchor in ("first", "last") for pl in contiguous_splits(problem, order, anchor)]
     for pl in cands:
         if not mask[np.arange(problem.n), pl].all():
             continue
