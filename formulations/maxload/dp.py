@@ -74,17 +74,31 @@ def ideal_matrix(units: Units, parent: np.ndarray, added: np.ndarray) -> np.ndar
 
 def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAULT_MAX_IDEALS,
              n_cpus: int | None = None, deadline: float | None = None, units: Units | None = None,
-             combine: str = "max") -> tuple[np.ndarray, float, dict]:
+             combine: str = "max", upper: float | None = None,
+             merge_leaves: bool | None = None) -> tuple[np.ndarray, float, dict]:
     """The best unit-contiguous split: (device array, value, info). ``combine="max"`` minimises the
     max-load; ``combine="sum"`` minimises the sum of device loads, i.e. the latency of running the
     device subgraphs one after another (an upper bound of the single-sample latency of the split).
-    ``units`` replaces the Appendix B units (PipeDream's path of blocks, for instance)."""
+    ``units`` replaces the Appendix B units (PipeDream's path of blocks, for instance).
+    ``merge_leaves`` (default: on for ``"max"`` on the Appendix B units) merges free leaf units
+    (preprocess.py). ``upper``: a value some split searched by this DP attains; with ``"max"`` only
+    segments whose compute (accelerator or CPU) is at most ``upper`` are tried, which cannot
+    remove an optimal split. By default the exact DP (``"max"``, not linearised) first runs DPL on
+    the same units and uses its value: DPL's ideals are ideals of the unit DAG, so its split is
+    one the DP searches."""
     t0 = time.monotonic()
     if combine not in ("max", "sum"):
         raise ValueError(f"combine must be 'max' or 'sum', got {combine!r}")
     join = np.maximum if combine == "max" else np.add
+    if merge_leaves is None:
+        merge_leaves = combine == "max" and units is None
     if units is None:
-        units = build_units(problem, linearize=linearize)
+        if combine == "max" and not linearize and upper is None:
+            upper = solve_dp(problem, linearize=True, max_ideals=max_ideals, n_cpus=n_cpus, deadline=deadline,
+                             merge_leaves=merge_leaves)[1]
+        units = build_units(problem, linearize=linearize, merge_leaves=merge_leaves)
+    if combine != "max":
+        upper = None
     parent, added = enumerate_ideals(units, max_ideals)
     x = ideal_matrix(units, parent, added)
     n_id = parent.size
@@ -114,8 +128,7 @@ def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAUL
     inc = np.zeros((nu, nt), dtype=np.float64)
     np.add.at(inc, (pairs[:, 1], pairs[:, 0]), 1.0)  # units touched per tensor (tensor inside a unit: never crosses)
     size_t = inc.sum(0)
-    internal = size_t <= 1
-    cnt = (xf @ inc).astype(np.int32)
+    cnt = (xf @ inc).astype(np.int32)  # [ideal, tensor]: endpoints inside the ideal
     cost = tens.cost
     cap = float(problem.memory.min())
     inf = np.inf
@@ -130,14 +143,31 @@ def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAUL
     maximal = x & ~has_succ_in
     size = x.sum(1)
     pairs_done = 0
+    # supersets of an ideal are searched among the ideals whose compute lies within ``upper`` of it
+    slack = None if upper is None else upper * (1 + 1e-9) + 1e-9
+    windows = [(np.argsort(vals, kind="stable"), vals) for vals in ([acc] if k > 0 else []) + ([cpu] if l > 0 else [])]
+    windows = [(order, vals[order], vals) for order, vals in windows]
+    partial = (cnt > 0) & (cnt < size_t)  # [ideal, tensor]: some but not all endpoints inside
+    part_cost = partial @ cost  # crossing cost of each ideal on its own
+    in_window = np.zeros(n_id, dtype=bool)
     for a in range(n_id):
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError("DP out of time")
         live = np.isfinite(dp[:, :, a])
         if not live.any():
             continue
+        if slack is None:
+            cand = np.arange(n_id)
+        else:
+            in_window[:] = False
+            for order, sorted_vals, vals in windows:
+                lo = sorted_vals.searchsorted(vals[a], "left")
+                hi = sorted_vals.searchsorted(vals[a] + slack, "right")
+                in_window[order[lo:hi]] = True
+            cand = np.flatnonzero(in_window)
+        cand = cand[size[cand] > size[a]]
         mx = np.flatnonzero(maximal[a])
-        sup = np.flatnonzero(x[:, mx].all(1) & (size > size[a])) if mx.size else np.arange(1, n_id)
+        sup = cand[x[np.ix_(cand, mx)].all(1)] if mx.size else cand
         if sup.size == 0:
             continue
         pairs_done += sup.size
@@ -146,10 +176,11 @@ def solve_dp(problem: Problem, linearize: bool = False, max_ideals: int = DEFAUL
         acc_load = np.full(sup.size, inf)
         if acc_ok.any() and k > 0:
             js = sup[acc_ok]
-            cols = np.flatnonzero((cnt[a] < size_t) & ~internal)
-            d = cnt[np.ix_(js, cols)] - cnt[a, cols]
-            cross = (d > 0) & (d < size_t[cols])
-            acc_load[acc_ok] = acc[js] - acc[a] + cross @ cost[cols]
+            # tensors partial in a cross j \ a iff j adds endpoints; the others iff partial in j
+            bnd = np.flatnonzero(partial[a])
+            sub = cnt[np.ix_(js, bnd)]
+            fix = (sub > cnt[a, bnd]).astype(np.float64) - (sub < size_t[bnd])
+            acc_load[acc_ok] = acc[js] - acc[a] + part_cost[js] + fix @ cost[bnd]
         for kk in range(k + 1):
             for ll in range(l + 1):
                 base = dp[kk, ll, a]
