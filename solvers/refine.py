@@ -43,6 +43,9 @@ from placement.problem import Problem
 from placement.solution import SolveOptions
 
 
+AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
+
+
 @dataclass
 class RefineStats:
     """What a refine run did (pass one to :func:`refine` to have it filled in)."""
@@ -53,6 +56,7 @@ class RefineStats:
     start_makespan: float = 0.0
     end_makespan: float = 0.0
     stopped: str = ""
+    judged_by: str = ""  # "fifo", "order" (the kept per-device order) or "both"
 
 
 class _Units:
@@ -142,9 +146,19 @@ class _Search:
         self.cur_ev = self._eval(pl, None)
         if keep_order:
             # The FIFO schedule's order re-timed is never later than FIFO; a given schedule's may be better.
+            fifo_ev = self.cur_ev
+            self.keep_order = True  # no second FIFO evaluation per start below
             firsts = [self.cur_ev.start] + ([np.asarray(start, dtype=float)] if start is not None else [])
             evs = [self._eval(pl, s) for s in firsts]
             self.cur_ev = min(evs, key=lambda e: _key(problem, e))
+            self.keep_order = keep_order
+            if keep_order == "auto":
+                # FIFO far behind the kept order (e.g. an ETF schedule, 30% faster than FIFO on its
+                # placement): judging each move by both would halve the moves tried for nothing.
+                behind = _key(problem, fifo_ev)[0] > _key(problem, self.cur_ev)[0] or \
+                    fifo_ev.makespan > (1 + AUTO_FIFO_SLACK) * self.cur_ev.makespan
+                self.keep_order = True if behind else "both"
+        self.stats.judged_by = {False: "fifo", True: "order", "both": "both"}[self.keep_order]
         self.cur_key = _key(problem, self.cur_ev)
         self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
         self.stats.start_makespan = self.cur_ev.makespan
@@ -362,7 +376,9 @@ def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadl
     the current schedule's per-device order (``order_of``), never later than FIFO from the same
     start. The returned Evaluation is then that ordered schedule: report its start times
     (``check`` accepts them) or ``order_of(problem, placement, ev.start)`` (re-timed, never
-    later); plain ``evaluate`` of the placement (FIFO) may be slower."""
+    later); plain ``evaluate`` of the placement (FIFO) may be slower. ``keep_order="auto"`` is
+    "both" when FIFO on the input placement is within AUTO_FIFO_SLACK of the kept order, else True
+    (each "both" move costs two evaluations)."""
     pl = as_placement(problem, placement)
     check_placement(problem, pl)
     search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats(),

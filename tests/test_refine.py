@@ -187,3 +187,27 @@ def test_keep_order_mode_is_consistent_and_never_worse(seed: int, mode: bool | s
     assert again.makespan <= ev.makespan + 1e-9
     assert ev.feasible(prob)
     assert ev.makespan <= min(given.makespan, fifo.makespan) + 1e-9
+
+
+def test_auto_order_mode_drops_fifo_only_when_fifo_is_far_behind() -> None:
+    """keep_order="auto": judged by the kept order alone when FIFO on the input placement is more
+    than AUTO_FIFO_SLACK slower than the given schedule (ETF's order here), by both otherwise; in
+    either case never worse than the given schedule."""
+    from solvers import registry
+    from solvers.refine import AUTO_FIFO_SLACK
+
+    seen = set()
+    for kind, seed, own_order in (("lstm", 0, True), ("cnn", 0, True), ("lstm", 0, False), ("transformer", 2, False)):
+        prob = generate(kind, 300, seed=seed, devices=4, memory_fraction=0.6)
+        sol = registry.get("etf").func(prob, SolveOptions())
+        fifo = evaluate(prob, sol.placement)
+        given = evaluate(prob, sol.placement, order=sol.order) if own_order else fifo
+        stats = RefineStats()
+        pl, ev = refine(prob, sol.placement, SolveOptions(seed=0), deadline=_deadline(), max_evals=40,
+                        start=given.start, keep_order="auto", stats=stats)
+        far = fifo.makespan > (1 + AUTO_FIFO_SLACK) * min(given.makespan, fifo.makespan)
+        assert stats.judged_by == ("order" if far else "both")
+        seen.add(stats.judged_by)
+        assert ev.feasible(prob) and ev.makespan <= given.makespan + 1e-9
+        assert check(prob, pl, ev.start).makespan == pytest.approx(ev.makespan)
+    assert seen == {"order", "both"}  # both branches are exercised
