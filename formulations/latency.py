@@ -13,10 +13,15 @@ stronger than "same accelerator").
 
 CP-SAT coefficients are times scaled by ``scale`` and rounded down, so its bound / scale is a valid
 lower bound; the returned split is re-evaluated exactly by placement.objectives.evaluate_latency.
-The reported lower bound is the larger of the solver's bound and the path bound of
-latency_bounds.py (also given to CP-SAT as the objective's lower end). Warm start: the best (by that evaluator) of the greedy split and the "sum" DP split (the split
-minimising the total load of a chain of device subgraphs, an upper bound of its latency; add
-"max" to ``opts.extra['dp_hints']`` for the max-load DP split too), or ``opts.hint``.
+The reported lower bound is the larger of the solver's bound and the interval path bound of
+latency_bounds.py (also given to CP-SAT, less the rounding margin, as the objective's lower end).
+
+Time budget (``opts.time_limit``, T): warm starts (``opts.hint``, greedy, the "sum" DP split
+without and with one CPU core - the split minimising the total load of a chain of device
+subgraphs, an upper bound of its latency - and the max-load DP split; ``opts.extra['dp_hints']``),
+then iterated local search from the two best (heuristics/latency_search.py, ``ls_seconds``,
+default min(0.2 T, 120 s)), CP-SAT hinted by the best, and a local-search polish of CP-SAT's
+answer when it beat the hint (``polish_seconds``, default min(0.05 T, 30 s)).
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from formulations.cpsolver import solve as run_cp
 
 from formulations.maxload.common import ip_data
 from formulations.maxload.dp import solve_dp
+from heuristics.latency_search import latency_local_search
 from heuristics.tarnawski import greedy_split, latency_solution
 from .latency_bounds import latency_lower_bound
 from placement.objectives import as_split, cpu_time, evaluate_latency, supported
@@ -43,15 +49,18 @@ DEFAULT_SCALE = 1e5
 
 
 def latency_hints(problem: Problem, opts: SolveOptions) -> list[tuple[str, np.ndarray, np.ndarray | None, float]]:
-    """Candidate warm starts (name, split, slot, latency), best first."""
+    """Candidate warm starts (name, split, slot, latency), best first: ``opts.hint``, greedy, and
+    the DP splits of ``opts.extra['dp_hints']`` (default: the "sum" DP without and with one CPU
+    core, and the max-load DP)."""
     cands: list[tuple[str, np.ndarray, np.ndarray | None]] = []
     if opts.hint is not None:
         cands.append((f"hint:{opts.hint.method}", as_split(problem, opts.hint), opts.hint.info.get("slot")))
     cands.append(("greedy", greedy_split(problem), None))
-    for combine in tuple(opts.extra.get("dp_hints", ("sum",))):
+    for spec in tuple(opts.extra.get("dp_hints", ("sum", "sum-cpu", "max"))):
+        combine, _, cpu = str(spec).partition("-")
         try:
-            split, _, _ = solve_dp(problem, n_cpus=0, combine=combine, max_ideals=8000)
-            cands.append((f"dp-{combine}", split, None))
+            split, _, _ = solve_dp(problem, n_cpus=1 if cpu else 0, combine=combine, max_ideals=8000)
+            cands.append((f"dp-{spec}", split, None))
         except Exception:  # too many ideals or nothing fits: skip this warm start
             pass
     out = []
@@ -59,6 +68,20 @@ def latency_hints(problem: Problem, opts: SolveOptions) -> list[tuple[str, np.nd
         ev = evaluate_latency(problem, split, slot)
         if not ev.violations:
             out.append((name, split, slot, ev.value))
+    out.sort(key=lambda c: c[3])
+    return out
+
+
+def improve_hints(problem: Problem, hints: list, q: int, seed: int, seconds: float, kicks: int) -> list:
+    """Iterated local search (heuristics/latency_search.py) from the two best warm starts, half of
+    ``seconds`` each (at most ``kicks`` perturbations each); the improved splits join the list."""
+    out = list(hints)
+    starts = hints[:2]
+    for idx, (name, split, slot, _) in enumerate(starts):
+        deadline = time.monotonic() + seconds / len(starts)
+        s2, sl2, val, _ = latency_local_search(problem, split, slot, q=q, seed=seed + idx, deadline=deadline,
+                                               max_kicks=kicks)
+        out.append((f"ls({name})", s2, sl2, val))
     out.sort(key=lambda c: c[3])
     return out
 
@@ -84,7 +107,14 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     q = int(opts.extra.get("q", 1))
     scale = float(opts.extra.get("scale", DEFAULT_SCALE))
     hints = latency_hints(problem, opts)
-    path_lb = latency_lower_bound(problem)[0] if q >= 1 else 0.0
+    rem = opts.remaining()
+    budget = 60.0 if rem is None else rem
+    ls_seconds = float(opts.extra.get("ls_seconds", min(0.2 * budget, 120.0)))
+    polish = float(opts.extra.get("polish_seconds", min(0.05 * budget, 30.0)))
+    kicks = int(opts.extra.get("ls_kicks", 400))
+    if hints and ls_seconds > 0:
+        hints = improve_hints(problem, hints, q, opts.seed, ls_seconds, kicks)
+    path_lb = latency_lower_bound(problem, q=q)[0]
     data = ip_data(problem, 0, keep_free=True)
     k = problem.k
     ns = k * q
@@ -141,7 +171,10 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
             m.Add(L[v] >= cpu[v]).OnlyEnforceIf(x[atom_of[v]][cpu_slot])
     for u, v in edges:
         m.Add(L[v] >= L[u] + cpu[v] * x[atom_of[v]][cpu_slot])
-    total = m.NewIntVar(min(horizon, int(math.floor(path_lb * scale))), horizon, "total")
+    # the scaled model floors every term, so a split's integer latency can fall below scale x its
+    # latency by less than one unit per term of its critical chain: keep that margin under the bound
+    margin = 2 * n + 2 * len(tc)
+    total = m.NewIntVar(max(0, min(horizon, int(math.floor(path_lb * scale)) - margin)), horizon, "total")
     m.AddMaxEquality(total, L)
     m.Minimize(total)
     if q == 1 and np.all(problem.memory == problem.memory[0]):
@@ -160,6 +193,9 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
         for v in range(n):
             m.AddHint(L[v], min(horizon, int(math.floor(ev.node_ready[v] * scale))))
     solver = cp_solver(opts, default_seconds=60.0, min_seconds=1.0)
+    left = opts.remaining()
+    if left is not None:
+        solver.parameters.max_time_in_seconds = max(1.0, left - polish)
     status = run_cp(solver, m, opts)
     info = {"hint": hint_name, "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": solver.StatusName(status),
             "scale": scale}
@@ -167,6 +203,12 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         slot_of = np.array([next(j for j in range(ns + 1) if solver.Value(x[atom_of[v]][j])) for v in range(n)])
         best = _decode(problem, slot_of, ns, q)
+        if best is not None and hints and best[2] < hints[0][3] - 1e-9 and polish > 0:
+            s2, sl2, val, _ = latency_local_search(problem, best[0], best[1], q=q, seed=opts.seed,
+                                                   deadline=time.monotonic() + polish, max_kicks=kicks)
+            info["polished"] = {"from": best[2], "to": val}
+            if val < best[2]:
+                best = (s2, sl2, val)
     best = _better_hint(best, hints)
     if best is None:
         return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown",
@@ -196,7 +238,7 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
     if solver is None:
         return Solution(name, "unknown", reason=f"{name}: OR-Tools has no {backend} backend")
     hints = latency_hints(problem, opts)
-    path_lb = latency_lower_bound(problem)[0] if q >= 1 else 0.0
+    path_lb = latency_lower_bound(problem, q=q)[0]
     data = ip_data(problem, 0, keep_free=True)
     k, n = problem.k, problem.n
     ns = k * q
