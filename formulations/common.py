@@ -213,13 +213,17 @@ def finish_solution(
     bound: float | None,
     found: tuple[np.ndarray, np.ndarray] | None,
     info: dict,
+    known_lb: float | None = None,
 ) -> Solution:
     """Build the returned Solution from a checked schedule ``found`` = (placement, start).
 
     ``bound`` is a valid lower bound for the real problem (or None); it is combined with the simple
-    bound. The objective is recomputed by :func:`check`; "optimal" requires the solver's proof and
+    bound (``known_lb``: that bound when the caller has already computed it). The objective is
+    recomputed by :func:`check`; "optimal" requires the solver's proof and
     objective == bound within OPTIMAL_RTOL."""
-    lb = lower_bound(problem, opts.memory_model, bool(opts.extra.get("path_bound", True)))
+    if known_lb is None:
+        known_lb = lower_bound(problem, opts.memory_model, bool(opts.extra.get("path_bound", True)))
+    lb = known_lb
     if bound is not None and math.isfinite(bound):
         lb = max(lb, bound)
     seconds = time.monotonic() - t0

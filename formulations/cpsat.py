@@ -462,7 +462,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         bound = (bound_int - b.bound_slack) / scale.factor
         info["cp_bound_int"] = bound_int
     proved = status == cp_model.OPTIMAL and b.bound_valid
-    return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info)
+    return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info,
+                           known_lb=floor_lb if ex.get("redundant", True) else None)
 
 
 def _phases(ex: dict) -> list[tuple[float, dict]]:
