@@ -117,10 +117,13 @@ SCHEDULES = {
 
 def schedule_extra(name: str, search_share: float) -> dict:
     """CP-SAT solve schedules of formulations.cpsat: one phase with CP-SAT's default workers,
-    one phase with objective_lb_search as the full-problem worker, or "two-phase": the default
-    for ``search_share`` of the time, then objective_lb_search hinted with the best so far."""
+    one phase with objective_lb_search as the full-problem worker, "two-phase": the default
+    for ``search_share`` of the time, then objective_lb_search hinted with the best so far, or
+    "auto": two-phase when the hint is more than 2% above the floor bound, else default."""
     if name == "two-phase":
         return {"phases": [(search_share, {}), (1.0, {"subsolvers": ["objective_lb_search"]})]}
+    if name == "auto":
+        return {"schedule": "auto", "search_share": search_share}
     return dict(SCHEDULES[name])
 
 
@@ -181,7 +184,7 @@ def main() -> None:
     a = sub.add_parser("main")
     a.add_argument("--limit", type=float, default=600)
     a.add_argument("--graphs", nargs="*", default=list(GRAPHS))
-    a.add_argument("--schedule", choices=["default", "lb-search", "two-phase"], default="two-phase")
+    a.add_argument("--schedule", choices=["default", "lb-search", "two-phase", "auto"], default="auto")
     a.add_argument("--search-share", type=float, default=0.5, help="two-phase: share of the time for the search phase")
     a = sub.add_parser("ablation")
     a.add_argument("--graph", default="bert_l-3_inference")

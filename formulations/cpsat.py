@@ -411,7 +411,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         info["returned_hint"] = True
     bound_int: int | None = None
     status = cp_model.UNKNOWN
-    phases = _phases(ex)
+    start_gap = None if found is None or found[0] <= 0 else (found[0] - floor_lb) / found[0]
+    phases = _phases(ex, start_gap)
     info["phases"] = len(phases)
     for idx, (share, params) in enumerate(phases):
         last = idx == len(phases) - 1
@@ -466,15 +467,28 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                            known_lb=floor_lb if ex.get("redundant", True) else None)
 
 
-def _phases(ex: dict) -> list[tuple[float, dict]]:
+AUTO_GAP = 0.02  # "auto" schedule: above this starting gap (hint vs floor bound), add a bound phase
+BOUND_SUBSOLVER = "objective_lb_search"
+
+
+def _phases(ex: dict, start_gap: float | None = None) -> list[tuple[float, dict]]:
     """The solve schedule: ``extra["phases"]`` as (share of the time left, CP-SAT parameters)
     pairs (the last phase gets all the time left), or one phase. ``bound_worker`` names the one
     full-problem subsolver (with 2 workers the other runs the LNS portfolio; e.g.
     "objective_lb_search" raises the bound far faster than default_lp on the msr-fiddle graphs);
-    ``cp_params`` apply to every phase."""
+    ``cp_params`` apply to every phase. ``schedule="auto"``: when the starting gap (hint against
+    the floor bound; unknown counts as large) exceeds AUTO_GAP, CP-SAT's default subsolvers for
+    ``search_share`` (default 0.5) of the time, then the bound subsolver; otherwise one default
+    phase (a small gap is closed faster by default_lp's tree search, whose proof a restart would
+    throw away, than by the bound subsolver's small steps)."""
     common = dict(ex.get("cp_params", {}))
     if ex.get("phases"):
         return [(float(share), {**dict(params), **common}) for share, params in ex["phases"]]
+    if ex.get("schedule", "single") == "auto":
+        if start_gap is None or start_gap > AUTO_GAP:
+            share = float(ex.get("search_share", 0.5))
+            return [(share, dict(common)), (1.0, {"subsolvers": [BOUND_SUBSOLVER], **common})]
+        return [(1.0, dict(common))]
     params = {"subsolvers": [str(ex["bound_worker"])]} if ex.get("bound_worker") else {}
     return [(1.0, {**params, **common})]
 

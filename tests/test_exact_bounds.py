@@ -123,3 +123,21 @@ def test_phase_schedule_proves_tiny_optima() -> None:
         assert sol.status == ref.status
         if ref.status == "optimal":
             assert sol.objective == pytest.approx(ref.objective, abs=1e-6)
+
+
+def test_auto_schedule_adds_a_bound_phase_only_for_a_large_starting_gap() -> None:
+    from formulations.cpsat import AUTO_GAP
+    from heuristics.baselines import topo_fill
+    from placement.bounds import makespan_lower_bound
+    from test_exact import chain_problem
+
+    p = chain_problem(5)
+    hint = topo_fill(p, SolveOptions())
+    assert (hint.objective - path_lower_bound(p)) / hint.objective > AUTO_GAP
+    sol = cpsat(p, opts(time_limit=2.0, workers=2, hint=hint, extra={"schedule": "auto"}))
+    assert sol.info["phases"] == 2 and sol.objective <= hint.objective + 1e-9
+    q = make_problem([{"id": 0, "time": 3, "out_bytes": 0, "param_bytes": 1}, {"id": 1, "time": 2, "out_bytes": 0, "param_bytes": 1}],
+                     [{"src": 0, "dst": 1, "comm": 4}], devices=2, memory=10.0)
+    exact = cpsat(q, opts(workers=2, hint=brute(q, opts()), extra={"schedule": "auto"}))
+    assert exact.info["phases"] == 1 and exact.status == "optimal"
+    assert exact.objective == pytest.approx(5) == pytest.approx(makespan_lower_bound(q, "static"))
