@@ -2,7 +2,8 @@
 
 A split is one subgraph per (accelerator, slot) or a CPU for each atom (colocation group or node).
 Moves: one boundary atom (an atom with a graph neighbour in another unit) goes to a neighbour's
-subgraph, to a CPU, or to a fresh subgraph of an unused accelerator. Candidates are judged by
+subgraph, to a CPU, or to a fresh subgraph of an unused accelerator; or a boundary atom with its
+small in-unit ancestor or descendant cone (up to 8 atoms) goes to a CPU or a neighbour's subgraph. Candidates are judged by
 :class:`FastLatency`, which computes exactly what placement.objectives.evaluate_latency computes
 but vectorised: the split is feasible iff memory and support hold and the quotient graph of units
 (subgraphs, each CPU node alone, plus slot order) is acyclic - a non-contiguous subgraph S has a
@@ -46,9 +47,13 @@ class FastLatency:
         keep = asrc != adst
         pairs = np.unique(np.stack([asrc[keep], adst[keep]], 1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
         nbrs: list[set[int]] = [set() for _ in range(self.na)]
+        self.apred: list[list[int]] = [[] for _ in range(self.na)]
+        self.asucc: list[list[int]] = [[] for _ in range(self.na)]
         for a, b in pairs.tolist():
             nbrs[a].add(b)
             nbrs[b].add(a)
+            self.apred[b].append(a)
+            self.asucc[a].append(b)
         self.nbrs = [np.array(sorted(s), dtype=np.int64) for s in nbrs]
         self.evals = 0
 
@@ -169,25 +174,42 @@ def latency_local_search(problem: Problem, split: np.ndarray, slot: np.ndarray |
         for _ in range(int(rng.integers(kick_size[0], kick_size[1] + 1))):
             moves = _moves(fl, dev, sl, rng)
             rng.shuffle(moves)
-            for a, d, s in moves[:20]:
-                od, os_ = dev[a], sl[a]
-                dev[a], sl[a] = d, s
+            for group, d, s in moves[:20]:
+                od, os_ = dev[group].copy(), sl[group].copy()
+                dev[group], sl[group] = d, s
                 if np.isfinite(fl.evaluate(dev, sl)[0]):
                     break
-                dev[a], sl[a] = od, os_
+                dev[group], sl[group] = od, os_
         cur = fl.evaluate(dev, sl)
     out_split = np.where(best_dev >= 0, best_dev, -1)[fl.atom_of]
     out_slot = best_sl[fl.atom_of]
     return out_split, out_slot, best[0], {"evals": fl.evals, "kicks": kicks, "timed_out": time.monotonic() >= deadline}
 
 
-def _moves(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """(atom, device, slot) moves of boundary atoms."""
+def _cone(fl: FastLatency, unit: np.ndarray, a: int, up: bool, limit: int = 8) -> list[int]:
+    """a and its ancestors (up) or descendants within a's unit, if there are at most ``limit``."""
+    nxt = fl.apred if up else fl.asucc
+    seen, stack = {a}, [a]
+    while stack:
+        for b in nxt[stack.pop()]:
+            if b not in seen and unit[b] == unit[a]:
+                seen.add(b)
+                if len(seen) > limit:
+                    return []
+                stack.append(b)
+    return sorted(seen)
+
+
+def _moves(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, rng: np.random.Generator) -> list[tuple[list[int], int, int]]:
+    """(atoms, device, slot) moves: one boundary atom to a neighbour's subgraph, a CPU or an unused
+    accelerator; and a boundary atom with its small in-unit ancestor (or descendant) cone to a CPU
+    or to the neighbour's subgraph (a chain such as an attention-mask computation can only leave
+    as a whole without first getting worse)."""
     unit = np.where(dev >= 0, dev * fl.q + sl, -1 - np.arange(fl.na))
     used_dev = set(dev[dev >= 0].tolist())
     free = [d for d in range(fl.k) if d not in used_dev]
     fresh = free[:1] if np.all(fl.memory == fl.memory[0]) else free
-    out: list[tuple[int, int, int]] = []
+    out: list[tuple[list[int], int, int]] = []
     for a in range(fl.na):
         nb = fl.nbrs[a]
         if nb.size == 0:
@@ -196,10 +218,12 @@ def _moves(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, rng: np.random.Gene
         if other.size == 0:
             continue
         targets = set()
+        nbr_units = set()
         if fl.acc_ok[a]:
             for b in other.tolist():
                 if dev[b] >= 0:
-                    targets.add((int(dev[b]), int(sl[b])))
+                    nbr_units.add((int(dev[b]), int(sl[b])))
+            targets |= nbr_units
             for d in fresh:
                 targets.add((d, 0))
             if fl.q > 1 and dev[a] >= 0:
@@ -209,35 +233,45 @@ def _moves(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, rng: np.random.Gene
         if dev[a] >= 0:
             targets.add((-1, 0))
         targets.discard((int(dev[a]), int(sl[a])))
-        out.extend((a, d, s) for d, s in sorted(targets))
+        out.extend(([a], d, s) for d, s in sorted(targets))
+        if dev[a] >= 0:
+            for up in (True, False):
+                cone = _cone(fl, unit, a, up)
+                if len(cone) > 1:
+                    ok_acc = bool(fl.acc_ok[cone].all())
+                    cone_targets = {(-1, 0)} | (nbr_units if ok_acc else set())
+                    out.extend((cone, d, s) for d, s in sorted(cone_targets))
     return out
 
 
 def _descend(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, cur: tuple[float, float], rng: np.random.Generator,
              deadline: float) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
-    """First-improvement descent over atoms (in random order), best target per atom."""
+    """First-improvement descent over atoms (in random order), best move per atom."""
     improved = True
     while improved and time.monotonic() < deadline:
         improved = False
         moves = _moves(fl, dev, sl, rng)
-        by_atom: dict[int, list[tuple[int, int]]] = {}
-        for a, d, s in moves:
-            by_atom.setdefault(a, []).append((d, s))
+        by_atom: dict[int, list[tuple[list[int], int, int]]] = {}
+        for mv in moves:
+            by_atom.setdefault(mv[0][0] if len(mv[0]) == 1 else -1 - len(by_atom), []).append(mv)
         order = list(by_atom)
         rng.shuffle(order)
-        for a in order:
+        for key in order:
             if time.monotonic() >= deadline:
                 break
-            od, os_ = dev[a], sl[a]
-            best_t, best_v = None, cur
-            for d, s in by_atom[a]:
-                dev[a], sl[a] = d, s
+            best_mv, best_v = None, cur
+            for group, d, s in by_atom[key]:
+                od, os_ = dev[group].copy(), sl[group].copy()
+                if np.all(od == d) and np.all(os_ == s):
+                    continue
+                dev[group], sl[group] = d, s
                 v = fl.evaluate(dev, sl)
+                dev[group], sl[group] = od, os_
                 if v < best_v:
-                    best_t, best_v = (d, s), v
-            dev[a], sl[a] = od, os_
-            if best_t is not None:
-                dev[a], sl[a] = best_t
+                    best_mv, best_v = (group, d, s), v
+            if best_mv is not None:
+                group, d, s = best_mv
+                dev[group], sl[group] = d, s
                 cur = best_v
                 improved = True
     return dev, sl, cur
