@@ -1,8 +1,9 @@
 """Benchmarks of the exact makespan models (CP-SAT, MIP); never run by CI.
 
 Subcommands (each appends one JSON object per run to --jsonl and prints a markdown row):
-  main        the msr-fiddle latency-input graphs, static memory, CP-SAT with the portfolio's
-              answer as hint (--limit seconds each)
+  main        the msr-fiddle latency-input graphs, static memory, CP-SAT with the best warm start
+              as hint (--limit seconds each, warm start included; --schedule of formulations.cpsat)
+  one         one msr-fiddle graph, CP-SAT with the opts.extra given as JSON (--extra)
   ablation    one graph, CP-SAT with one modelling choice switched off at a time (hint, symmetry
               breaking, redundant constraints, path bound); reports time to a given gap
   compare     CP-SAT vs MIP on the same instances
@@ -143,6 +144,13 @@ def cmd_main(args: argparse.Namespace) -> None:
             note=f"hint {hint.method} {hint.objective:.3f} ({ws:.1f}s); schedule {args.schedule}; load {load[0]:.2f}")
 
 
+def cmd_one(args: argparse.Namespace) -> None:
+    """One graph, CP-SAT with the options given as JSON (e.g. '{"bound_worker": "objective_lb_search"}')."""
+    p = read_fiddle(FIDDLE / f"{args.graph}.json")
+    hint = warm_start(p, "static")
+    run(args, p, "cpsat", "static", args.limit, hint, extra=json.loads(args.extra), note=f"hint {hint.objective:.3f}; {args.extra}")
+
+
 def cmd_ablation(args: argparse.Namespace) -> None:
     p = read_fiddle(FIDDLE / f"{args.graph}.json")
     hint = warm_start(p, "static")
@@ -186,6 +194,10 @@ def main() -> None:
     a.add_argument("--graphs", nargs="*", default=list(GRAPHS))
     a.add_argument("--schedule", choices=["default", "lb-search", "two-phase", "auto"], default="auto")
     a.add_argument("--search-share", type=float, default=0.5, help="two-phase: share of the time for the search phase")
+    a = sub.add_parser("one")
+    a.add_argument("--graph", default="resnet50_inference")
+    a.add_argument("--limit", type=float, default=300)
+    a.add_argument("--extra", default="{}", help="opts.extra of formulations.cpsat as JSON")
     a = sub.add_parser("ablation")
     a.add_argument("--graph", default="bert_l-3_inference")
     a.add_argument("--limit", type=float, default=120)
@@ -205,7 +217,7 @@ def main() -> None:
     args = ap.parse_args()
     print("| instance | nodes | K | memory | model | value | bound | gap | seconds | status | note |")
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
-    {"main": cmd_main, "ablation": cmd_ablation, "compare": cmd_compare, "generated": cmd_generated}[args.cmd](args)
+    {"main": cmd_main, "one": cmd_one, "ablation": cmd_ablation, "compare": cmd_compare, "generated": cmd_generated}[args.cmd](args)
 
 
 if __name__ == "__main__":
