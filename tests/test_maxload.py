@@ -185,3 +185,64 @@ def test_published_contiguous_optimum(workload, published):
     assert s.objective == pytest.approx(published, abs=0.005 + 1e-3 * published)
     assert s.lower_bound <= s.objective and s.lower_bound == pytest.approx(s.objective, rel=1e-5)
     assert not evaluate_maxload(p, s.info["split"], contiguity="forward").violations
+
+
+def with_free_leaves(p):
+    """The problem plus a zero-time sink under every node with an out-edge (it reads that node's
+    tensor) and a zero-time source feeding node 0: the free leaves of Appendix B."""
+    nodes = [{"id": int(i), "time": float(p.time[i]), "out_bytes": 0, "param_bytes": float(p.param_bytes[i])}
+             for i in range(p.n)]
+    edges = [{"src": int(u), "dst": int(v), "comm": float(c)} for u, v, c in zip(p.src, p.dst, p.comm)]
+    cpu = list(p.node_attrs["cpu_latency"])
+    cost_of = {e["src"]: e["comm"] for e in edges}
+    for u, c in sorted(cost_of.items()):
+        nodes.append({"id": f"leaf{u}", "time": 0.0, "out_bytes": 0, "param_bytes": 0.0})
+        edges.append({"src": u, "dst": f"leaf{u}", "comm": c})
+        cpu.append(0.0)
+    nodes.append({"id": "src", "time": 0.0, "out_bytes": 0, "param_bytes": 0.0})
+    edges.append({"src": "src", "dst": 0, "comm": 2.0})
+    cpu.append(0.0)
+    return make_problem(nodes, edges, devices=p.k, memory=float(sum(r["param_bytes"] for r in nodes)),
+                        node_attrs={"cpu_latency": cpu}, attrs={"max_cpus": 1})
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_free_leaf_merging_keeps_the_dp_exact(seed):
+    from formulations.maxload.preprocess import build_units
+
+    p = with_free_leaves(random_problem(seed, n=4 if seed == 0 else 7, k=2 if seed == 0 else 3))
+    assert build_units(p, merge_leaves=True).count < build_units(p).count
+    _, merged, _ = solve_dp(p)
+    _, plain, _ = solve_dp(p, merge_leaves=False, upper=1e9)  # no leaf merging, no window pruning
+    assert merged == pytest.approx(plain, rel=1e-9)
+    if seed == 0:
+        assert merged == pytest.approx(brute_force(p, "forward", pipeline=True), rel=1e-9)
+
+
+def test_published_ideal_counts_after_free_leaf_merging():
+    from formulations.maxload.dp import enumerate_ideals
+    from formulations.maxload.preprocess import build_units
+    from placement.formats.fiddle import read_fiddle
+
+    for name, ideals in (("gnmt_inference", 17914), ("bert24_training", 30)):
+        p = read_fiddle(FIDDLE / "LayerGraphs" / f"{name}.json")
+        assert enumerate_ideals(build_units(p, merge_leaves=True), 10 ** 6)[0].size == ideals
+    _, v, info = solve_dp(read_fiddle(FIDDLE / "LayerGraphs" / "bert24_inference.json"))
+    assert info["ideals"] == 30 and v == pytest.approx(17.79, abs=0.005)
+
+
+def test_lns_over_all_devices_reaches_the_noncontiguous_optimum():
+    from formulations.maxload.common import ip_data, split_from_atoms
+    from formulations.maxload.lns import lns_improve
+
+    import time
+
+    for seed in (1, 4):
+        p = random_problem(seed, n=6)
+        data = ip_data(p)
+        start = np.full(len(data.atoms), data.k)  # everything on the CPU core
+        atoms, stats = lns_improve(p, data, start, time.monotonic() + 30, seed=0)
+        value = evaluate_maxload(p, split_from_atoms(data, atoms)).value
+        assert stats["improved"] >= 1 and stats["end"] == value
+        # k = 2 accelerators + 1 core: the random triples free every device, so LNS is exact
+        assert value == pytest.approx(brute_force(p, "none"), rel=1e-6)

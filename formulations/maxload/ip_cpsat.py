@@ -108,7 +108,7 @@ def build_cpsat(problem: Problem, data: IPData, contiguous: bool, objective: str
         for a in range(na):
             for i in range(nd):
                 m.AddHint(x[a][i], int(hint_atoms[a] == i))
-    return m, {"x": x, "obj": obj}
+    return m, {"x": x, "obj": obj, "fw": fw_load, "bw": bw_load}
 
 
 def _order_devices(m: cp_model.CpModel, x: list, devices: range) -> None:
@@ -136,7 +136,9 @@ def _order_devices(m: cp_model.CpModel, x: list, devices: range) -> None:
 
 
 def hint_split(problem: Problem, opts: SolveOptions, contiguous: bool) -> tuple[np.ndarray | None, str]:
-    """A warm start: opts.hint's split, else DPL (contiguous, fast), else nothing."""
+    """A warm start: opts.hint's split, else DPL (contiguous, fast), else nothing. Non-contiguous:
+    DPL improved by single-atom local search (``ls_seconds``, default 10% of the time) and by the
+    device-neighbourhood LNS of lns.py (``lns_seconds``, default 50%; it stops early when stalled)."""
     if opts.hint is not None:
         from placement.objectives import as_split
         return as_split(problem, opts.hint), f"hint:{opts.hint.method}"
@@ -153,9 +155,20 @@ def hint_split(problem: Problem, opts: SolveOptions, contiguous: bool) -> tuple[
     budget = float(opts.extra.get("ls_seconds", 0.1 * (60.0 if rem is None else rem)))
     better = local_search_split(problem, opts.seed, 1, time.monotonic() + budget, start=split)
     ev_b = evaluate_maxload(problem, better)
+    tag = "dpl"
     if not ev_b.violations and ev_b.value < evaluate_maxload(problem, split).value:
-        return better, "dpl+local-search"
-    return split, "dpl"
+        split, tag = better, "dpl+local-search"
+    lns_budget = float(opts.extra.get("lns_seconds", 0.5 * (60.0 if rem is None else rem)))
+    if lns_budget > 0 and opts.extra.get("objective", "max-load") == "max-load":
+        from .common import ip_data
+        from .lns import lns_improve
+
+        data = ip_data(problem)
+        atoms, stats = lns_improve(problem, data, canonical_devices(data, split), time.monotonic() + lns_budget,
+                                   seed=opts.seed)
+        if stats["improved"]:
+            split, tag = split_from_atoms(data, atoms), tag + "+lns"
+    return split, tag
 
 
 def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: bool) -> Solution:

@@ -1,0 +1,109 @@
+"""Device-neighbourhood large neighbourhood search for the non-contiguous max-load IP.
+
+CP-SAT's own LNS frees random variables; on the operator graphs it stalls far from the published
+non-contiguous values. Here a neighbourhood is a set F of devices holding the current bottleneck
+device: every atom outside F stays where it is, the atoms of F may move only among the devices of
+F. Such moves leave the loads outside F unchanged (a tensor crossing a device d outside F depends
+only on whether its producer and some consumer are on d, which does not change), so CP-SAT
+minimises the largest load within F, and the move is kept when the split's (max-load, sum of
+squared loads) decreases as the evaluator computes it. The model is built once; each
+neighbourhood is a copy of its proto with variable domains fixed. Deterministic given the seed
+(single-worker sub-solves with a deterministic time limit).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.objectives import evaluate_maxload
+from placement.problem import Problem
+
+from .common import IPData, split_from_atoms
+
+
+def _key(problem: Problem, data: IPData, atom_dev: np.ndarray) -> tuple[float, float, np.ndarray]:
+    ev = evaluate_maxload(problem, split_from_atoms(data, atom_dev), n_cpus=data.l)
+    load = ev.load
+    return (math.inf if ev.violations else ev.value), float((load ** 2).sum()), load
+
+
+def lns_improve(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: float, seed: int = 0,
+                scale: float = 1e6, sub_seconds: float = 1.0) -> tuple[np.ndarray, dict]:
+    """Improve ``atom_dev`` (device per atom, CPU cores k..k+l-1) until ``deadline`` or until
+    ``3 (devices - 1)`` neighbourhoods in a row fail (each bottleneck-other pair once, then random
+    triples); returns the best assignment found and counters."""
+    from .ip_cpsat import build_cpsat
+
+    model, v = build_cpsat(problem, data, False, "max-load", scale, None, symmetry=False)
+    nd, na = data.k + data.l, len(data.atoms)
+    xidx = [[xi.Index() for xi in row] for row in v["x"]]
+    load_idx = [(f.Index(), b.Index()) for f, b in zip(v["fw"], v["bw"])]
+    rng = np.random.default_rng(seed)
+    cur = atom_dev.copy()
+    cur_max, cur_sq, load = _key(problem, data, cur)
+    stats = {"steps": 0, "improved": 0, "start": cur_max}
+    fails = 0
+    while time.monotonic() < deadline - 0.5 and fails < 3 * (nd - 1):
+        stats["steps"] += 1
+        top = int(np.argmax(load))
+        others = [d for d in range(nd) if d != top]
+        size = 2 if fails < len(others) else 3
+        if size == 2:  # pair the bottleneck with each other device, least loaded first
+            order = sorted(others, key=lambda d: load[d])
+            pick = [order[fails % len(order)]]
+        else:
+            pick = rng.choice(others, size=min(size - 1, len(others)), replace=False).tolist()
+        fset = [top] + [int(d) for d in pick]
+        m2 = model.clone()
+        pr = m2.Proto()
+        for a in range(na):
+            if cur[a] in fset:
+                for i in range(nd):
+                    if i not in fset:
+                        _fix(pr, xidx[a][i], 0)
+            else:
+                _fix(pr, xidx[a][int(cur[a])], 1)
+        m2.clear_objective()
+        loads = [m2.GetIntVarFromProtoIndex(load_idx[i][0]) + m2.GetIntVarFromProtoIndex(load_idx[i][1]) for i in fset]
+        mf = m2.NewIntVar(0, int(load.max() * scale) + 1, "maxF")
+        for e in loads:
+            m2.Add(mf >= e)
+        m2.Minimize(mf * 1000 + sum(loads))
+        for a in range(na):
+            if cur[a] in fset:
+                for i in fset:
+                    m2.AddHint(m2.GetBoolVarFromProtoIndex(xidx[a][i]), int(cur[a] == i))
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = int(seed + stats["steps"])
+        solver.parameters.max_deterministic_time = sub_seconds
+        solver.parameters.max_time_in_seconds = max(0.1, deadline - time.monotonic())
+        t_solve = time.monotonic()
+        st = solver.Solve(m2)
+        stats.setdefault("solve_s", 0.0)
+        stats["solve_s"] += time.monotonic() - t_solve
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            fails += 1
+            continue
+        new = cur.copy()
+        for a in range(na):
+            if cur[a] in fset:
+                new[a] = next(i for i in fset if solver.Value(m2.GetBoolVarFromProtoIndex(xidx[a][i])))
+        n_max, n_sq, n_load = _key(problem, data, new)
+        if (n_max, n_sq) < (cur_max - 1e-9, cur_sq) or (abs(n_max - cur_max) <= 1e-9 and n_sq < cur_sq - 1e-9):
+            cur, cur_max, cur_sq, load = new, n_max, n_sq, n_load
+            stats["improved"] += 1
+            fails = 0
+        else:
+            fails += 1
+    stats["end"] = cur_max
+    return cur, stats
+
+
+def _fix(proto, index: int, value: int) -> None:
+    dom = proto.variables[index].domain
+    dom[0] = value
+    dom[1] = value
