@@ -322,6 +322,25 @@ def latency_mip(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_latency_mip(problem, opts)
 
 
+@register("latency-local-search", kind="heuristic", objective="latency",
+          summary="iterated local search on latency splits from greedy and the DP splits (Tarnawski's local search baseline)")
+def latency_local_search_method(problem: Problem, opts: SolveOptions) -> Solution:
+    """The warm starts of latency-cpsat improved by iterated local search for the whole time
+    limit (60 s without one), q from ``opts.extra['q']``."""
+    t0 = time.monotonic()
+    q = int(opts.extra.get("q", 1))
+    hints = latency_hints(problem, opts)
+    if not hints:
+        return Solution("latency-local-search", "unknown", reason="latency-local-search: no feasible warm start",
+                        seconds=time.monotonic() - t0)
+    rem = opts.remaining()
+    seconds = 60.0 if rem is None else max(0.0, rem)
+    hints = improve_hints(problem, hints, q, opts.seed, seconds, int(opts.extra.get("ls_kicks", 400)))
+    name, split, slot, value = hints[0]
+    return latency_solution(problem, "latency-local-search", split, slot, "heuristic", t0,
+                            {"hint": name, "hints": {h[0]: h[3] for h in hints}, "q": q}, claimed=value)
+
+
 def _decode(problem: Problem, slot_of: np.ndarray, ns: int, q: int) -> tuple[np.ndarray, np.ndarray, float] | None:
     """(split, slot, latency) of a model's global slot per node (slot ns = CPU), if the evaluator
     finds it valid."""

@@ -156,7 +156,7 @@ def test_interval_path_bound_is_valid_on_every_path(seed):
     n = 4 + seed % 2
     k = 1 + seed % 3
     p = tricky_problem(seed, n, k)
-    for q in (1, 2) if k <= 2 else (1,):
+    for q in (1, 2) if k <= 2 and n == 4 else (1,):
         opt = brute_force_q(p, q)
         if not np.isfinite(opt):
             continue
@@ -212,7 +212,7 @@ def test_local_search_improves_deterministically():
     p = random_problem(3, n=7)
     start = greedy_split(p)
     v0 = evaluate_latency(p, start).value
-    runs = [latency_local_search(p, start, None, seed=5, deadline=None, max_kicks=20) for _ in range(2)]
+    runs = [latency_local_search(p, start, None, seed=5, deadline=None, max_kicks=8) for _ in range(2)]
     (s1, sl1, v1, _), (s2, sl2, v2, _) = runs
     assert v1 <= v0 and v1 == v2 and s1.tolist() == s2.tolist()
     ev = evaluate_latency(p, s1, sl1)
@@ -232,3 +232,14 @@ def test_bert3_bound_between_path_bound_and_published_value():
     strong = latency_lower_bound(p, q=1)[0]
     # 408.474 is a split the IP and local search find (and the paper's published value)
     assert weak < strong <= 408.4744
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_latency_local_search_method_is_honest(seed):
+    from solvers.registry import get
+
+    p = random_problem(10 + seed, n=6)
+    sol = get("latency-local-search").func(p, SolveOptions(time_limit=2, seed=seed))
+    assert sol.status == "heuristic"
+    assert sol.objective == evaluate_latency(p, sol.info["split"], sol.info["slot"]).value
+    assert brute_force(p) <= sol.objective <= evaluate_latency(p, greedy_split(p)).value
