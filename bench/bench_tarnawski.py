@@ -1,6 +1,6 @@
 """Benchmark of the Tarnawski et al. objectives on the msr-fiddle workloads (not run by CI).
 
-    python3 bench/bench_tarnawski.py contiguous [--limit 60]      # DP, DPL, CP-SAT contiguous
+    python3 bench/bench_tarnawski.py contiguous [--limit 60] [--skip dpl,dp,cpsat]  # DP, DPL, CP-SAT
     python3 bench/bench_tarnawski.py noncontiguous [--limit 600]  # CP-SAT non-contiguous
     python3 bench/bench_tarnawski.py latency [--limit 600]        # latency methods
 
@@ -48,7 +48,7 @@ def emit(rec: dict) -> None:
     print(json.dumps(rec), flush=True)
 
 
-def contiguous(limit: float, only: str | None) -> None:
+def contiguous(limit: float, only: str | None, skip: tuple[str, ...] = ()) -> None:
     from formulations.maxload.dp import TooManyIdeals, solve_dp
     from formulations.maxload.ip_cpsat import solve_cpsat
 
@@ -57,12 +57,17 @@ def contiguous(limit: float, only: str | None) -> None:
             continue
         p = read_fiddle(ROOT / "throughput-inputs" / f"{f}.json")
         for lin, tag in ((True, "dpl"), (False, "dp")):
+            if tag in skip:
+                continue
             t = time.monotonic()
             try:
-                _, v, info = solve_dp(p, linearize=lin, max_ideals=20000, deadline=time.monotonic() + 300)
-                emit({"w": f, "method": tag, "value": v, "ideals": info["ideals"], "s": time.monotonic() - t, "published": pub_c})
+                _, v, info = solve_dp(p, linearize=lin, max_ideals=60000, deadline=time.monotonic() + 3600)
+                emit({"w": f, "method": tag, "value": v, "ideals": info["ideals"], "units": info["units"],
+                      "pairs": info["pairs"], "s": time.monotonic() - t, "published": pub_c})
             except (TooManyIdeals, TimeoutError) as exc:
                 emit({"w": f, "method": tag, "error": str(exc), "s": time.monotonic() - t})
+        if "cpsat" in skip:
+            continue
         t = time.monotonic()
         s = solve_cpsat(p, SolveOptions(time_limit=limit, workers=2), "maxload-cpsat", True)
         emit({"w": f, "method": "cpsat-contig", "status": s.status, "value": s.objective, "lb": s.lower_bound,
@@ -79,7 +84,7 @@ def noncontiguous(limit: float, only: str | None) -> None:
         t = time.monotonic()
         s = solve_cpsat(p, SolveOptions(time_limit=limit, workers=2), "maxload-cpsat-nc", False)
         emit({"w": f, "method": "cpsat-noncontig", "status": s.status, "value": s.objective, "lb": s.lower_bound,
-              "gap": s.info.get("gap"), "s": time.monotonic() - t, "published": pub_nc})
+              "gap": s.info.get("gap"), "hint": s.info.get("hint"), "s": time.monotonic() - t, "published": pub_nc})
 
 
 def latency(limit: float, only: str | None) -> None:
@@ -102,9 +107,13 @@ def main() -> None:
     ap.add_argument("mode", choices=("contiguous", "noncontiguous", "latency"))
     ap.add_argument("--limit", type=float, default=None)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--skip", default="", help="contiguous: comma-separated subset of dpl,dp,cpsat to skip")
     a = ap.parse_args()
     lim = a.limit or {"contiguous": 60.0, "noncontiguous": 600.0, "latency": 600.0}[a.mode]
-    {"contiguous": contiguous, "noncontiguous": noncontiguous, "latency": latency}[a.mode](lim, a.only)
+    if a.mode == "contiguous":
+        contiguous(lim, a.only, tuple(x for x in a.skip.split(",") if x))
+    else:
+        {"noncontiguous": noncontiguous, "latency": latency}[a.mode](lim, a.only)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ neighbourhood is a copy of its proto with variable domains fixed. Deterministic 
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
@@ -32,9 +33,11 @@ def _key(problem: Problem, data: IPData, atom_dev: np.ndarray) -> tuple[float, f
 
 def lns_improve(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: float, seed: int = 0,
                 scale: float = 1e6, sub_seconds: float = 1.0) -> tuple[np.ndarray, dict]:
-    """Improve ``atom_dev`` (device per atom, CPU cores k..k+l-1) until ``deadline`` or until
-    ``3 (devices - 1)`` neighbourhoods in a row fail (each bottleneck-other pair once, then random
-    triples); returns the best assignment found and counters."""
+    """Improve ``atom_dev`` (device per atom, CPU cores k..k+l-1) until ``deadline`` or until every
+    neighbourhood of the schedule fails in a row (the bottleneck device with each other device,
+    then with each two others, then the three most loaded with the two least loaded, then random
+    sets of four holding the two most loaded; 2 (devices - 1) of those); returns the best
+    assignment found and counters."""
     from .ip_cpsat import build_cpsat
 
     model, v = build_cpsat(problem, data, False, "max-load", scale, None, symmetry=False)
@@ -46,16 +49,23 @@ def lns_improve(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: 
     cur_max, cur_sq, load = _key(problem, data, cur)
     stats = {"steps": 0, "improved": 0, "start": cur_max}
     fails = 0
-    while time.monotonic() < deadline - 0.5 and fails < 3 * (nd - 1):
+    m = nd - 1
+    n_pairs, n_triples = m, m * (m - 1) // 2
+    while time.monotonic() < deadline - 0.5 and fails < n_pairs + n_triples + 2 * m:
         stats["steps"] += 1
         top = int(np.argmax(load))
-        others = [d for d in range(nd) if d != top]
-        size = 2 if fails < len(others) else 3
-        if size == 2:  # pair the bottleneck with each other device, least loaded first
-            order = sorted(others, key=lambda d: load[d])
-            pick = [order[fails % len(order)]]
-        else:
-            pick = rng.choice(others, size=min(size - 1, len(others)), replace=False).tolist()
+        others = sorted((d for d in range(nd) if d != top), key=lambda d: load[d])
+        if fails < n_pairs:  # the bottleneck with each other device, least loaded first
+            pick, dtime = [others[fails]], sub_seconds
+        elif fails < n_pairs + n_triples:  # with each two others, least loaded pairs first
+            pairs = sorted(itertools.combinations(others, 2), key=lambda q: load[q[0]] + load[q[1]])
+            pick, dtime = list(pairs[fails - n_pairs]), 2 * sub_seconds
+        elif fails == n_pairs + n_triples and m >= 4:  # the three most loaded with the two least loaded
+            pick, dtime = others[-2:] + others[:2], 3 * sub_seconds
+        else:  # with the second most loaded and two random others
+            rest = others[:-1]
+            pick = [others[-1]] + rng.choice(rest, size=min(2, len(rest)), replace=False).tolist()
+            dtime = 3 * sub_seconds
         fset = [top] + [int(d) for d in pick]
         m2 = model.clone()
         pr = m2.Proto()
@@ -79,7 +89,7 @@ def lns_improve(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: 
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = int(seed + stats["steps"])
-        solver.parameters.max_deterministic_time = sub_seconds
+        solver.parameters.max_deterministic_time = dtime
         solver.parameters.max_time_in_seconds = max(0.1, deadline - time.monotonic())
         t_solve = time.monotonic()
         st = solver.Solve(m2)
