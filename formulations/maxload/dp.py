@@ -6,7 +6,9 @@ It is filled "push" style: ideals are visited by size, and from each I' the load
 (I a superset) are computed at once with numpy, from per-ideal prefix sums (compute, CPU time,
 memory, unsupported nodes) and, for communication, the number of each tensor's endpoints inside
 the ideal: a tensor crosses the boundary of I \\ I' iff its count difference is strictly between 0
-and its endpoint count.
+and its endpoint count. Only the tensors partial in I' (its frontier) are looked at per pair: the
+others cross I \\ I' iff they are partial in I, a per-ideal sum. Supersets are searched only among
+the ideals whose compute lies within the DPL value of I' (docs/objectives.md, "The DP").
 
 The DP is exact over the splits it searches: *pipelines* of unit-contiguous sets (the device sets,
 in some order, are successive differences of ideals, so every edge goes forward along the

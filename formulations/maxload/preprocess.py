@@ -16,8 +16,8 @@ supported on accelerators, and which sends tensors only to P and reads tensors o
 Applied only when the whole graph fits in one accelerator's memory (then memory never binds). This
 is what the published ideal counts imply (layer GNMT 17,914 ideals, layer BERT-24 30) and it keeps
 the DP exact over unit pipelines: moving such a unit U to P's device in any unit pipeline adds no
-compute, removes every crossing of the tensors between U and P and adds none (U exchanges tensors
-with P only), keeps every device set convex (U is a sink or source of the unit DAG attached to P
+compute and no crossing (U's tensors with P become internal, U stops reading P's tensor elsewhere),
+keeps every device set convex (U is a sink or source of the unit DAG attached to P
 alone, so no path passes through U) and keeps the pipeline order (U's only edges are to P).
 
 With ``linearize`` (DPL, Section 5.1.2) a DFS topological order of the units is added as a path of
