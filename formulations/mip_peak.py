@@ -180,11 +180,13 @@ def add_peak_memory(solver: pywraplp.Solver, problem: Problem, un: Units, x: dic
         cap = float(problem.memory[d])
         if not np.isfinite(cap):
             continue
-        params = [(float(problem.param_bytes[i]) / cap, xv(i, d)) for i in range(n)
+        unit = cap if cap > 0 else 1.0  # bytes are divided by the capacity to keep rows well scaled
+        rhs = cap / unit
+        params = [(float(problem.param_bytes[i]) / unit, xv(i, d)) for i in range(n)
                   if mask[i, d] and problem.param_bytes[i] > 0]
         pterm = sum(w * var for w, var in params) if params else 0.0
         if params:
-            solver.Add(pterm <= 1.0)
+            solver.Add(pterm <= rhs)
         mine = [b for b in bufs if b[2] == d]
         checks = sorted({pid[v, kind] for v, kind, _, _ in mine})
         for e in checks:
@@ -208,9 +210,9 @@ def add_peak_memory(solver: pywraplp.Solver, problem: Problem, un: Units, x: dic
                 for _, _, expr, m in rows:
                     solver.Add(lv >= expr - m)
                 pm.live.append((lv, v, d, e, [(kind, c) for kind, c, _, _ in rows]))
-                level.append(float(out[v]) / cap * lv)
+                level.append(float(out[v]) / unit * lv)
             if level:
-                solver.Add(pterm + sum(level) <= 1.0)
+                solver.Add(pterm + sum(level) <= rhs)
 
     _transitivity(solver, before, len(points))
     return pm

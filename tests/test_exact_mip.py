@@ -189,3 +189,12 @@ def test_peak_hint_is_used_and_never_lost() -> None:
         assert sol.placement is not None
         assert sol.objective <= best.objective + 1e-9
         assert_honest(p, sol, "peak")
+
+
+def test_zero_capacity_device_is_left_empty() -> None:
+    """A device of 0 bytes can only hold nodes that hold nothing: here none, so all go to the other."""
+    p = chain(10.0).with_devices(memory=[10.0, 0.0])
+    sol = mip(p, opts(memory_model="peak"))
+    assert sol.status == "optimal" and sol.objective == pytest.approx(3.0)
+    assert set(sol.placement.tolist()) == {0}
+    assert_honest(p, sol, "peak")
