@@ -270,6 +270,9 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
              pywraplp.Solver.UNBOUNDED: "UNBOUNDED", pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}
     info["mip_status"] = names.get(status, str(status))
     if status == pywraplp.Solver.INFEASIBLE:
+        if hint_found is not None:
+            raise RuntimeError(f"mip ({backend}): the solver claims infeasibility but the hint is a schedule "
+                               f"that passes check in the {mm} memory model")
         return Solution("mip", "infeasible", seconds=time.monotonic() - t0, info=info,
                         reason=f"mip: proved that no placement and schedule fit the {mm} memory capacities")
     found = None
