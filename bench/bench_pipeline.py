@@ -108,7 +108,7 @@ def bench_run(args: argparse.Namespace) -> None:
         mk = rep.get("makespan")
         pd = pardnn.get(name, {}).get("makespan")
         wm = warm.get("makespan")
-        vs = lambda ref: f"{100 * (ref - mk) / ref:.1f}%" if ref and mk is not None else "-"  # noqa: E731
+        vs = lambda ref: f"{100 * (ref - mk) / ref:.2f}%" if ref and mk is not None else "-"  # noqa: E731
         gap = f"{100 * rep['gap']:.1f}%" if rep.get("gap") is not None else "-"
         over = wall / args.time_limit - 1
         flag = "" if over <= 0.05 else " **over**"
