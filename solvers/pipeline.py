@@ -28,8 +28,7 @@ from . import registry
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
 # bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
 WARM_SHARE = 0.15
-REFINE_SHARE = 0.15  # when the exact phase solves the original graph (it found 0.2-19% at 1K nodes)
-REFINE_SHARE_COARSE = 0.5  # when it solves a coarse graph: refinement did the work at 100K nodes
+REFINE_SHARE = 0.15  # also on coarse graphs: 0.5 lost 25% on a 100K LSTM and won nowhere (results_pipeline.md)
 # The warm start may take up to this share so that PARDNN (which the portfolio runs after the
 # linear-time baselines) fits: on 100K-node graphs it needs ~25 s, more than 15% of 120 s; at
 # 200K nodes and 120 s, 50% was not enough and PARDNN alone beat the pipeline by up to 2.8x.
@@ -132,7 +131,7 @@ def pipeline(
     usable = None if end is None else max(0.0, end - now)
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
-    refine_share = float(opts.extra.get("refine_share", REFINE_SHARE_COARSE if coarse else REFINE_SHARE))
+    refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
     table = registry.methods()
     inc = Incumbent(problem, opts.memory_model, verify)
     bound = lower_bound
