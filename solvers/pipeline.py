@@ -173,7 +173,7 @@ def pipeline(
             if inc.offer(table[name].func(problem, sub(None))) is not None:
                 break
     ph.seconds, ph.makespan, ph.status = time.monotonic() - t, inc.makespan, "heuristic"
-    ph.note = inc.best[0].method if inc.best else "no feasible warm start"
+    ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
     phases.append(ph)
     progress("warm-start")
 
@@ -226,6 +226,12 @@ def pipeline(
     if inc.best is not None and inc.makespan <= bound * (1 + 1e-9):
         proved = True
     return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
+
+
+def _method_name(sol: Solution) -> str:
+    """The method behind an answer: the portfolio's winning member too (e.g. "portfolio:etf")."""
+    member = sol.info.get("best") if sol.info else None
+    return f"{sol.method}:{member}" if member else sol.method
 
 
 def warm_seconds(problem: Problem, usable: float, share: float, memory_model: str) -> float:
