@@ -12,7 +12,10 @@ subgraph S, write I(j, i) = {u : v_j ~> u ~> v_i} (~> = reachable, inclusive):
 - every tensor produced in I and read by a descendant-or-self of v_{i+1} is written by S (that
   reader is not in S, for the same reason);
 - runs are distinct subgraphs (a subgraph holding two runs would not be contiguous), so a path has
-  at most k*q accelerator runs.
+  at most k*q accelerator runs;
+- colocated nodes share an accelerator, so S's accelerator also holds the colocation partners of
+  I's nodes (memory); with q = 1 they are in S itself (compute), and a run cannot hold some but
+  not all of a group's path nodes (the others would be a second run in S).
 Hence, with L(v) the time v's output is available, L(v_i) >= L(v_{j-1}) + in(j, i) + time(I(j, i))
 + out(j, i) for an accelerator run, and L(v_i) >= L(v_{i-1}) + cpu_latency(v_i) for a CPU node;
 the least such chain over all ways to cut P (a DP over (end of run, runs used)) bounds the
@@ -149,7 +152,28 @@ def run_costs(problem: Problem, path: list[int], interval: bool = True, q: int |
             comm[:i + 1, i] += cost[i]
     upper = np.triu(np.ones((r, r), dtype=bool))
     feasible = upper & (mem <= cap * (1 + 1e-12) + 1e-9) & (bad < 0.5)
+    if interval and q == 1:
+        feasible &= ~_splits_colocated(problem, path)
     return np.where(feasible, comm + comp, np.inf), feasible
+
+
+def _splits_colocated(problem: Problem, path: list[int]) -> np.ndarray:
+    """[j, i]: the run v_j..v_i holds some but not all path nodes of a colocation group. With one
+    subgraph per accelerator such a run is impossible: the group's other path nodes would share
+    its subgraph, which would then hold two runs."""
+    r = len(path)
+    col = problem.colocate[np.asarray(path)]
+    bad = np.zeros((r, r), dtype=bool)
+    jj, ii = np.meshgrid(np.arange(r), np.arange(r), indexing="ij")
+    for g in np.unique(col[col >= 0]).tolist():
+        idx = np.flatnonzero(col == g)
+        if idx.size < 2:
+            continue
+        lo, hi = int(idx[0]), int(idx[-1])
+        whole = (jj <= lo) & (ii >= hi)
+        for t in idx.tolist():
+            bad |= (jj <= t) & (ii >= t) & ~whole
+    return bad
 
 
 def path_min_latency(problem: Problem, path: list[int], interval: bool = True, q: int | None = 1) -> float:

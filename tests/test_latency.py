@@ -243,3 +243,23 @@ def test_latency_local_search_method_is_honest(seed):
     assert sol.status == "heuristic"
     assert sol.objective == evaluate_latency(p, sol.info["split"], sol.info["slot"]).value
     assert brute_force(p) <= sol.objective <= evaluate_latency(p, greedy_split(p)).value
+
+
+def test_bound_never_cuts_between_colocated_path_nodes_when_q_is_1():
+    # a -> b -> c -> d, 5 bytes each, memory 10: two nodes per accelerator. The cheapest cut is
+    # b | c (tensor 1), but b and c are colocated, so with q = 1 the split is {a} {b,c} {d}, paying
+    # a's and c's tensors (10) twice each: 1 + 10 + 10 + 2 + 10 + 10 + 1 = 44
+    nodes = [{"id": x, "time": 1, "out_bytes": 0, "param_bytes": 5} for x in "abcd"]
+    nodes[1]["colocate"] = "g"
+    nodes[2]["colocate"] = "g"
+    edges = [{"src": "a", "dst": "b", "comm": 10}, {"src": "b", "dst": "c", "comm": 1},
+             {"src": "c", "dst": "d", "comm": 10}]
+    p = make_problem(nodes, edges, devices=3, memory=10.0, node_attrs={"cpu_latency": [100.0] * 4})
+    from formulations.latency_bounds import path_min_latency
+
+    assert path_min_latency(p, [0, 1, 2, 3], interval=False, q=1) == 6.0  # {a,b} | {c,d}
+    assert path_min_latency(p, [0, 1, 2, 3], interval=True, q=1) == 44.0
+    assert brute_force_q(p, 1) == 44.0
+    # with two subgraphs per accelerator the rule is not used (b and c may sit in two subgraphs of
+    # one accelerator), and the bound stays valid
+    assert path_min_latency(p, [0, 1, 2, 3], interval=True, q=2) <= brute_force_q(p, 2)
