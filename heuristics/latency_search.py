@@ -172,7 +172,7 @@ def latency_local_search(problem: Problem, split: np.ndarray, slot: np.ndarray |
         kicks += 1
         dev, sl = best_dev.copy(), best_sl.copy()
         for _ in range(int(rng.integers(kick_size[0], kick_size[1] + 1))):
-            moves = _moves(fl, dev, sl, rng)
+            moves = _moves(fl, dev, sl)
             rng.shuffle(moves)
             for group, d, s in moves[:20]:
                 od, os_ = dev[group].copy(), sl[group].copy()
@@ -200,7 +200,7 @@ def _cone(fl: FastLatency, unit: np.ndarray, a: int, up: bool, limit: int = 8) -
     return sorted(seen)
 
 
-def _moves(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, rng: np.random.Generator) -> list[tuple[list[int], int, int]]:
+def _moves(fl: FastLatency, dev: np.ndarray, sl: np.ndarray) -> list[tuple[list[int], int, int]]:
     """(atoms, device, slot) moves: one boundary atom to a neighbour's subgraph, a CPU or an unused
     accelerator; and a boundary atom with its small in-unit ancestor (or descendant) cone to a CPU
     or to the neighbour's subgraph (a chain such as an attention-mask computation can only leave
@@ -250,7 +250,7 @@ def _descend(fl: FastLatency, dev: np.ndarray, sl: np.ndarray, cur: tuple[float,
     improved = True
     while improved and time.monotonic() < deadline:
         improved = False
-        moves = _moves(fl, dev, sl, rng)
+        moves = _moves(fl, dev, sl)
         by_atom: dict[int, list[tuple[list[int], int, int]]] = {}
         for mv in moves:
             by_atom.setdefault(mv[0][0] if len(mv[0]) == 1 else -1 - len(by_atom), []).append(mv)
