@@ -8,7 +8,8 @@ only on whether its producer and some consumer are on d, which does not change),
 minimises the largest load within F, and the move is kept when the split's (max-load, sum of
 squared loads) decreases as the evaluator computes it. The model is built once; each
 neighbourhood is a copy of its proto with variable domains fixed. Deterministic given the seed
-(single-worker sub-solves with a deterministic time limit).
+(single-worker sub-solves with a deterministic time limit) unless the wall-clock deadline cuts
+the search short.
 """
 from __future__ import annotations
 
