@@ -9,6 +9,10 @@
 
 Every candidate is judged by the one evaluator on the original graph; the answer is the best of
 them, so the pipeline never returns worse than its warm start.
+
+Time: the limit counts from ``opts.started`` (the CLI's start, so loading counts) and keeps a
+finish reserve for the report; the warm start gets WARM_SHARE of the rest, stretched so PARDNN
+fits, refine REFINE_SHARE at the end, the exact phase what lies between (docs/coarsening.md).
 """
 from __future__ import annotations
 
