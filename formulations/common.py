@@ -125,10 +125,11 @@ def device_order(problem: Problem, placement: np.ndarray, start: Sequence[float]
 
 
 def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int]],
-           time: np.ndarray | None = None, comm: np.ndarray | None = None) -> np.ndarray | None:
+           time: np.ndarray | None = None, comm: np.ndarray | None = None,
+           release: np.ndarray | None = None) -> np.ndarray | None:
     """Earliest start times when each device runs its positive-time nodes in ``order`` (zero-time
-    nodes start as soon as their inputs arrive). ``time``/``comm`` override the problem's data.
-    None if the order contradicts the graph."""
+    nodes start as soon as their inputs arrive), none before its ``release`` (default 0).
+    ``time``/``comm`` override the problem's data. None if the order contradicts the graph."""
     n = problem.n
     dur = (problem.time if time is None else time).tolist()
     cm = problem.comm if comm is None else comm
@@ -142,7 +143,7 @@ def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int
         for a, c in zip(seq, seq[1:]):
             succ[a].append((c, 0))
             indeg[c] += 1
-    start = [0] * n
+    start = [0] * n if release is None else [float(r) for r in release]
     stack = [v for v in range(n) if indeg[v] == 0]
     done = 0
     while stack:

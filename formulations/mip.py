@@ -24,7 +24,7 @@ from solvers.registry import register
 from .bruteforce import _reach
 from .mip_peak import PeakModel, add_peak_memory
 from .common import (best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, units, with_reserve)
+                     hint_schedule, infeasible_reason, retime, units, with_reserve)
 
 
 def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -44,38 +44,7 @@ def snap_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, ho
     together), so a start 1e-12 before its tie partner would fail the evaluator's check."""
     decimals = max(0, 9 - int(np.ceil(np.log10(max(horizon, 1.0)))))
     st = np.round(start, decimals)
-    return retime_from(problem, placement, device_order(problem, placement, st), st)
-
-
-def retime_from(problem: Problem, placement: np.ndarray, order: list[list[int]], release: np.ndarray) -> np.ndarray | None:
-    """Earliest start times not before ``release`` when each device runs its positive-time nodes
-    in ``order``; None if the order contradicts the graph."""
-    n = problem.n
-    dur = problem.time.tolist()
-    delay = np.where(placement[problem.src] != placement[problem.dst], problem.comm, 0.0).tolist()
-    succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist())):
-        succ[u].append((v, delay[e]))
-        indeg[v] += 1
-    for seq in order:
-        for a, c in zip(seq, seq[1:]):
-            succ[a].append((c, 0.0))
-            indeg[c] += 1
-    start = [float(r) for r in release]
-    stack = [v for v in range(n) if indeg[v] == 0]
-    done = 0
-    while stack:
-        v = stack.pop()
-        done += 1
-        f = start[v] + dur[v]
-        for w, dl in succ[v]:
-            if f + dl > start[w]:
-                start[w] = f + dl
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return np.asarray(start) if done == n else None
+    return retime(problem, placement, device_order(problem, placement, st), release=st)
 
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
