@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from formulations.maxload.common import ip_data
-from placement.objectives import cpu_time, node_bytes, supported, tensors
+from placement.objectives import cpu_time, node_bytes, supported, tensors, unit_finish_times
 from placement.problem import Problem
 
 
@@ -104,34 +104,11 @@ class FastLatency:
                         if prev >= 0:
                             preds[j].append(prev)
                         prev = j
-        finish = _longest(nu, preds, dur)
+        finish = unit_finish_times(nu, preds, dur)
         if finish is None:
             return np.inf, np.inf
         fin = finish[used]
         return float(fin.max()), float(fin.sum())
-
-
-def _longest(nu: int, preds: list[list[int]], dur: np.ndarray) -> np.ndarray | None:
-    indeg = np.array([len(p) for p in preds])
-    succ: list[list[int]] = [[] for _ in range(nu)]
-    for v, ps in enumerate(preds):
-        for u in ps:
-            succ[u].append(v)
-    finish = np.zeros(nu)
-    start = np.zeros(nu)
-    stack = [v for v in range(nu) if indeg[v] == 0]
-    seen = 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        finish[u] = start[u] + dur[u]
-        for v in succ[u]:
-            if finish[u] > start[v]:
-                start[v] = finish[u]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    return finish if seen == nu else None
 
 
 def atoms_from_split(fl: FastLatency, split: np.ndarray, slot: np.ndarray | None, atoms: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -31,7 +31,7 @@ available.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -382,7 +382,7 @@ def evaluate_latency(problem: Problem, split: Any, slot: Any = None) -> LatencyE
     cout = np.array([tens.cost[list(s)].sum() if s else 0.0 for s in outs]) if n_sub else np.zeros(0)
     n_units = n_sub + cpu_nodes.size
     dur = np.concatenate([cin + compute + cout, cpu_time(problem)[cpu_nodes]])
-    finish = _longest_path(n_units, deps, dur)
+    finish = unit_finish_times(n_units, deps, dur)
     subgraphs = []
     for j, (d, s) in enumerate(sub_keys):
         fin = float(finish[j]) if finish is not None else float("inf")
@@ -398,7 +398,7 @@ def evaluate_latency(problem: Problem, split: Any, slot: Any = None) -> LatencyE
     return LatencyEval(value, ready, subgraphs, violations)
 
 
-def _longest_path(n_units: int, deps: list[set[int]], dur: np.ndarray) -> np.ndarray | None:
+def unit_finish_times(n_units: int, deps: Sequence[Iterable[int]], dur: np.ndarray) -> np.ndarray | None:
     """Finish time of each unit (start = max finish of the units it waits for); None on a cycle."""
     indeg = [len(d) for d in deps]
     succs: list[list[int]] = [[] for _ in range(n_units)]
