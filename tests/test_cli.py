@@ -106,7 +106,13 @@ def test_signal_stops_with_the_best_answer(sig, tmp_path):
     write_problem(prob, graph)
     proc = subprocess.Popen([sys.executable, "-m", "solvers.cli", str(graph), "--time-limit", "300", "--report", str(report)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)  # past the warm start, inside the exact phase
+    # Signal once the warm start has reported (an answer exists), whatever the machine's load.
+    first = ""
+    deadline = time.monotonic() + 240
+    while "warm-start:" not in first and time.monotonic() < deadline and proc.poll() is None:
+        first = proc.stderr.readline()
+    assert "warm-start:" in first, "the warm start never reported progress"
+    time.sleep(1)  # inside the exact phase
     assert proc.poll() is None, "solve ended before it was signalled"
     proc.send_signal(getattr(signal, sig))
     out, err = proc.communicate(timeout=120)
