@@ -100,7 +100,10 @@ def _atomic_write(path: str | Path, text: str) -> None:
 
 
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
-    _atomic_write(path, json.dumps(report, indent=1) + "\n")
+    """One top-level field per line, each value compact: readable with ``head``, and written by
+    json's C encoder (``indent`` falls back to the pure-Python one, 2x slower on 200K-node reports)."""
+    fields = ",\n".join(f" {json.dumps(key)}: {json.dumps(value)}" for key, value in report.items())
+    _atomic_write(path, "{\n" + fields + "\n}\n")
 
 
 def placement_lines(problem: Problem, placement: np.ndarray) -> str:

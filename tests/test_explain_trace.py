@@ -40,3 +40,15 @@ def test_chrome_trace_has_one_event_per_node(tmp_path):
         assert by_id[str(nid)]["ts"] == pytest.approx(ev.start[i] * 1000)
         assert by_id[str(nid)]["tid"] == ev.placement[i]
     assert doc == chrome_trace(prob, ev)
+
+
+def test_written_report_round_trips_one_field_per_line(tmp_path):
+    from placement.report import write_report
+
+    rep = {"status": "feasible", "objective": 1.5, "gap": None, "placement": {"a": 0, "b": 3},
+           "start": {"a": 0.0, "b": 2.25}, "explain": {"devices": [{"load": 1.0}], "path": ["a", "b"]}, "empty": {}}
+    path = tmp_path / "r.json"
+    write_report(path, rep)
+    text = path.read_text()
+    assert json.loads(text) == rep
+    assert text.count("\n") == len(rep) + 2  # "{", one line per field, "}"
