@@ -24,7 +24,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
-from .common import device_classes, finish_solution, infeasible_reason, units, with_reserve
+from .common import device_classes, finish_solution, infeasible_reason, longest_starts, units, with_reserve
 
 MAX_NODES = 10
 
@@ -95,33 +95,14 @@ def _extensions(nodes: list[int], anc: list[int]) -> Iterator[tuple[int, ...]]:
 
 def _schedule(n: int, dur: list[float], succ: list[list[tuple[int, float]]], indeg0: list[int],
               chains: tuple[tuple[int, ...], ...]) -> list[float] | None:
-    nxt = [-1] * n
+    """Earliest starts when each device runs its chain in order (None if the chains contradict the graph)."""
+    succ = [list(s) for s in succ]
     indeg = indeg0[:]
     for seq in chains:
         for a, c in zip(seq, seq[1:]):
-            nxt[a] = c
+            succ[a].append((c, 0.0))
             indeg[c] += 1
-    start = [0.0] * n
-    stack = [v for v in range(n) if indeg[v] == 0]
-    done = 0
-    while stack:
-        v = stack.pop()
-        done += 1
-        f = start[v] + dur[v]
-        for w, dl in succ[v]:
-            if f + dl > start[w]:
-                start[w] = f + dl
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-        w = nxt[v]
-        if w >= 0:
-            if f > start[w]:
-                start[w] = f
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return start if done == n else None
+    return longest_starts(dur, succ, indeg, [0.0] * n)
 
 
 def enumerate_best(problem: Problem, memory_model: str = "static", deadline: float | None = None,

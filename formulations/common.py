@@ -143,8 +143,15 @@ def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int
         for a, c in zip(seq, seq[1:]):
             succ[a].append((c, 0))
             indeg[c] += 1
-    start = [0] * n if release is None else [float(r) for r in release]
-    stack = [v for v in range(n) if indeg[v] == 0]
+    start = longest_starts(dur, succ, indeg, [0.0] * n if release is None else [float(r) for r in release])
+    return None if start is None else np.asarray(start)
+
+
+def longest_starts(dur: Sequence[float], succ: list[list[tuple[int, float]]], indeg: list[int],
+                   start: list[float]) -> list[float] | None:
+    """Earliest starts on a DAG given as successor lists with edge delays (Kahn's order); ``start``
+    holds release times and is updated in place, ``indeg`` is consumed. None if there is a cycle."""
+    stack = [v for v in range(len(dur)) if indeg[v] == 0]
     done = 0
     while stack:
         v = stack.pop()
@@ -156,9 +163,7 @@ def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int
             indeg[w] -= 1
             if indeg[w] == 0:
                 stack.append(w)
-    if done != n:
-        return None
-    return np.asarray(start)
+    return start if done == len(dur) else None
 
 
 def lower_bound(problem: Problem, memory_model: str, path_bound: bool = True) -> float:
