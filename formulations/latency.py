@@ -40,12 +40,14 @@ from formulations.maxload.dp import solve_dp
 from heuristics.latency_search import latency_local_search
 from heuristics.tarnawski import greedy_split, latency_solution
 from .latency_bounds import latency_lower_bound
+from .latency_closure import ClosureResult, closure_split, latency_closure_bound
 from placement.objectives import as_split, cpu_time, evaluate_latency, supported
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
 DEFAULT_SCALE = 1e5
+GAP_TOL = 1e-5  # relative gap reported as optimal (the precision of the scaled integer models)
 
 
 def latency_hints(problem: Problem, opts: SolveOptions) -> list[tuple[str, np.ndarray, np.ndarray | None, float]]:
@@ -86,6 +88,18 @@ def improve_hints(problem: Problem, hints: list, q: int, seed: int, seconds: flo
     return out
 
 
+def closure_hint(problem: Problem, hints: list, q: int, seconds: float) -> tuple[ClosureResult, list]:
+    """The closure bound (formulations/latency_closure.py, at most ``seconds``) and the hints with
+    the split built from its cut sets added when the evaluator accepts it."""
+    res = latency_closure_bound(problem, q=q, deadline=time.monotonic() + seconds)
+    split = closure_split(problem, res)
+    out = list(hints)
+    if split is not None:
+        out.append(("closure", split, None, evaluate_latency(problem, split).value))
+        out.sort(key=lambda c: c[3])
+    return res, out
+
+
 def _canonical(problem: Problem, split: np.ndarray, slot: np.ndarray | None, k: int, q: int) -> np.ndarray:
     """Slot index per node (accelerator i, subgraph s -> i*q + s; CPU -> k*q), accelerators
     renumbered by first node in topological order (the symmetry breaking of the model when q = 1)."""
@@ -112,9 +126,17 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     ls_seconds = float(opts.extra.get("ls_seconds", min(0.2 * budget, 120.0)))
     polish = float(opts.extra.get("polish_seconds", min(0.05 * budget, 30.0)))
     kicks = int(opts.extra.get("ls_kicks", 400))
+    closure, hints = closure_hint(problem, hints, q, float(opts.extra.get("bound_seconds", min(0.1 * budget, 60.0))))
     if hints and ls_seconds > 0:
         hints = improve_hints(problem, hints, q, opts.seed, ls_seconds, kicks)
-    path_lb = latency_lower_bound(problem, q=q)[0]
+    path_lb = max(latency_lower_bound(problem, q=q)[0], closure.bound)
+    if hints and hints[0][3] - path_lb <= GAP_TOL * hints[0][3]:
+        # the bound already meets the best split: CP-SAT could not prove more
+        info = {"hint": hints[0][0], "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": "not run",
+                "path_bound": path_lb, "closure_bound": closure.bound, "closure_cuts": closure.cuts,
+                "gap": max(0.0, (hints[0][3] - path_lb) / hints[0][3]) if hints[0][3] > 0 else 0.0}
+        return latency_solution(problem, name, hints[0][1], hints[0][2], "optimal", t0, info,
+                                lower_bound=min(path_lb, hints[0][3]))
     data = ip_data(problem, 0, keep_free=True)
     k = problem.k
     ns = k * q
@@ -198,7 +220,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
         solver.parameters.max_time_in_seconds = max(1.0, left - polish)
     status = run_cp(solver, m, opts)
     info = {"hint": hint_name, "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": solver.StatusName(status),
-            "scale": scale}
+            "scale": scale, "closure_bound": closure.bound, "closure_cuts": closure.cuts}
     best = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         slot_of = np.array([next(j for j in range(ns + 1) if solver.Value(x[atom_of[v]][j])) for v in range(n)])
@@ -218,7 +240,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     info["path_bound"] = path_lb
     lb = min(max(lb, path_lb), best[2])
     info["gap"] = None if lb is None or best[2] <= 0 else (best[2] - lb) / best[2]
-    st = "optimal" if info["gap"] is not None and info["gap"] <= 1e-5 else "feasible"
+    st = "optimal" if info["gap"] is not None and info["gap"] <= GAP_TOL else "feasible"
     return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
 
 
@@ -238,7 +260,9 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
     if solver is None:
         return Solution(name, "unknown", reason=f"{name}: OR-Tools has no {backend} backend")
     hints = latency_hints(problem, opts)
-    path_lb = latency_lower_bound(problem, q=q)[0]
+    rem = opts.remaining()
+    closure, hints = closure_hint(problem, hints, q, min(0.1 * (60.0 if rem is None else rem), 60.0))
+    path_lb = max(latency_lower_bound(problem, q=q)[0], closure.bound)
     data = ip_data(problem, 0, keep_free=True)
     k, n = problem.k, problem.n
     ns = k * q
