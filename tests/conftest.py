@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from placement.evaluator import check
 from placement.problem import Problem, make_problem
+from placement.solution import Solution
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -33,3 +35,15 @@ def workloads() -> Path:
     if not WORKLOADS.is_dir():
         pytest.fail(f"../shared/workloads/msr-fiddle not found at {WORKLOADS}: the tests need ../shared beside the project")
     return WORKLOADS
+
+
+def assert_honest(problem: Problem, sol: Solution, memory_model: str = "static") -> None:
+    """A returned schedule passes the evaluator's check in the memory model, its objective is the
+    evaluator's makespan, its bound is below it, and 'optimal' means objective == bound."""
+    if sol.placement is None:
+        return
+    ev = check(problem, sol.placement, sol.start, memory_model)
+    assert sol.objective == pytest.approx(ev.makespan, rel=1e-12, abs=1e-12)
+    assert sol.lower_bound is not None and sol.lower_bound <= sol.objective * (1 + 1e-9)
+    if sol.status == "optimal":
+        assert sol.objective == pytest.approx(sol.lower_bound, rel=1e-6)

@@ -16,6 +16,7 @@ from heuristics.baselines import topo_fill
 from placement.evaluator import check, evaluate
 from placement.problem import Problem, make_problem
 from placement.solution import Solution, SolveOptions
+from tests.conftest import assert_honest
 from solvers.registry import methods
 
 
@@ -53,18 +54,6 @@ def opts(**kw) -> SolveOptions:
     kw.setdefault("time_limit", 30)
     kw.setdefault("workers", 1)
     return SolveOptions(**kw)
-
-
-def assert_honest(problem: Problem, sol: Solution, memory_model: str = "static") -> None:
-    """A returned schedule passes check, its objective is the evaluator's, its bound is below it,
-    and 'optimal' means objective == bound."""
-    if sol.placement is None:
-        return
-    ev = check(problem, sol.placement, sol.start, memory_model)
-    assert sol.objective == pytest.approx(ev.makespan, rel=1e-12, abs=1e-12)
-    assert sol.lower_bound is not None and sol.lower_bound <= sol.objective * (1 + 1e-9)
-    if sol.status == "optimal":
-        assert sol.objective == pytest.approx(sol.lower_bound, rel=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(30))

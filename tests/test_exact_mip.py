@@ -14,6 +14,7 @@ from formulations.mip import mip
 from placement.evaluator import check
 from placement.problem import Problem, make_problem
 from placement.solution import Solution, SolveOptions
+from tests.conftest import assert_honest
 
 SQUEEZES = (0.95, 0.9, 0.85, 0.8, 0.7, 0.6)
 
@@ -65,17 +66,6 @@ def binding_instance(seed: int, frac: bool = False) -> tuple[Problem, float, boo
     if chosen is None:
         chosen = free.with_devices(memory=float(max(int(peak * SQUEEZES[0]), 1)))
     return chosen, sol.objective, False
-
-
-def assert_honest(problem: Problem, sol: Solution, memory_model: str) -> None:
-    """The returned schedule passes the evaluator's check in the model; objective and bound agree."""
-    if sol.placement is None:
-        return
-    ev = check(problem, sol.placement, sol.start, memory_model)
-    assert sol.objective == pytest.approx(ev.makespan, rel=1e-12, abs=1e-12)
-    assert sol.lower_bound is not None and sol.lower_bound <= sol.objective * (1 + 1e-9)
-    if sol.status == "optimal":
-        assert sol.objective == pytest.approx(sol.lower_bound, rel=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(14))
