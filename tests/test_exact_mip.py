@@ -13,7 +13,7 @@ from formulations.cpsat import cpsat
 from formulations.mip import mip
 from placement.evaluator import check
 from placement.problem import Problem, make_problem
-from placement.solution import Solution, SolveOptions
+from placement.solution import SolveOptions
 from tests.conftest import assert_honest
 
 SQUEEZES = (0.95, 0.9, 0.85, 0.8, 0.7, 0.6)
