@@ -47,6 +47,7 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 COARSE_TARGET = 250  # coarse graph size for the exact phase on bigger graphs (bench/results_coarsen.md)
 REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine on coarse levels first
 BASELINES = ("topo-fill", "greedy-fill", "single")
+RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
 
@@ -180,6 +181,7 @@ def pipeline(
     ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
     phases.append(ph)
     progress("warm-start")
+    _reschedule_phase(problem, opts, inc, phases, until(end))
 
     # 2. Exact phase.
     proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
@@ -189,7 +191,10 @@ def pipeline(
         t = time.monotonic()
         if not coarse:
             ph = Phase("exact")
-            sol = table["cpsat"].func(problem, sub(exact_budget, hint=inc.hint()))
+            # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
+            # search when the hint's gap is large; the option in opts.extra wins.
+            extra = {"schedule": "auto", **opts.extra}
+            sol = table["cpsat"].func(problem, sub(exact_budget, hint=inc.hint(), extra=extra))
             used_exact = True
             if sol.status == "infeasible":
                 phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
@@ -205,6 +210,8 @@ def pipeline(
         ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
         phases.append(ph)
         progress(ph.name)
+        if not proved:
+            _reschedule_phase(problem, opts, inc, phases, until(end))
 
     # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
     refine_mod = _optional("solvers.refine")
@@ -215,9 +222,14 @@ def pipeline(
             deadline = t + (budget if budget is not None else 60.0)
             best_ev = inc.best[1]
             multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
-            if problem.n > multilevel_nodes:
+            if problem.n > multilevel_nodes and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
                 placement, ev = refine_mod.refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
                                                              memory_model=opts.memory_model)
+            elif problem.n > multilevel_nodes:
+                # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
+                # ordered schedule; one evaluation per move, not two, on graphs this big).
+                placement, ev = refine_mod.refine(problem, best_ev.placement, sub(budget), deadline=deadline,
+                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order=True)
             else:
                 # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
                 placement, ev = refine_mod.refine(problem, best_ev.placement, sub(budget), deadline=deadline,
@@ -230,6 +242,31 @@ def pipeline(
     if inc.best is not None and inc.makespan <= bound * (1 + 1e-9):
         proved = True
     return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
+
+
+def _ordered_beats_fifo(problem: Problem, ev: Evaluation, memory_model: str) -> bool:
+    """Is the schedule ``ev`` (the incumbent's) faster than FIFO on the same placement?"""
+    fifo = evaluate(problem, ev.placement, memory_model=memory_model)
+    return ev.makespan < fifo.makespan * (1 - 1e-9) or not fifo.feasible(problem)
+
+
+def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phases: list[Phase],
+                      left: float | None) -> None:
+    """Offer the incumbent's placement re-scheduled by priority lists (solvers/reschedule.py), when
+    the time left pays for it several times over."""
+    mod = _optional("solvers.reschedule")
+    if mod is None or inc.best is None or opts.stop.is_set():
+        return
+    if left is not None and left < 3 * RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m) + inc.check_seconds:
+        return
+    t = time.monotonic()
+    before = inc.makespan
+    best = inc.best[1]
+    for name, order, ev in mod.reschedule(problem, best.placement, opts.memory_model, stop=opts.stop.is_set):
+        inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=ev.placement, order=order, objective=ev.makespan))
+    won = inc.best[0].method if inc.best[1] is not best else "incumbent kept"
+    phases.append(Phase("reschedule", time.monotonic() - t, inc.makespan, status="heuristic",
+                        note=f"{before:.6g} -> {inc.makespan:.6g} ({won})"))
 
 
 def _method_name(sol: Solution) -> str:

@@ -34,13 +34,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import SolveOptions
+
+from .reschedule import bottom_levels, priority_order
 
 
 AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
@@ -126,6 +128,96 @@ def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     return chain
 
 
+def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, float], float]:
+    """``busy(d, a, b)``: how long device d computes during [a, b) in the schedule ``ev``."""
+    pl = ev.placement
+    seq = np.lexsort((ev.start, pl))
+    bounds = np.searchsorted(pl[seq], np.arange(problem.k + 1))
+    per = []
+    for d in range(problem.k):
+        nodes = seq[bounds[d]:bounds[d + 1]]
+        s, f = ev.start[nodes], ev.finish[nodes]
+        per.append((s, f, np.r_[0.0, np.cumsum(f - s)]))
+
+    def before(d: int, t: float) -> float:
+        s, f, cum = per[d]
+        i = int(np.searchsorted(s, t, side="right"))
+        return 0.0 if i == 0 else float(cum[i - 1] + max(0.0, min(t, f[i - 1]) - s[i - 1]))
+
+    return lambda d, a, b: before(d, b) - before(d, a)
+
+
+def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[int]]:
+    """The nodes of ``run`` grouped by the connected components of the graph edges among them
+    (in order of their first node in ``run``)."""
+    where = {v: i for i, v in enumerate(run)}
+    parent = list(range(len(run)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, v in enumerate(run):
+        for w in nbr[ptr[v]:ptr[v + 1]].tolist():
+            j = where.get(w)
+            if j is not None:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i, v in enumerate(run):
+        groups.setdefault(root(i), []).append(v)
+    return list(groups.values())
+
+
+def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
+                mask: np.ndarray, memory_model: str = "static") -> dict[int, int]:
+    """One batch move along the critical chain: {unit: new device}.
+
+    The chain (``critical_chain(problem, ev)``, last first) is cut into runs on one device; the
+    nodes of a run are split into the connected components of the graph edges among them: pieces
+    that wait for each other only because they share the device (e.g. the attention heads of one
+    layer that PARDNN put on one device). The pieces of each run are spread,
+    longest first, over the devices least busy during the run's time window (the run's own device
+    counted without them): a piece goes where the window holds the least compute so far. Under
+    the static model a device's static memory is kept within capacity."""
+    pl = ev.placement
+    ch = chain[::-1]
+    ptr, nbr, _ = problem.succ_ptr
+    busy = _window_busy(problem, ev)
+    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
+    cap = problem.memory * (1 + 1e-12) + 1e-9
+    moves: dict[int, int] = {}
+    i = 0
+    while i < len(ch):
+        j = i
+        while j + 1 < len(ch) and pl[ch[j + 1]] == pl[ch[i]]:
+            j += 1
+        run, i = ch[i:j + 1], j + 1
+        pieces = _components(run, ptr, nbr)
+        if len(pieces) < 2:
+            continue
+        a = int(pl[run[0]])
+        lo, hi = float(ev.start[run[0]]), float(ev.finish[run[-1]])
+        window = np.array([busy(d, lo, hi) for d in range(problem.k)])
+        length = [float(problem.time[piece].sum()) for piece in pieces]
+        window[a] -= sum(length)
+        for k in np.argsort(-np.asarray(length), kind="stable").tolist():
+            us = sorted({int(units_of[v]) for v in pieces[k]})
+            if any(u in moves for u in us):
+                continue
+            size = float(need[us].sum())
+            ok = [d for d in range(problem.k) if mask[us, d].all()
+                  and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
+            d = min(ok, key=lambda d: (window[d], d != a))
+            window[d] += length[k]
+            if d != a:
+                load[d] += size
+                load[a] -= size
+                moves.update((u, d) for u in us)
+    return moves
+
+
 class _Search:
     def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
                  max_evals: int | None, patience: int, stats: RefineStats, keep_order: bool | str = False,
@@ -205,7 +297,7 @@ class _Search:
                     devs.append(d)
         return devs
 
-    def _candidates(self, ev: Evaluation) -> Iterator[tuple[list[int], list[int]]]:
+    def _candidates(self, ev: Evaluation) -> Iterator[tuple]:
         """Moves as (units, target devices), lazily and in a seeded random order: per critical node
         its single moves, boundary blocks and swaps, interleaved with moves of chain runs."""
         p, pl, un = self.p, self.cur, self.units
@@ -246,6 +338,12 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
+        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm)
+        if spread:  # first: one evaluation may shorten every run of the chain at once
+            units = sorted(spread)
+            devs = [spread[u] for u in units]
+            if fresh(units, devs):
+                yield units, devs, True  # a batch move: also judged re-ordered by priority
         runs: list[tuple[list[int], list[int]]] = []
         run: list[int] = []
         for v in chain + [-1]:
@@ -283,7 +381,7 @@ class _Search:
         return [int(x) for x in pick if x != u]
 
     # -- apply --
-    def _try(self, units: list[int], devs: list[int]) -> bool:
+    def _try(self, units: list[int], devs: list[int], reorder: bool = False) -> bool:
         un = self.units
         pl = self.cur.copy()
         for u, d in zip(units, devs):
@@ -293,6 +391,16 @@ class _Search:
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
         ev = self._eval(pl, self.cur_ev.start if self.keep_order else None)
+        if reorder and self.keep_order:
+            # Slotting many moved nodes in at their old start times can serialise them badly: try
+            # the bottom-level priority schedule of the new placement too (solvers/reschedule.py).
+            t0 = time.monotonic()
+            prio = bottom_levels(self.p, edge_delay(self.p, pl))
+            other = evaluate(self.p, pl, order=priority_order(self.p, pl, prio), memory_model=self.mm)
+            self.eval_seconds += time.monotonic() - t0
+            self.stats.evaluations += 1
+            if _key(self.p, other) < _key(self.p, ev):
+                ev = other
         key = _key(self.p, ev)
         if self.cur_key[0] == 0.0 and key[0] > 0.0:
             return False
@@ -341,10 +449,10 @@ class _Search:
                 self.stats.stopped = why
                 return
             improved = False
-            for units, devs in self._candidates(self.cur_ev):
+            for move in self._candidates(self.cur_ev):
                 if self.out_of_budget():
                     break
-                if self._try(units, devs):
+                if self._try(*move):
                     improved = True
                     break
             if improved or self.out_of_budget():

@@ -1,0 +1,146 @@
+"""Re-scheduling a fixed placement with priority lists: a better order for the same devices.
+
+Why: the evaluator's FIFO executor runs, on each idle device, the node that became ready first.
+When one device carries a long critical chain plus other work (PARDNN puts the critical path on
+one device), FIFO often starts a node that can wait while a critical one is ready: on the
+100K-node transformer at K = 16, PARDNN's placement takes 107195 under FIFO but 106220 when each
+device prefers the ready node with the largest bottom level (bench/results_pipeline.md). This is a
+cheap way (a few linear passes) to improve any placement without moving a node.
+
+How: :func:`priority_order` simulates non-delay list scheduling of the given placement: whenever a
+device is idle it starts, among its nodes whose inputs have arrived, the one of highest priority
+(ties: topological rank); when none has arrived it waits for the first to arrive. It returns the
+per-device order, which the evaluator then schedules (``evaluate(..., order=...)``): the
+evaluator's times are the earliest for that order, so never later than the simulation's, and
+every reported makespan is the evaluator's. Priorities (:func:`priorities`): the bottom level
+with the placement's own transfer times (the longest remaining path, so critical nodes first; ALAP
+ordering is the same list), and the bottom level without transfers.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Callable
+
+import numpy as np
+
+from placement.evaluator import Evaluation, edge_delay, evaluate
+from placement.problem import Problem
+
+
+def bottom_levels(problem: Problem, delay: np.ndarray) -> np.ndarray:
+    """Per node, the longest path from it (its time included) to a sink, edge j costing delay[j]."""
+    ptr, nbr, eid = problem.succ_ptr
+    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+    delay_e = np.asarray(delay, dtype=float)[eid].tolist()
+    dur = problem.time.tolist()
+    bl = [0.0] * problem.n
+    for v in reversed(problem.topo_order.tolist()):
+        best = 0.0
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            x = delay_e[j] + bl[nbr_l[j]]
+            if x > best:
+                best = x
+        bl[v] = best + dur[v]
+    return np.asarray(bl)
+
+
+def priorities(problem: Problem, placement: np.ndarray) -> dict[str, np.ndarray]:
+    """The priority lists tried by :func:`reschedule`, by name (larger runs first)."""
+    return {
+        "bottom-level": bottom_levels(problem, edge_delay(problem, placement)),
+        "bottom-level-no-comm": bottom_levels(problem, np.zeros(problem.m)),
+    }
+
+
+def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray) -> list[list[int]]:
+    """Per-device node order of the non-delay list schedule of ``placement`` by ``priority``.
+
+    Devices are served in order of their next possible start (a global heap with one offer per
+    device; an offer is re-made when a node arrives that could start earlier); at its start time
+    a device takes the highest-priority node among those that have arrived by then."""
+    n, k = problem.n, problem.k
+    delay = edge_delay(problem, placement)
+    ptr, nbr, eid = problem.succ_ptr
+    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+    delay_e = delay[eid].tolist()
+    indeg = np.bincount(problem.dst, minlength=n).tolist()
+    rank = problem.topo_rank.tolist()
+    key = (-np.asarray(priority, dtype=float)).tolist()
+    dur = problem.time.tolist()
+    dev = np.asarray(placement).tolist()
+    ready = [0.0] * n
+    waiting: list[list[tuple[float, float, int, int]]] = [[] for _ in range(k)]  # (arrival, -priority, rank, v)
+    arrived: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]  # (-priority, rank, v)
+    free = [0.0] * k
+    version = [0] * k
+    offer: list[float | None] = [None] * k
+    heap: list[tuple[float, int, int]] = []  # (start, device, version)
+    push, pop = heapq.heappush, heapq.heappop
+    order: list[list[int]] = [[] for _ in range(k)]
+
+    def reoffer(d: int) -> None:
+        if arrived[d]:
+            s = free[d]
+        elif waiting[d]:
+            r = waiting[d][0][0]
+            s = r if r > free[d] else free[d]
+        else:
+            offer[d] = None
+            return
+        if offer[d] is not None and offer[d] <= s:
+            return
+        version[d] += 1
+        offer[d] = s
+        push(heap, (s, d, version[d]))
+
+    for v in range(n):
+        if indeg[v] == 0:
+            push(waiting[dev[v]], (0.0, key[v], rank[v], v))
+    for d in range(k):
+        reoffer(d)
+    done = 0
+    while heap:
+        s, d, ver = pop(heap)
+        if ver != version[d]:
+            continue
+        offer[d] = None
+        w_d, a_d = waiting[d], arrived[d]
+        while w_d and w_d[0][0] <= s:
+            _, kv, rk, v = pop(w_d)
+            push(a_d, (kv, rk, v))
+        v = pop(a_d)[2]
+        f = s + dur[v]
+        free[d] = f
+        order[d].append(v)
+        done += 1
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            w = nbr_l[j]
+            t = f + delay_e[j]
+            if t > ready[w]:
+                ready[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                dw = dev[w]
+                push(waiting[dw], (ready[w], key[w], rank[w], w))
+                if dw != d:
+                    reoffer(dw)
+        reoffer(d)
+    if done != n:  # cannot happen for a validated DAG
+        raise RuntimeError("priority_order: simulation stalled (the graph is not a DAG)")
+    return order
+
+
+def reschedule(problem: Problem, placement: np.ndarray, memory_model: str = "static",
+               stop: Callable[[], bool] | None = None) -> list[tuple[str, list[list[int]], Evaluation]]:
+    """The placement scheduled by each priority list of :func:`priorities`, best first, as
+    (priority name, per-device order, the evaluator's Evaluation of that order). ``stop``, checked
+    between lists, ends early (at least one list is always tried)."""
+    pl = np.asarray(placement, dtype=np.int64)
+    out: list[tuple[str, list[list[int]], Evaluation]] = []
+    for name, prio in priorities(problem, pl).items():
+        if out and stop is not None and stop():
+            break
+        order = priority_order(problem, pl, prio)
+        out.append((name, order, evaluate(problem, pl, order=order, memory_model=memory_model)))
+    out.sort(key=lambda t: t[2].makespan)
+    return out
