@@ -7,6 +7,10 @@
    restricted to it (a coarse optimum is only a good placement: its bound does not count).
 3. Refine: local moves on the original graph, judged by the evaluator, memory kept feasible.
 
+Between them, the incumbent's placement is re-scheduled by priority lists (solvers/reschedule.py:
+FIFO on a placement that holds a long critical chain on one device, as PARDNN's does, delays
+critical nodes), after the warm start and again when the exact phase changed the incumbent.
+
 Every candidate is judged by the one evaluator on the original graph; the answer is the best of
 them, so the pipeline never returns worse than its warm start.
 
@@ -182,6 +186,7 @@ def pipeline(
     phases.append(ph)
     progress("warm-start")
     _reschedule_phase(problem, opts, inc, phases, until(end))
+    rescheduled_from = None if inc.best is None else inc.best[0]  # the exact phase may replace it
 
     # 2. Exact phase.
     proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
@@ -210,7 +215,7 @@ def pipeline(
         ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
         phases.append(ph)
         progress(ph.name)
-        if not proved:
+        if not proved and inc.best is not None and inc.best[0] is not rescheduled_from:
             _reschedule_phase(problem, opts, inc, phases, until(end))
 
     # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
@@ -262,7 +267,11 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
     t = time.monotonic()
     before = inc.makespan
     best = inc.best[1]
-    for name, order, ev in mod.reschedule(problem, best.placement, opts.memory_model, stop=opts.stop.is_set):
+
+    def stop() -> bool:  # after a list: is there time for another one, three times over?
+        return opts.stop.is_set() or (left is not None and 4 * (time.monotonic() - t) > left)
+
+    for name, order, ev in mod.reschedule(problem, best.placement, opts.memory_model, stop=stop):
         inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=ev.placement, order=order, objective=ev.makespan))
     won = inc.best[0].method if inc.best[1] is not best else "incumbent kept"
     phases.append(Phase("reschedule", time.monotonic() - t, inc.makespan, status="heuristic",

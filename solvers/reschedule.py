@@ -12,7 +12,7 @@ device is idle it starts, among its nodes whose inputs have arrived, the one of 
 (ties: topological rank); when none has arrived it waits for the first to arrive. It returns the
 per-device order, which the evaluator then schedules (``evaluate(..., order=...)``): the
 evaluator's times are the earliest for that order, so never later than the simulation's, and
-every reported makespan is the evaluator's. Priorities (:func:`priorities`): the bottom level
+every reported makespan is the evaluator's. Priorities (PRIORITIES): the bottom level
 with the placement's own transfer times (the longest remaining path, so critical nodes first; ALAP
 ordering is the same list), and the bottom level without transfers.
 """
@@ -44,12 +44,16 @@ def bottom_levels(problem: Problem, delay: np.ndarray) -> np.ndarray:
     return np.asarray(bl)
 
 
-def priorities(problem: Problem, placement: np.ndarray) -> dict[str, np.ndarray]:
-    """The priority lists tried by :func:`reschedule`, by name (larger runs first)."""
-    return {
-        "bottom-level": bottom_levels(problem, edge_delay(problem, placement)),
-        "bottom-level-no-comm": bottom_levels(problem, np.zeros(problem.m)),
-    }
+PRIORITIES = ("bottom-level", "bottom-level-no-comm")
+
+
+def priority(problem: Problem, placement: np.ndarray, name: str) -> np.ndarray:
+    """The priority list ``name`` of PRIORITIES for ``placement`` (larger runs first)."""
+    if name == "bottom-level":
+        return bottom_levels(problem, edge_delay(problem, placement))
+    if name == "bottom-level-no-comm":
+        return bottom_levels(problem, np.zeros(problem.m))
+    raise ValueError(f"unknown priority list {name!r}; known: {', '.join(PRIORITIES)}")
 
 
 def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray) -> list[list[int]]:
@@ -132,15 +136,15 @@ def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray
 
 def reschedule(problem: Problem, placement: np.ndarray, memory_model: str = "static",
                stop: Callable[[], bool] | None = None) -> list[tuple[str, list[list[int]], Evaluation]]:
-    """The placement scheduled by each priority list of :func:`priorities`, best first, as
-    (priority name, per-device order, the evaluator's Evaluation of that order). ``stop``, checked
-    between lists, ends early (at least one list is always tried)."""
+    """The placement scheduled by each priority list of PRIORITIES, best first, as (priority
+    name, per-device order, the evaluator's Evaluation of that order). ``stop``, checked between
+    lists, ends early (at least one list is always tried)."""
     pl = np.asarray(placement, dtype=np.int64)
     out: list[tuple[str, list[list[int]], Evaluation]] = []
-    for name, prio in priorities(problem, pl).items():
+    for name in PRIORITIES:
         if out and stop is not None and stop():
             break
-        order = priority_order(problem, pl, prio)
+        order = priority_order(problem, pl, priority(problem, pl, name))
         out.append((name, order, evaluate(problem, pl, order=order, memory_model=memory_model)))
     out.sort(key=lambda t: t[2].makespan)
     return out
