@@ -128,7 +128,7 @@ class LoadState:
 
 def anneal(data: IPData, capacity: np.ndarray, atom_dev: np.ndarray, iters: int, deadline: float, seed: int = 0,
            t_start: float = 2.0, t_end: float = 0.02, power: float = 16.0, max_block: int = 12,
-           state: LoadState | None = None) -> tuple[np.ndarray, dict]:
+           state: LoadState | None = None, target: float | None = None) -> tuple[np.ndarray, dict]:
     """Anneal from ``atom_dev`` (device per atom, CPU cores k..k+l-1) for ``iters`` block moves (or
     until ``deadline``); temperatures are relative to the start's max-load and fall geometrically
     from ``t_start`` to ``t_end`` percent of it. Returns the best assignment seen and counters."""
@@ -142,6 +142,8 @@ def anneal(data: IPData, capacity: np.ndarray, atom_dev: np.ndarray, iters: int,
 
     def pmean() -> float:
         m = max(load)
+        if target is not None:
+            return sum(x - target for x in load if x > target) + 1e-3 * m
         return m * sum((x / m) ** power for x in load) ** (1.0 / power) if m > 0 else 0.0
 
     def key() -> tuple[float, float]:
@@ -151,7 +153,7 @@ def anneal(data: IPData, capacity: np.ndarray, atom_dev: np.ndarray, iters: int,
     best_key, best_dev = key(), list(st.dev)
     cur = pmean()
     t0, t1 = t_start * base / 100.0, t_end * base / 100.0
-    stats = {"iters": 0, "accepted": 0, "improved": 0, "start": best_key[0]}
+    stats = {"iters": 0, "accepted": 0, "improved": 0, "start": best_key[0], "best_at": time.monotonic()}
     # pre-drawn randomness (one batch per 4096 iterations keeps numpy overhead low)
     batch = 4096
     moved: list[tuple[int, int]] = []
@@ -206,6 +208,7 @@ def anneal(data: IPData, capacity: np.ndarray, atom_dev: np.ndarray, iters: int,
                 if kk[0] < best_key[0] - 1e-9 or kk[1] < best_key[1] - 1e-9:
                     best_key, best_dev = kk, list(st.dev)
                     stats["improved"] += 1
+                    stats["best_at"] = time.monotonic()
         else:
             for b, d in reversed(moved):
                 st.move(b, d)

@@ -38,33 +38,45 @@ def _key(problem: Problem, data: IPData, atom_dev: np.ndarray) -> tuple[float, f
 
 def lns_improve(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: float, seed: int = 0,
                 scale: float = 1e6, sub_seconds: float = 1.0, restarts: int = 4, anneal_share: float = 0.5,
-                iters_per_atom: int = 7000) -> tuple[np.ndarray, dict]:
-    """Improve ``atom_dev`` (device per atom, CPU cores k..k+l-1): ``restarts`` annealing runs of
-    ``iters_per_atom`` x atoms block moves each (within ``anneal_share`` of the time to
-    ``deadline``), then :func:`device_lns` from the best. Returns the best assignment (never worse
-    than the start, by the evaluator's (max-load, sum of squared loads)) and counters."""
+                iters_per_atom: int = 7000, rate: float = 50000.0) -> tuple[np.ndarray, dict]:
+    """Improve ``atom_dev`` (device per atom, CPU cores k..k+l-1) by annealing, then by
+    :func:`device_lns` from the best split. Annealing gets ``anneal_share`` of the time to
+    ``deadline``: up to ``restarts`` runs (the first from the start, the others from the best so
+    far) of ``iters_per_atom`` x atoms block moves, as many as fit that share at ``rate`` moves per
+    second (one shorter run when none fits). The run lengths depend on the time limit, never on the
+    machine's speed, so the result is deterministic given the seed and the limit unless the
+    deadline cuts a run. Returns the best assignment (never worse than the start by the evaluator's
+    (max-load, sum of squared loads)) and counters (``best_at``: monotonic time the best was found)."""
     t0 = time.monotonic()
     best = atom_dev.copy()
     best_max, best_sq, _ = _key(problem, data, best)
-    stats: dict = {"start": best_max, "anneal": []}
+    stats: dict = {"start": best_max, "anneal": [], "best_at": t0}
     kept = 0
-    sa_end = t0 + anneal_share * max(0.0, deadline - t0)
-    state = LoadState(data, best) if restarts > 0 else None
-    for r in range(restarts):
+    sa_budget = anneal_share * max(0.0, deadline - t0)
+    iters = iters_per_atom * len(data.atoms)
+    runs = min(restarts, int(sa_budget * rate // max(1, iters)))
+    if runs == 0 and restarts > 0:
+        runs, iters = 1, int(sa_budget * rate)
+    sa_end = t0 + sa_budget
+    state = LoadState(data, best) if runs > 0 and iters > 0 else None
+    for r in range(runs if state is not None else 0):
         if time.monotonic() > sa_end - 0.5:
             break
         src = atom_dev if r == 0 else best
-        cand, st = anneal(data, problem.memory, src, iters_per_atom * len(data.atoms), sa_end, seed=seed * 7919 + r,
+        cand, st = anneal(data, problem.memory, src, iters, sa_end, seed=seed * 7919 + r,
                           t_start=5.0, t_end=0.05, power=64.0, max_block=20, state=state)
         c_max, c_sq, _ = _key(problem, data, cand)
-        st.update({"from": "start" if r == 0 else "best", "value": c_max})
+        st.update({"from": "start" if r == 0 else "best", "value": c_max, "s": time.monotonic() - t0})
         stats["anneal"].append(st)
-        if (c_max, c_sq) < (best_max - 1e-9, math.inf) or (c_max <= best_max + 1e-9 and c_sq < best_sq - 1e-9):
+        if c_max < best_max - 1e-9 or (c_max <= best_max + 1e-9 and c_sq < best_sq - 1e-9):
             best, best_max, best_sq = cand, c_max, c_sq
+            stats["best_at"] = st["best_at"]
             kept += 1
     stats["after_anneal"] = best_max
     best, dstats = device_lns(problem, data, best, deadline, seed, scale, sub_seconds)
-    stats.update({k: v for k, v in dstats.items() if k != "start"})
+    if dstats["improved"]:
+        stats["best_at"] = dstats["best_at"]
+    stats.update({k: v for k, v in dstats.items() if k not in ("start", "best_at")})
     stats["improved"] = kept + dstats["improved"]  # times the best split was replaced
     return best, stats
 
@@ -143,6 +155,7 @@ def device_lns(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: f
         if (n_max, n_sq) < (cur_max - 1e-9, cur_sq) or (abs(n_max - cur_max) <= 1e-9 and n_sq < cur_sq - 1e-9):
             cur, cur_max, cur_sq, load = new, n_max, n_sq, n_load
             stats["improved"] += 1
+            stats["best_at"] = time.monotonic()
             fails = 0
         else:
             fails += 1
