@@ -127,8 +127,8 @@ class LoadState:
 
 
 def anneal(data: IPData, capacity: np.ndarray, atom_dev: np.ndarray, iters: int, deadline: float, seed: int = 0,
-           t_start: float = 2.0, t_end: float = 0.02, power: float = 16.0, max_block: int = 12,
-           state: LoadState | None = None, target: float | None = None) -> tuple[np.ndarray, dict]:
+           t_start: float = 5.0, t_end: float = 0.05, power: float = 64.0, max_block: int = 20,
+           state: LoadState | None = None) -> tuple[np.ndarray, dict]:
     """Anneal from ``atom_dev`` (device per atom, CPU cores k..k+l-1) for ``iters`` block moves (or
     until ``deadline``); temperatures are relative to the start's max-load and fall geometrically
     from ``t_start`` to ``t_end`` percent of it. Returns the best assignment seen and counters."""
@@ -142,8 +142,6 @@ def anneal(data: IPData, capacity: np.ndarray, atom_dev: np.ndarray, iters: int,
 
     def pmean() -> float:
         m = max(load)
-        if target is not None:
-            return sum(x - target for x in load if x > target) + 1e-3 * m
         return m * sum((x / m) ** power for x in load) ** (1.0 / power) if m > 0 else 0.0
 
     def key() -> tuple[float, float]:

@@ -63,8 +63,7 @@ def lns_improve(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: 
         if time.monotonic() > sa_end - 0.5:
             break
         src = atom_dev if r == 0 else best
-        cand, st = anneal(data, problem.memory, src, iters, sa_end, seed=seed * 7919 + r,
-                          t_start=5.0, t_end=0.05, power=64.0, max_block=20, state=state)
+        cand, st = anneal(data, problem.memory, src, iters, sa_end, seed=seed * 7919 + r, state=state)
         c_max, c_sq, _ = _key(problem, data, cand)
         st.update({"from": "start" if r == 0 else "best", "value": c_max, "s": time.monotonic() - t0})
         stats["anneal"].append(st)
