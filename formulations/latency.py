@@ -130,6 +130,8 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     if hints and ls_seconds > 0:
         hints = improve_hints(problem, hints, q, opts.seed, ls_seconds, kicks)
     path_lb = max(latency_lower_bound(problem, q=q)[0], closure.bound)
+    if hints and path_lb > hints[0][3] * (1 + 1e-9) + 1e-9:
+        raise AssertionError(f"{name}: lower bound {path_lb} above the latency {hints[0][3]} of a feasible split")
     if hints and hints[0][3] - path_lb <= GAP_TOL * hints[0][3]:
         # the bound already meets the best split: CP-SAT could not prove more
         info = {"hint": hints[0][0], "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": "not run",
