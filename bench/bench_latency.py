@@ -4,7 +4,7 @@ paper's contiguous IP). Not run by CI.
     python3 bench/bench_latency.py [--limit 600] [--only bert_l-6] [--workers 2] [--seed 0]
 
 Per workload: greedy, the warm starts (DP splits, closure split, local search), latency-cpsat's
-value and lower bound (max of CP-SAT's bound, the interval path bound and the closure bound;
+value and lower bound (max of CP-SAT's bound, the interval path, closure and pair bounds;
 ``proved_bound`` is that maximum before it is capped at the value), certified gap, wall seconds,
 and the paper's Gurobi value and gap. One JSON line per workload on stdout (with the load average seen at
 the start); summarise into bench/results_latency.md.
@@ -48,6 +48,7 @@ def run(name: str, limit: float, workers: int, seed: int) -> dict:
             "value": sol.objective, "status": sol.status, "lower_bound": sol.lower_bound,
             "interval_path_bound": bound_path, "bound_seconds": round(bound_seconds, 2),
             "closure_bound": info.get("closure_bound"), "closure_cuts": info.get("closure_cuts"),
+            "pair_bound": info.get("pair_bound"),
             "proved_bound": info.get("path_bound") if info.get("cpsat_bound") is None
             else max(info["path_bound"], info["cpsat_bound"]),
             "cpsat_bound": info.get("cpsat_bound"), "cpsat_status": info.get("cpsat_status"),

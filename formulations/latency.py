@@ -41,6 +41,7 @@ from heuristics.latency_search import latency_local_search
 from heuristics.tarnawski import greedy_split, latency_solution
 from .latency_bounds import latency_lower_bound
 from .latency_closure import ClosureResult, closure_split, latency_closure_bound
+from .latency_pairs import pair_path_bound
 from placement.objectives import as_split, cpu_time, evaluate_latency, supported
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
@@ -126,16 +127,23 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     ls_seconds = float(opts.extra.get("ls_seconds", min(0.2 * budget, 120.0)))
     polish = float(opts.extra.get("polish_seconds", min(0.05 * budget, 30.0)))
     kicks = int(opts.extra.get("ls_kicks", 400))
-    closure, hints = closure_hint(problem, hints, q, float(opts.extra.get("bound_seconds", min(0.1 * budget, 60.0))))
+    bound_seconds = float(opts.extra.get("bound_seconds", min(0.1 * budget, 60.0)))
+    closure, hints = closure_hint(problem, hints, q, bound_seconds)
     if hints and ls_seconds > 0:
         hints = improve_hints(problem, hints, q, opts.seed, ls_seconds, kicks)
     path_lb = max(latency_lower_bound(problem, q=q)[0], closure.bound)
+    pair_info = None
+    if hints and hints[0][3] - path_lb > GAP_TOL * hints[0][3] and closure.path:
+        pair = pair_path_bound(problem, closure.path, q, deadline=time.monotonic() + bound_seconds, closure=closure)
+        pair_info = {"bound": pair.bound, "pairs": pair.pairs, "complete": pair.complete}
+        path_lb = max(path_lb, pair.bound)
     if hints and path_lb > hints[0][3] * (1 + 1e-9) + 1e-9:
         raise AssertionError(f"{name}: lower bound {path_lb} above the latency {hints[0][3]} of a feasible split")
     if hints and hints[0][3] - path_lb <= GAP_TOL * hints[0][3]:
         # the bound already meets the best split: CP-SAT could not prove more
         info = {"hint": hints[0][0], "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": "not run",
                 "path_bound": path_lb, "closure_bound": closure.bound, "closure_cuts": closure.cuts,
+                "pair_bound": pair_info,
                 "gap": max(0.0, (hints[0][3] - path_lb) / hints[0][3]) if hints[0][3] > 0 else 0.0}
         return latency_solution(problem, name, hints[0][1], hints[0][2], "optimal", t0, info,
                                 lower_bound=min(path_lb, hints[0][3]))
@@ -222,7 +230,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
         solver.parameters.max_time_in_seconds = max(1.0, left - polish)
     status = run_cp(solver, m, opts)
     info = {"hint": hint_name, "hints": {h[0]: h[3] for h in hints}, "q": q, "cpsat_status": solver.StatusName(status),
-            "scale": scale, "closure_bound": closure.bound, "closure_cuts": closure.cuts}
+            "scale": scale, "closure_bound": closure.bound, "closure_cuts": closure.cuts, "pair_bound": pair_info}
     best = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         slot_of = np.array([next(j for j in range(ns + 1) if solver.Value(x[atom_of[v]][j])) for v in range(n)])

@@ -126,12 +126,14 @@ class RunCut:
         one was met: lambda = 0, and when that set overflows the memory, a bisection on lambda
         (the dual is concave; mem(S'_lambda) - M is a supergradient)."""
         best, members = self.least_duration(forced_in, forced_out)
+        self.last_lam = 0.0  # the multiplier of the best value (the pair cuts reuse it)
         if not np.isfinite(best) or self.bytes[members].sum() <= self.cap:
             return best, members
         lo, hi = 0.0, max(self.time.sum() + self.t_cost.sum(), 1e-12) / max(self.cap, 1.0)
         for _ in range(60):  # grow hi until its set fits
             val, fit = self.least_duration(forced_in, forced_out, hi)
-            best = max(best, val)
+            if val > best:
+                best, self.last_lam = val, hi
             if self.bytes[fit].sum() <= self.cap:
                 members = fit
                 break
@@ -139,7 +141,8 @@ class RunCut:
         for _ in range(steps):
             mid = 0.5 * (lo + hi)
             val, mid_set = self.least_duration(forced_in, forced_out, mid)
-            best = max(best, val)
+            if val > best:
+                best, self.last_lam = val, mid
             if self.bytes[mid_set].sum() > self.cap:
                 lo = mid
             else:
@@ -154,6 +157,8 @@ class ClosureResult:
     runs: list[tuple[int, int, np.ndarray]]  # (j, i, cut set) of each accelerator run of the optimal cut
     cuts: int  # min-cut evaluations
     complete: bool  # False: stopped at the deadline (the bound is still valid)
+    cost: np.ndarray | None = None  # the run costs at the end (valid lower bounds)
+    lam: dict[tuple[int, int], float] | None = None  # multiplier of each run whose cut was computed
 
 
 def closure_path_bound(problem: Problem, path: list[int], q: int = 1, deadline: float | None = None,
@@ -168,6 +173,7 @@ def closure_path_bound(problem: Problem, path: list[int], q: int = 1, deadline: 
     cost = cost.copy()
     done = np.zeros((r, r), dtype=bool)
     sets: dict[tuple[int, int], np.ndarray] = {}
+    lams: dict[tuple[int, int], float] = {}
     first, last = _reach_positions(problem, path)
     cpu = cpu_time(problem)[np.asarray(path)]
     runs = max(0, min(problem.k * q, r))
@@ -177,7 +183,7 @@ def closure_path_bound(problem: Problem, path: list[int], q: int = 1, deadline: 
         todo = [(j, i) for j, i in chosen if not done[j, i]]
         if not todo or (deadline is not None and time.monotonic() >= deadline):
             found = [(j, i, sets.get((j, i), np.zeros(0, dtype=np.int64))) for j, i in chosen]
-            return ClosureResult(value, path, found, cuts, not todo)
+            return ClosureResult(value, path, found, cuts, not todo, cost, lams)
         for j, i in todo:
             inside = (last >= j) & (first <= i)
             outside = (first < j) | (last > i)
@@ -186,6 +192,7 @@ def closure_path_bound(problem: Problem, path: list[int], q: int = 1, deadline: 
             cost[j, i] = max(cost[j, i], val)
             done[j, i] = True
             sets[(j, i)] = members
+            lams[(j, i)] = rc.last_lam
 
 
 def _dp(cost: np.ndarray, cpu: np.ndarray, runs: int) -> tuple[float, list[tuple[int, int]]]:
