@@ -19,7 +19,10 @@ d's forward and backward nodes, tensors counted on the side of their producer; o
 Feasibility: static memory (sum of ``param_bytes + out_bytes``) of each accelerator within its
 capacity; nodes not ``supported`` on accelerators are on a CPU core; colocation groups on one device
 (core); CPU core indices within ``attrs["max_cpus"]``; optionally contiguity of each device's
-forward nodes (Definition 3.1, on the forward subgraph) or of all its nodes.
+forward nodes (Definition 3.1, on the forward subgraph) or of all its nodes, or a *pipeline*: the
+devices (CPU cores included) can be ordered so that every forward edge, and the mirror image of
+every backward edge at an orphaned backward node, goes to the same or a later device (Section 5.1's
+pipeline of contiguous subgraphs, the model the DP solves exactly; see :func:`pipeline_violation`).
 
 Latency (Section 4, one sample). Accelerator d may hold up to q *subgraphs*, each contiguous and
 invoked once: it starts when every tensor it needs from outside is in host memory, reads them,
@@ -39,7 +42,7 @@ from .problem import Problem
 
 MAXLOAD_OBJECTIVES = ("max-load", "fw+bw")
 OBJECTIVES = MAXLOAD_OBJECTIVES + ("latency",)
-CONTIGUITY = ("none", "forward", "all")
+CONTIGUITY = ("none", "forward", "all", "pipeline")
 _TOL = 1e-9
 
 
@@ -267,9 +270,13 @@ def split_violations(problem: Problem, split: np.ndarray, n_cpus: int, contiguit
             out.append(f"colocation group {problem.colocate_names[g]!r} split over devices {devs.tolist()}")
             if len(out) >= limit:
                 return out
-    if contiguity != "none":
-        if contiguity not in CONTIGUITY:
-            raise ValueError(f"contiguity must be one of {CONTIGUITY}, got {contiguity!r}")
+    if contiguity not in CONTIGUITY:
+        raise ValueError(f"contiguity must be one of {CONTIGUITY}, got {contiguity!r}")
+    if contiguity == "pipeline":
+        bad = pipeline_violation(problem, split)
+        if bad is not None:
+            out.append(bad)
+    elif contiguity != "none":
         restrict = ~is_backward(problem) if contiguity == "forward" else None
         for d in np.unique(split).tolist():
             members = np.flatnonzero(split == d)
@@ -284,6 +291,49 @@ def split_violations(problem: Problem, split: np.ndarray, n_cpus: int, contiguit
                 if len(out) >= limit:
                     return out
     return out
+
+
+def orphaned_backward(problem: Problem) -> np.ndarray:
+    """Node mask: backward nodes whose colocation class holds no forward node (or that have no
+    class). Appendix B gives them mirrored forward edges; nothing else ties them to the forward pass."""
+    back = is_backward(problem)
+    col = problem.colocate
+    fw_classes = np.unique(col[(~back) & (col >= 0)])
+    return back & ((col < 0) | ~np.isin(col, fw_classes))
+
+
+def pipeline_violation(problem: Problem, split: np.ndarray) -> str | None:
+    """None when the devices of ``split`` form a pipeline, else a message naming a cycle of devices.
+
+    The order edges are the forward edges and, mirrored, the backward edges with an orphaned
+    endpoint, as in the unit DAG of the DP (formulations/maxload/preprocess.py). If the device
+    quotient of these edges is acyclic, listing the devices in a topological order makes every
+    prefix a down-closed set of the forward graph, so each device's forward nodes are contiguous
+    (Definition 3.1); the converse fails when devices feed each other in a cycle, which "forward"
+    contiguity allows and a pipeline does not."""
+    import networkx as nx
+
+    back = is_backward(problem)
+    orphan = orphaned_backward(problem)
+    src, dst = problem.src, problem.dst
+    fwd = ~back[src] & ~back[dst]
+    mirrored = back[src] & back[dst] & (orphan[src] | orphan[dst])
+    a = np.concatenate([split[src[fwd]], split[dst[mirrored]]])
+    b = np.concatenate([split[dst[fwd]], split[src[mirrored]]])
+    via = np.concatenate([np.flatnonzero(fwd), np.flatnonzero(mirrored)])
+    cross = a != b
+    g = nx.DiGraph()
+    for d1, d2, e in zip(a[cross].tolist(), b[cross].tolist(), via[cross].tolist()):
+        if not g.has_edge(d1, d2):
+            g.add_edge(d1, d2, edge=e)
+    try:
+        cycle = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return None
+    ids = problem.ids
+    hops = ", ".join(f"{d1} -> {d2} (edge {ids[int(src[g.edges[d1, d2]['edge']])]!r} -> "
+                     f"{ids[int(dst[g.edges[d1, d2]['edge']])]!r})" for d1, d2 in cycle)
+    return f"devices do not form a pipeline: they feed each other in a cycle: {hops}"
 
 
 def evaluate_maxload(problem: Problem, split: Any, *, objective: str = "max-load", contiguity: str = "none",

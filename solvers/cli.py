@@ -27,7 +27,7 @@ from placement.units import format_bytes, parse_bytes, parse_memory_list
 
 from . import registry
 from . import run as run_module
-from .run import RunResult, run
+from .run import RunResult, objective_model, run
 
 OBJECTIVES = ("makespan", "max-load", "latency")
 DEFAULT_EXAMPLE = "default.json"
@@ -145,6 +145,8 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
     if result.objective_name != "makespan" and result.split is not None:
         g = result.gap
         lines.append(f"{result.objective_name}: {result.value:.6g}   lower bound: {result.lower_bound:.6g}   gap: {100 * (g or 0):.2f}%")
+        if result.solution is not None:
+            lines.append(f"model: {objective_model(result.objective_name, result.solution)}")
         rows = result.breakdown.get("devices", []) if result.breakdown else []
         if rows:
             lines.append("device      load   compute      comm   memory       capacity")

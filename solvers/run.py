@@ -79,12 +79,26 @@ class RunResult:
             "breakdown": self.breakdown if ok else None, "phases": self.history, "interrupted": self.interrupted,
             "placement_note": "device index per node; a CPU core c is written -1 - c",
         }
+        if ok and self.solution is not None:
+            rep["model"] = objective_model(self.objective_name, self.solution)
         slot = self.solution.info.get("slot") if ok and self.solution is not None else None
         if slot is not None:
             rep["slot"] = {str(nid): int(s) for nid, s in zip(problem.ids, np.asarray(slot).tolist())}
         if self.reason:
             rep["reason"] = self.reason
         return _clean(rep)
+
+
+def objective_model(objective: str, sol: Solution) -> str:
+    """One line saying which model the answer (and any optimality claim) belongs to."""
+    if objective == "latency":
+        text = "latency (Section 4): contiguous subgraphs invoked through CPU memory"
+    else:
+        kind = sol.info.get("objective_kind", objective)
+        contiguity = sol.info.get("contiguity", "none")
+        text = f"{kind}, contiguity={contiguity!r}"
+    exact_in = sol.info.get("exact_in")
+    return f"{text}; exact in: {exact_in}" if exact_in else text
 
 
 def verify(problem: Problem, sol: Solution, memory_model: str) -> Evaluation:
@@ -212,7 +226,8 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
     if sol.status not in ("optimal", "feasible", "heuristic") or "split" not in sol.info:
         return RunResult("unknown", name, sol, None, bound, seconds, reason=sol.reason or "no feasible split found",
                          history=history, objective_name=objective, interrupted=opts.stop.is_set())
-    value, breakdown = evaluate_objective(problem, sol, objective)
+    contiguity = {"contiguity": sol.info.get("contiguity", "none")} if objective != "latency" else {}
+    value, breakdown = evaluate_objective(problem, sol, objective, **contiguity)
     if sol.objective is not None and not math.isclose(sol.objective, value, rel_tol=1e-6, abs_tol=1e-9):
         raise RuntimeError(f"method {name!r} claims {objective} {sol.objective!r} but the evaluator computes {value!r}")
     if breakdown.get("violations"):

@@ -129,7 +129,7 @@ def test_signal_stops_with_the_best_answer(sig, tmp_path):
     ("latency", "greedy", "latency-inputs/OperatorGraphs/bert_l-3_inference.json"),
 ])
 def test_other_objectives_report_what_their_evaluator_computes(objective, method, graph, workloads, tmp_path):
-    from placement.objectives import evaluate_objective
+    from placement.objectives import evaluate_maxload, evaluate_objective
 
     code, rep, out = run_cli(tmp_path, workloads / graph, "--objective", objective, "--method", method, "--time-limit", "30")
     assert code == 0, rep
@@ -141,6 +141,12 @@ def test_other_objectives_report_what_their_evaluator_computes(objective, method
     assert rep["objective"] == pytest.approx(value)
     assert rep["objective_name"] == objective and rep["makespan"] is None
     assert rep["lower_bound"] <= rep["objective"] + 1e-9
+    if method == "dp":
+        # an optimality claim is only as wide as its model: the report names it, and the split obeys it
+        assert rep["status"] == "optimal" and "contiguity='pipeline'" in rep["model"]
+        assert not evaluate_maxload(prob, split, contiguity="pipeline").violations
+    else:
+        assert rep["model"].startswith("latency")
 
 
 def read_placement_split(path, prob):

@@ -89,25 +89,50 @@ def random_problem(seed: int, n: int = 6, k: int = 2, training: bool = False):
                         attrs={"max_cpus": 1})
 
 
-def is_pipeline(p, split) -> bool:
-    """Devices can be ordered so that every edge goes forward (the DP's search space)."""
-    import networkx as nx
-
-    g = nx.DiGraph()
-    g.add_nodes_from(set(split.tolist()))
-    g.add_edges_from((int(split[u]), int(split[v])) for u, v in zip(p.src, p.dst) if split[u] != split[v])
-    return nx.is_directed_acyclic_graph(g)
-
-
-def brute_force(p, contiguity: str, pipeline: bool = False) -> float:
+def brute_force(p, contiguity: str) -> float:
     best = np.inf
     devices = list(range(p.k)) + [-1]
     for combo in itertools.product(devices, repeat=p.n):
-        split = np.array(combo)
-        ev = evaluate_maxload(p, split, contiguity=contiguity)
-        if not ev.violations and (not pipeline or is_pipeline(p, split)):
+        ev = evaluate_maxload(p, np.array(combo), contiguity=contiguity)
+        if not ev.violations:
             best = min(best, ev.value)
     return best
+
+
+def test_pipeline_contiguity_forbids_devices_feeding_each_other():
+    # a -> b and c -> d, two independent chains; {a, d} and {b, c} are each forward-contiguous
+    # (no path leaves and re-enters), but acc0 feeds acc1 (a -> b) and acc1 feeds acc0 (c -> d)
+    nodes = [{"id": x, "time": 1, "out_bytes": 0, "param_bytes": 1} for x in "abcd"]
+    edges = [{"src": "a", "dst": "b", "comm": 1}, {"src": "c", "dst": "d", "comm": 1}]
+    p = make_problem(nodes, edges, devices=2, memory=10, node_attrs={"cpu_latency": [1] * 4},
+                     attrs={"max_cpus": 0})
+    cyclic = np.array([0, 1, 1, 0])
+    assert not split_violations(p, cyclic, 0, "forward")
+    (msg,) = split_violations(p, cyclic, 0, "pipeline")
+    assert "cycle" in msg and "'a' -> 'b'" in msg and "'c' -> 'd'" in msg
+    assert not split_violations(p, np.array([0, 1, 0, 1]), 0, "pipeline")
+
+
+def test_pipeline_contiguity_mirrors_orphaned_backward_edges():
+    # forward f0 -> f1; backward g shares f0's class, backward o has a class of its own (orphan).
+    # The backward edge g -> o is mirrored into the order edge device(o) -> device(g)
+    nodes = [{"id": "f0", "time": 1, "out_bytes": 0, "param_bytes": 1, "colocate": "w0"},
+             {"id": "f1", "time": 1, "out_bytes": 0, "param_bytes": 1},
+             {"id": "g", "time": 1, "out_bytes": 0, "param_bytes": 1, "colocate": "w0"},
+             {"id": "o", "time": 1, "out_bytes": 0, "param_bytes": 1, "colocate": "lonely"}]
+    edges = [{"src": "f0", "dst": "f1", "comm": 1}, {"src": "f1", "dst": "g", "comm": 1},
+             {"src": "g", "dst": "o", "comm": 1}]
+    p = make_problem(nodes, edges, devices=2, memory=10,
+                     node_attrs={"cpu_latency": [1] * 4, "is_backward": [0, 0, 1, 1]}, attrs={"max_cpus": 0})
+    from placement.objectives import orphaned_backward
+
+    assert orphaned_backward(p).tolist() == [False, False, False, True]
+    # f0, g on acc0, f1, o on acc1: f0 -> f1 orders 0 before 1, mirrored g -> o orders 1 before 0
+    split = np.array([0, 1, 0, 1])
+    assert not split_violations(p, split, 0, "forward")
+    (msg,) = split_violations(p, split, 0, "pipeline")
+    assert "'f0' -> 'f1'" in msg and "'g' -> 'o'" in msg
+    assert not split_violations(p, np.array([0, 1, 0, 0]), 0, "pipeline")
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -125,11 +150,9 @@ def test_exact_methods_match_brute_force(seed):
     assert cpn.objective == pytest.approx(noncontig, rel=1e-6)
     assert mipn.objective == pytest.approx(noncontig, rel=1e-6)
     _, dpv, _ = solve_dp(p)
-    # the DP searches pipelines of unit-contiguous sets: never below the optimum, and without
-    # colocation (units = nodes) exactly the best pipeline-ordered contiguous split
+    # the DP is exact for pipelines, which are forward-contiguous: never below the IP's optimum
     assert dpv >= contig - 1e-9
-    if seed % 2 == 0:
-        assert dpv == pytest.approx(brute_force(p, "forward", pipeline=True), rel=1e-9)
+    assert dpv == pytest.approx(brute_force(p, "pipeline"), rel=1e-9)
     for s in (cp, mip, cpn, mipn):
         assert s.objective == evaluate_maxload(p, s.info["split"]).value
 
@@ -216,7 +239,7 @@ def test_free_leaf_merging_keeps_the_dp_exact(seed):
     _, plain, _ = solve_dp(p, merge_leaves=False, upper=1e9)  # no leaf merging, no window pruning
     assert merged == pytest.approx(plain, rel=1e-9)
     if seed == 0:
-        assert merged == pytest.approx(brute_force(p, "forward", pipeline=True), rel=1e-9)
+        assert merged == pytest.approx(brute_force(p, "pipeline"), rel=1e-9)
 
 
 def test_published_ideal_counts_after_free_leaf_merging():
@@ -246,3 +269,18 @@ def test_lns_over_all_devices_reaches_the_noncontiguous_optimum():
         assert stats["improved"] >= 1 and stats["end"] == value
         # k = 2 accelerators + 1 core: the random triples free every device, so LNS is exact
         assert value == pytest.approx(brute_force(p, "none"), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dp_proves_the_pipeline_optimum_on_identical_accelerators(seed):
+    from solvers.registry import get
+
+    p = random_problem(10 + seed, n=6, k=3, training=True)
+    sol = get("dp").func(p, SolveOptions(time_limit=30, workers=1))
+    assert sol.status == "optimal" and sol.info["contiguity"] == "pipeline"
+    assert sol.objective == pytest.approx(brute_force(p, "pipeline"), rel=1e-9)
+    assert sol.lower_bound == sol.objective
+    # unequal memories: the DP checks the smallest, so it can only claim a feasible split
+    uneven = p.with_devices(memory=[p.memory[0], p.memory[0], 2 * p.memory[0]])
+    sol2 = get("dp").func(uneven, SolveOptions(time_limit=30, workers=1))
+    assert sol2.status == "feasible" and sol2.objective >= brute_force(uneven, "pipeline") - 1e-9

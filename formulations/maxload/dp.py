@@ -11,11 +11,15 @@ others cross I \\ I' iff they are partial in I, a per-ideal sum. Supersets are s
 the ideals whose compute lies within the DPL value of I' (docs/objectives.md, "The DP").
 
 The DP is exact over the splits it searches: *pipelines* of unit-contiguous sets (the device sets,
-in some order, are successive differences of ideals, so every edge goes forward along the
-pipeline). Those are contiguous in the original graph, so its value is an upper bound of the
-contiguous optimum of the IP, which also admits contiguous sets whose devices feed each other in a
-cycle, and (with colorClass/SCC contraction and orphan mirroring) sets the unit DAG forbids. So it
-reports status "feasible" with ``info["exact_in"] = "unit pipelines"``; the IPs certify.
+in some order, are successive differences of ideals, so every edge of the unit DAG goes forward
+along the pipeline). That is the paper's pipeline model, ``contiguity="pipeline"`` in
+placement/objectives.py: colocation classes share a device anyway, a cycle of the contracted graph
+cannot span two devices of a pipeline, and orphaned backward nodes are held by their mirrored edges.
+So when the accelerators are identical (the DP checks memory against one capacity) the exact DP
+reports status "optimal" for that model, with ``info["exact_in"]`` saying so; tests compare it
+with brute force over pipelines. For the IP's ``"forward"`` contiguity, which also admits devices
+that feed each other in a cycle, its value is only an upper bound; the IPs certify that class.
+DPL searches a subset of the pipelines and always reports "feasible".
 """
 from __future__ import annotations
 
@@ -266,8 +270,14 @@ def _run(problem: Problem, opts: SolveOptions, name: str, linearize: bool) -> So
                                       deadline=deadline)
     except (TooManyIdeals, TimeoutError, RuntimeError) as exc:
         return Solution(name, "unknown", reason=f"{name}: {exc}", seconds=time.monotonic() - t0)
-    info["exact_in"] = "linearised unit pipelines" if linearize else "unit pipelines"
-    return finish_solution(problem, name, split, "feasible", t0, info, claimed=value)
+    if linearize:
+        info["exact_in"] = "linearised unit pipelines"
+        return finish_solution(problem, name, split, "feasible", t0, info, claimed=value)
+    identical = bool(np.all(problem.memory == problem.memory[0]))
+    info["exact_in"] = ("pipelines (contiguity='pipeline')" if identical
+                        else "pipelines under the smallest accelerator memory")
+    return finish_solution(problem, name, split, "optimal" if identical else "feasible", t0, info,
+                           claimed=value, contiguity="pipeline")
 
 
 def finish_solution(problem: Problem, name: str, split: np.ndarray, status: str, t0: float, info: dict,
