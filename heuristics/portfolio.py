@@ -1,10 +1,12 @@
 """The heuristic portfolio behind ``solve --method auto``: run what fits the time limit, keep the best.
 
-Members run cheapest first, so a tight budget still gets an answer: single, m-topo, greedy-fill,
-pardnn, pardnn-balanced, etf, critical-path, heft, m-etf, linear-clustering, random. Before each, its running time
-is estimated from the graph size (seconds-per-node rates measured on this project's generated
-graphs, bench/results_heuristics.md; linear clustering is quadratic) and the member is skipped when
-the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
+Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
+budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
+the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
+m-etf, linear-clustering, random. Before each, its running time is estimated from the graph size
+(seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
+spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
+member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
 evaluator makespan (ties: earlier member). Every member's outcome is in info["members"]: method,
 status, makespan (None without a feasible answer), feasible, seconds, and why it was skipped or
 failed. A member that raises is recorded with its error and the portfolio goes on.
@@ -18,7 +20,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import get, register
 
-ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "pardnn-balanced", "etf", "critical-path", "heft", "m-etf",
+ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft", "critical-path", "pardnn-balanced", "m-etf",
          "linear-clustering", "random")
 
 
@@ -27,10 +29,10 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     size = n + m
     evaluate = 6e-6 * size
     rates = {
-        "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 1.5e-5,
-        "pardnn": 4e-5 + 2e-6 * k, "pardnn-balanced": 4e-5 + 2e-6 * k,
-        "etf": 7e-6 * k, "m-etf": 1.8e-5 * k,
-        "heft": 6e-6 * k, "critical-path": 4e-6 * k,
+        "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 5e-6,
+        "pardnn": 2e-5 + 1e-6 * k, "pardnn-balanced": 2e-5 + 1e-6 * k,
+        "etf": 4e-6 * k, "m-etf": 7e-6 * k,
+        "heft": 4e-6 * k, "critical-path": 2e-6 * k,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size

@@ -130,3 +130,21 @@ def test_finish_reserve_grows_with_the_graph_and_stays_a_fraction_of_the_limit()
     big = generate("cnn", 5000, seed=0, devices=2)
     assert finish_reserve(small, 60) < finish_reserve(big, 60) < 0.2 * 60
     assert finish_reserve(big, 1.0) == pytest.approx(0.2)  # a tiny limit keeps most of it for the phases
+
+
+def test_warm_budget_covers_the_members_the_portfolio_runs_first():
+    from types import SimpleNamespace
+
+    from heuristics.portfolio import ORDER, estimate_seconds
+    from solvers.pipeline import WARM_FIRST, WARM_MAX_SHARE, WARM_SHARE, warm_seconds
+
+    # the budget is sized for WARM_FIRST, which only helps if the portfolio runs them first
+    assert ORDER[:len(WARM_FIRST)] == WARM_FIRST
+    for n, k, usable in ((1000, 4, 50.0), (100_000, 16, 110.0), (100_000, 16, 500.0), (200_000, 16, 110.0)):
+        big = SimpleNamespace(n=n, m=2 * n, k=k)
+        need = sum(estimate_seconds(name, n, 2 * n, k) for name in WARM_FIRST)
+        got = warm_seconds(big, usable, WARM_SHARE, "static")
+        assert WARM_SHARE * usable <= got <= WARM_MAX_SHARE * usable
+        # with time to spare, every member of WARM_FIRST fits by its own estimate
+        if 1.25 * need <= WARM_MAX_SHARE * usable:
+            assert got >= need
