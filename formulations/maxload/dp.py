@@ -315,7 +315,7 @@ def accelerator_placement(problem: Problem, split: np.ndarray) -> np.ndarray:
 
 
 @register("dp", kind="exact", objective="max-load",
-          summary="Tarnawski et al. DP over ideals (contiguous max-load), Appendix B preprocessing")
+          summary="Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over pipelines of contiguous stages")
 def dp_method(problem: Problem, opts: SolveOptions) -> Solution:
     return _run(problem, opts, "dp", linearize=False)
 
