@@ -284,3 +284,21 @@ def test_dp_proves_the_pipeline_optimum_on_identical_accelerators(seed):
     uneven = p.with_devices(memory=[p.memory[0], p.memory[0], 2 * p.memory[0]])
     sol2 = get("dp").func(uneven, SolveOptions(time_limit=30, workers=1))
     assert sol2.status == "feasible" and sol2.objective >= brute_force(uneven, "pipeline") - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dp_equals_pipeline_brute_force_with_two_cpu_cores_and_unsupported_nodes(seed):
+    from dataclasses import replace
+
+    p = random_problem(20 + seed, n=6, k=2, training=seed != 1)
+    supported = np.ones(p.n, dtype=bool)
+    supported[seed + 1] = False  # this node must go to one of the two cores
+    p = replace(p, attrs={**p.attrs, "max_cpus": 2}, node_attrs={**p.node_attrs, "supported": supported})
+    best = np.inf
+    for combo in itertools.product([0, 1, -1, -2], repeat=p.n):
+        ev = evaluate_maxload(p, np.array(combo), contiguity="pipeline")
+        if not ev.violations:
+            best = min(best, ev.value)
+    split, value, _ = solve_dp(p)
+    assert value == pytest.approx(best, rel=1e-9)
+    assert split[seed + 1] < 0 and not evaluate_maxload(p, split, contiguity="pipeline").violations
