@@ -50,6 +50,12 @@ class Problem:
         node_attrs: extra per-node arrays kept for other objectives (e.g. ``cpu_latency``,
             ``supported``, ``is_backward`` from msr-fiddle), keyed by name, each of length n.
         attrs: extra problem-level values (e.g. ``max_cpus``).
+        node_meta: optional operator semantics per node (importers fill it; None when unknown):
+            ``{"op": "aten.mm", "inputs": [{"shape": [m, k], "dtype": "float32"}, ...],
+            "outputs": [{"shape": [m, n], "dtype": "float32"}, ...]}``; any key may be missing.
+        edge_meta: optional per-edge tensor identity, parallel to ``src``/``dst``:
+            ``{"src_output": i, "dst_inputs": [j, ...]}``: the producer's output index and the
+            consumer's input positions that tensor feeds.
     """
 
     name: str
@@ -70,6 +76,8 @@ class Problem:
     node_attrs: dict[str, np.ndarray] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
     colocate_names: list[str] = field(default_factory=list)
+    node_meta: list[dict[str, Any]] | None = None
+    edge_meta: list[dict[str, Any]] | None = None
 
     # ----- sizes -------------------------------------------------------------------------------
     @property
