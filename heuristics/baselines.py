@@ -7,7 +7,12 @@
 - ``single``: everything on the largest device, when it fits.
 
 All are deterministic. They size by static memory (params + outputs), which is what the static
-model measures; under the peak model the evaluator reports the true peak.
+model measures. Under the peak model the fills walk the same topological order as a schedule: each
+node starts as early as its inputs and the device's previous node allow, and goes to the first
+device (from the current one on) where heuristics.peak_tracker finds its live bytes within capacity
+(topo-fill also keeps the equal static share); the answer carries that per-device order, whose
+peak the evaluator measures to the byte. If that walk gets stuck, the static fill runs and the
+evaluator judges it (the answer before peak tracking existed).
 """
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
+
+from .list_scheduling import data_ready
+from .peak_tracker import PeakTracker
 
 
 def _units(problem: Problem) -> list[np.ndarray]:
@@ -66,15 +74,75 @@ def fill(problem: Problem, shares: np.ndarray) -> np.ndarray | None:
     return placement
 
 
-def _solution(problem: Problem, opts: SolveOptions, name: str, placement: np.ndarray | None, t0: float, why: str) -> Solution:
+def peak_fill(problem: Problem, capacity: np.ndarray, shares: np.ndarray | None = None) -> tuple[np.ndarray, list[list[int]]] | None:
+    """The topological fill as a schedule under the peak model: node by node in topological order,
+    each appended to the first device from the current one on (then the ones before it) where the
+    peak tracker keeps it within ``capacity`` (and, with ``shares``, the device's static memory
+    within its share; the last resort ignores shares). A colocation group follows its first member.
+    Returns (placement, per-device order) or None when some node fits nowhere."""
+    n, k = problem.n, problem.k
+    tracker = PeakTracker(problem, capacity)
+    mask = problem.allowed_mask()
+    need = problem.param_bytes + problem.out_bytes
+    used = np.zeros(k)
+    dev = np.full(n, -1, dtype=np.int64)
+    finish = np.zeros(n)
+    free = np.zeros(k)
+    order: list[list[int]] = [[] for _ in range(k)]
+    cur = 0
+    for v in problem.topo_order.tolist():
+        g = int(problem.colocate[v])
+        if g >= 0 and g in tracker.group_dev:
+            cands = [tracker.group_dev[g]]
+        else:
+            cands = [d for d in list(range(cur, k)) + list(range(cur)) if mask[v, d]]
+        dr = data_ready(problem, v, dev, finish)
+        t = float(problem.time[v])
+        choice = -1
+        for strict in ((True, False) if shares is not None else (False,)):
+            for d in cands:
+                if strict and used[d] + need[v] > shares[d]:
+                    continue
+                s = max(float(dr[d]), float(free[d]))
+                if tracker.fits(v, d, s, s + t):
+                    choice = d
+                    break
+            if choice >= 0:
+                break
+        if choice < 0:
+            return None
+        s = max(float(dr[choice]), float(free[choice]))
+        tracker.place(v, choice, s, s + t)
+        dev[v] = choice
+        finish[v] = free[choice] = s + t
+        used[choice] += need[v]
+        order[choice].append(v)
+        if choice > cur:
+            cur = choice
+    return dev, order
+
+
+def _peak_first(problem: Problem, opts: SolveOptions, name: str, shares: np.ndarray | None, static_fill, t0: float, why: str) -> Solution:
+    """Under the peak model, the tracked fill; if it gets stuck, the static fill (evaluator judges)."""
+    if opts.memory_model == "peak":
+        got = peak_fill(problem, problem.memory * (1.0 - opts.reserve), shares)
+        if got is not None:
+            sol = _solution(problem, opts, name, got[0], t0, why, order=got[1])
+            if sol.placement is not None:
+                return sol
+    return _solution(problem, opts, name, static_fill(), t0, why)
+
+
+def _solution(problem: Problem, opts: SolveOptions, name: str, placement: np.ndarray | None, t0: float, why: str,
+              order: list[list[int]] | None = None) -> Solution:
     if placement is None:
         return Solution(name, "unknown", reason=why, seconds=time.monotonic() - t0)
-    ev = evaluate(problem, placement, memory_model=opts.memory_model)
+    ev = evaluate(problem, placement, order=order, memory_model=opts.memory_model)
     if not ev.feasible(problem):
         over = ev.overflow(problem)
         return Solution(name, "unknown", reason=f"{name}: placement exceeds memory by {over.tolist()} bytes per device",
                         seconds=time.monotonic() - t0, info={"overflow": over.tolist(), "placement": placement})
-    return Solution(name, "heuristic", placement=placement, objective=ev.makespan, seconds=time.monotonic() - t0)
+    return Solution(name, "heuristic", placement=placement, order=order, objective=ev.makespan, seconds=time.monotonic() - t0)
 
 
 @register("topo-fill", kind="heuristic", summary="topological order, each device filled to an equal share of memory (m-TOPO)")
@@ -83,14 +151,16 @@ def topo_fill(problem: Problem, opts: SolveOptions) -> Solution:
     cap = problem.memory * (1.0 - opts.reserve)
     total = float((problem.param_bytes + problem.out_bytes).sum())
     share = np.minimum(cap, total / problem.k * 1.0 + 1e-9)
-    return _solution(problem, opts, "topo-fill", fill(problem, share), t0, "topo-fill: some node or colocation group fits on no device")
+    return _peak_first(problem, opts, "topo-fill", total / problem.k + 1e-9 + np.zeros(problem.k), lambda: fill(problem, share), t0,
+                       "topo-fill: some node or colocation group fits on no device")
 
 
 @register("greedy-fill", kind="heuristic", summary="topological order, each device filled up to its capacity (Tarnawski's greedy)")
 def greedy_fill(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     cap = problem.memory * (1.0 - opts.reserve)
-    return _solution(problem, opts, "greedy-fill", fill(problem, cap), t0, "greedy-fill: some node or colocation group fits on no device")
+    return _peak_first(problem, opts, "greedy-fill", None, lambda: fill(problem, cap), t0,
+                       "greedy-fill: some node or colocation group fits on no device")
 
 
 @register("single", kind="heuristic", summary="every node on the largest device (only when it fits)")

@@ -46,8 +46,8 @@ def critical_path(problem: Problem, opts: SolveOptions) -> Solution:
     pinned[cp] = int(np.argmax(problem.memory))
     prio = upward_rank_order(problem)
     dev, order, bad, info = run_with_accounting(
-        lambda count_inputs: insertion_schedule(problem, prio, opts.reserve, False, pinned, count_inputs),
-        problem, opts, opts.memory_model == "peak")
+        lambda acc: insertion_schedule(problem, prio, opts.reserve, False, pinned, acc),
+        problem, opts, False)
     if bad >= 0:
         return _fail("critical-path", problem, bad, t0)
     return _result(problem, opts, "critical-path", dev, order, t0, {**info, "critical_path_nodes": int(cp.size)})

@@ -5,19 +5,22 @@
 - ``m-etf`` (Baechi, Jeon et al. 2020): ETF whose memory check also charges, on the receiving
   device, every input tensor that arrives from another device (Baechi's accounting); the static
   model does not count those, so m-ETF is the more conservative of the two. When that accounting
-  leaves some node with no device, m-ETF reruns with the static accounting (info
-  ["input_accounting"] = False), i.e. it then equals ETF.
+  leaves some node with no device, m-ETF reruns with the static accounting (info["accounting"]
+  says which one answered), i.e. it then equals ETF. Under the peak model it equals ETF (the exact
+  tracking below charges received tensors for as long as they are held).
 - ``heft`` (Topcuoglu et al. 2002): nodes by non-increasing upward rank (bottom level with comm;
   devices are identical so the mean costs are the costs), each to the device where it finishes
   earliest, filling idle gaps (insertion policy; the gap search looks at most ``GAP_SCAN``
   intervals past the ready time, then appends).
 
 The memory check (all three): a node, or a colocation group at its first member, goes only to an
-allowed device whose static memory (params + outputs of its nodes) stays within capacity x
-(1 - opts.reserve). Under the peak model the check also charges received input tensors (as m-ETF
-does): static + received bytes bound the Eq. 2 peak from above, so the answer is peak-feasible by
-construction; if that leaves a node with no device, the method reruns with the static check and
-the evaluator decides. A node that fits nowhere ends the method with status ``unknown``.
+allowed device whose memory stays within capacity x (1 - opts.reserve). Static model: params +
+outputs of its nodes. Peak model: the device's live bytes over the schedule being built
+(heuristics.peak_tracker: a tensor allocated when produced or received, freed after its last
+consumer on the device), which is exactly what the evaluator measures for the returned order; if
+that leaves a node with no device, the method reruns with the accountings it used before
+(static + received tensors, then static) and the evaluator judges (see :func:`accountings`).
+A node that fits nowhere ends the method with status ``unknown``.
 Every method returns the per-device order it built; the evaluator schedules that order, so the
 reported makespan is the evaluator's (never later than the list schedule's own times).
 """
@@ -28,11 +31,14 @@ import heapq
 import time
 
 import numpy as np
+from typing import NamedTuple
 
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
+
+from .peak_tracker import PeakTracker
 
 from .pardnn.graph import Graph, bottom_levels
 
@@ -77,10 +83,10 @@ class _Memory:
                     extra += float(self.p.out_bytes[u])
         return extra
 
-    def fits(self, v: int, d: int, dev: np.ndarray) -> bool:
+    def fits(self, v: int, d: int, dev: np.ndarray, s: float = 0.0, f: float = 0.0) -> bool:
         return self.used[d] + self.cost(v, d, dev) <= self.cap[d] * (1 + 1e-12) + 1e-9
 
-    def place(self, v: int, d: int, dev: np.ndarray) -> None:
+    def place(self, v: int, d: int, dev: np.ndarray, s: float = 0.0, f: float = 0.0) -> None:
         self.used[d] += self.cost(v, d, dev)
         g = int(self.p.colocate[v])
         if g >= 0:
@@ -90,6 +96,66 @@ class _Memory:
             for u in nbr[ptr[v]:ptr[v + 1]].tolist():
                 if dev[u] != d:
                     self.received.add((u, d))
+
+
+class _PeakMemory:
+    """The peak model's exact accounting (heuristics.peak_tracker) behind _Memory's interface:
+    whether v fits on d depends on when it runs, [s, f)."""
+
+    def __init__(self, problem: Problem, reserve: float, headroom: float = 0.0) -> None:
+        self.p = problem
+        self.tracker = PeakTracker(problem, problem.memory * (1.0 - reserve))
+        self.mask = problem.allowed_mask()
+        self.free_choice = self.mask.sum(axis=1) > 1
+        self.group_dev = self.tracker.group_dev
+        self.soft = self.tracker.cap * (1.0 - headroom)
+        self.headroom = headroom
+
+    def allowed(self, v: int) -> np.ndarray:
+        g = int(self.p.colocate[v])
+        if g >= 0 and g in self.group_dev:
+            ok = np.zeros(self.p.k, dtype=bool)
+            ok[self.group_dev[g]] = True
+            return ok
+        return self.mask[v]
+
+    def fits(self, v: int, d: int, dev: np.ndarray, s: float = 0.0, f: float = 0.0) -> bool:
+        """Within capacity; a node free to choose its device (not in a colocation group already
+        placed, more than one device allowed) must also leave ``headroom`` x capacity, which the
+        nodes that have no choice may use."""
+        peak = self.tracker.peak_if(v, d, s, f)
+        g = int(self.p.colocate[v])
+        forced = not self.free_choice[v] or (g >= 0 and g in self.group_dev)
+        cap = self.tracker.cap[d] if forced or self.headroom <= 0 else self.soft[d]
+        return peak <= cap * (1 + 1e-12) + 1e-9
+
+    def place(self, v: int, d: int, dev: np.ndarray, s: float = 0.0, f: float = 0.0) -> None:
+        self.tracker.place(v, d, s, f)
+
+
+def memory_book(problem: Problem, reserve: float, accounting: str) -> "_Memory | _PeakMemory":
+    """The memory check of a list scheduler: "peak" (exact peak-model tracking over the schedule
+    being built; "peak:H" keeps a headroom of H x capacity that only nodes without a choice of
+    device may use, so that colocated members arriving late still fit), "inputs" (static +
+    received tensors, Baechi's m-ETF) or "static"."""
+    if accounting.startswith("peak"):
+        return _PeakMemory(problem, reserve, float(accounting.partition(":")[2] or 0.0))
+    return _Memory(problem, reserve, accounting == "inputs")
+
+
+class Scheduled(NamedTuple):
+    """A list schedule: device per node, per-device order, the first node that fitted nowhere
+    (-1 when all were placed), and per device the peak the memory check accepted (peak
+    accounting only, else None)."""
+
+    dev: np.ndarray
+    order: list[list[int]]
+    bad: int
+    accepted_peak: np.ndarray | None = None
+
+
+def _accepted(mem: "_Memory | _PeakMemory") -> np.ndarray | None:
+    return mem.tracker.peak() if isinstance(mem, _PeakMemory) else None
 
 
 def data_ready(problem: Problem, v: int, dev: np.ndarray, finish: np.ndarray) -> np.ndarray:
@@ -121,13 +187,29 @@ def _fail(name: str, problem: Problem, v: int, t0: float) -> Solution:
                     seconds=time.monotonic() - t0)
 
 
-def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = False) -> tuple[np.ndarray, list[list[int]], int]:
-    """ETF with the memory check. Returns (device per node, per-device order, failed node or -1)."""
+def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "static") -> Scheduled:
+    """ETF with the memory check (see memory_book). Returns (device per node, per-device order,
+    failed node or -1).
+
+    ETF starts nodes in non-decreasing time and each device's memory profile is empty from its
+    free time on, so a node that does not fit on a device at its candidate start will not fit there
+    later either (buffers only grow): dropping it from that device's heaps loses nothing."""
     n, k = problem.n, problem.k
     g = Graph.of(problem)
     bl = bottom_levels(g, problem.comm)
     rank = problem.topo_rank
-    mem = _Memory(problem, reserve, count_inputs)
+    mem = memory_book(problem, reserve, accounting)
+    dur = problem.time.tolist()
+    seen: dict[tuple[int, int], tuple[int, float]] = {}  # (v, d) -> (device version, start) known to fit
+    version = [0] * k
+
+    def fits(v: int, d: int, s: float) -> bool:
+        if seen.get((v, d)) == (version[d], s):
+            return True
+        if mem.fits(v, d, dev, s, s + dur[v]):
+            seen[(v, d)] = (version[d], s)
+            return True
+        return False
     dev = np.full(n, -1, dtype=np.int64)
     finish = np.zeros(n)
     free = [0.0] * k
@@ -158,7 +240,7 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
             cand = None
             while B:
                 nb, r, v = B[0]
-                if dev[v] >= 0 or not mem.allowed(v)[d] or not mem.fits(v, d, dev):
+                if dev[v] >= 0 or not mem.allowed(v)[d] or not fits(v, d, free[d]):
                     heapq.heappop(B)
                     continue
                 cand = (free[d], nb, r, d, v)
@@ -166,7 +248,7 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
             if cand is None:
                 while A:
                     s, nb, r, v = A[0]
-                    if dev[v] >= 0 or not mem.allowed(v)[d] or not mem.fits(v, d, dev):
+                    if dev[v] >= 0 or not mem.allowed(v)[d] or not fits(v, d, s):
                         heapq.heappop(A)
                         continue
                     cand = (s, nb, r, d, v)
@@ -175,12 +257,13 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
                 best = cand
         if best is None:
             stuck = [v for v in range(n) if dev[v] < 0 and indeg[v] == 0]
-            return dev, order, (stuck[0] if stuck else 0)
+            return Scheduled(dev, order, (stuck[0] if stuck else 0), _accepted(mem))
         s, _, _, d, v = best
         # v stays in the other devices' heaps; dev[v] >= 0 discards it there lazily
-        mem.place(v, d, dev)
-        dev[v] = d
         f = s + float(problem.time[v])
+        mem.place(v, d, dev, s, f)
+        version[d] += 1
+        dev[v] = d
         finish[v] = f
         free[d] = f
         order[d].append(v)
@@ -190,16 +273,19 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
             indeg[w] -= 1
             if indeg[w] == 0:
                 release(w)
-    return dev, order, -1
+    return Scheduled(dev, order, -1, _accepted(mem))
 
 
 def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 0.0, insertion: bool = True,
-                       pinned: np.ndarray | None = None, count_inputs: bool = False) -> tuple[np.ndarray, list[list[int]], int]:
+                       pinned: np.ndarray | None = None, accounting: str = "static") -> Scheduled:
     """Schedule nodes in the given (topological) priority order, each on the device giving the
-    earliest finish (gaps filled when ``insertion``). ``pinned[v] >= 0`` forces a device when it
-    is allowed and has room. Returns (device per node, per-device order, failed node or -1)."""
+    earliest finish (gaps filled when ``insertion``) among those where it fits (memory_book; under
+    the peak accounting a gap that does not fit falls back to the end of the device's schedule).
+    ``pinned[v] >= 0`` forces a device when it is allowed and v fits there at the end of its
+    schedule. Returns (device per node, per-device order, failed node or -1)."""
     n, k = problem.n, problem.k
-    mem = _Memory(problem, reserve, count_inputs)
+    mem = memory_book(problem, reserve, accounting)
+    timed = accounting.startswith("peak")
     dev = np.full(n, -1, dtype=np.int64)
     finish = np.zeros(n)
     starts: list[list[float]] = [[] for _ in range(k)]
@@ -209,18 +295,20 @@ def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 
     for v in priority.tolist():
         dr = data_ready(problem, v, dev, finish)
         ok = mem.allowed(v).copy()
-        if pinned is not None and pinned[v] >= 0 and ok[pinned[v]] and mem.fits(v, int(pinned[v]), dev):
-            ok[:] = False
-            ok[pinned[v]] = True
-        best = None
         t = float(dur[v])
+        if pinned is not None and pinned[v] >= 0 and ok[pinned[v]]:
+            p = int(pinned[v])
+            s_end = max(float(dr[p]), ends[p][-1]) if ends[p] else float(dr[p])
+            if mem.fits(v, p, dev, s_end, s_end + t):
+                ok[:] = False
+                ok[p] = True
+        best = None
         for d in np.flatnonzero(ok).tolist():
-            if not mem.fits(v, d, dev):
-                continue
             r = float(dr[d])
             S, E = starts[d], ends[d]
             pos = len(S)
             s = max(r, E[-1]) if E else r
+            gap = None
             if insertion and S:
                 # ends are sorted (disjoint, ordered intervals); scan after every interval ending by r,
                 # which includes all of v's predecessors on d, even zero-time ones ending exactly at r
@@ -229,22 +317,26 @@ def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 
                 for j in range(i, min(len(S), i + GAP_SCAN)):
                     cand = max(r, prev_end)
                     if cand + t <= S[j]:
-                        s, pos = cand, j
+                        gap = (cand, j)
                         break
                     prev_end = E[j]
+            if gap is not None and mem.fits(v, d, dev, gap[0], gap[0] + t):
+                s, pos = gap
+            elif (gap is not None and not timed) or not mem.fits(v, d, dev, s, s + t):
+                continue  # the static check does not depend on the slot
             key = (s + t, d)
             if best is None or key < best[0]:
                 best = (key, d, s, pos)
         if best is None:
-            return dev, [], v
+            return Scheduled(dev, [], v, _accepted(mem))
         _, d, s, pos = best
-        mem.place(v, d, dev)
+        mem.place(v, d, dev, s, s + t)
         dev[v] = d
         finish[v] = s + t
         starts[d].insert(pos, s)
         ends[d].insert(pos, s + t)
         nodes[d].insert(pos, v)
-    return dev, nodes, -1
+    return Scheduled(dev, nodes, -1, _accepted(mem))
 
 
 def upward_rank_order(problem: Problem) -> np.ndarray:
@@ -254,23 +346,39 @@ def upward_rank_order(problem: Problem) -> np.ndarray:
     return np.lexsort((problem.topo_rank, -bl))
 
 
+def accountings(memory_model: str, inputs_first: bool) -> tuple[str, ...]:
+    """The memory checks a list scheduler tries, in order, until one places every node.
+
+    Peak model: the exact peak tracking first, then with 10% and 25% headroom for the nodes that
+    have no choice of device (a colocation group whose first member filled its device); then, so
+    that no answer found before the tracking was added is lost, static + received tensors (an upper bound of the peak) and the static check, whose
+    answers the evaluator judges. Static model: received tensors first for m-ETF, then static."""
+    if memory_model == "peak":
+        return ("peak", "peak:0.1", "peak:0.25", "inputs", "static")
+    return ("inputs", "static") if inputs_first else ("static",)
+
+
 def run_with_accounting(schedule, problem: Problem, opts: SolveOptions, inputs_first: bool) -> tuple[np.ndarray, list[list[int]], int, dict]:
-    """Schedule with input-tensor accounting first when asked (m-ETF, or any list scheduler under
-    the peak model, where static + received tensors bounds the peak), else or on failure with the
-    static accounting."""
-    if inputs_first:
-        dev, order, bad = schedule(count_inputs=True)
+    """Run ``schedule(accounting)`` with each accounting of :func:`accountings` until one places
+    every node (under the peak model, also until the evaluator finds the answer within capacity)."""
+    tried = accountings(opts.memory_model, inputs_first)
+    for acc in tried:
+        dev, order, bad, peak = schedule(acc)
         if bad < 0:
-            return dev, order, bad, {"input_accounting": True}
-    dev, order, bad = schedule(count_inputs=False)
-    return dev, order, bad, {"input_accounting": False}
+            if acc.startswith("peak"):
+                return dev, order, bad, {"accounting": acc, "accepted_peak": peak.tolist()}
+            if acc == tried[-1] or opts.memory_model != "peak":
+                return dev, order, bad, {"accounting": acc}
+            if evaluate(problem, dev, order=order, memory_model="peak").feasible(problem):
+                return dev, order, bad, {"accounting": acc}
+    return dev, order, bad, {"accounting": tried[-1]}
 
 
 @register("etf", kind="heuristic", summary="Earliest Time First list scheduling with a static-memory check")
 def etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
-                                                problem, opts, opts.memory_model == "peak")
+    dev, order, bad, info = run_with_accounting(lambda acc: etf_schedule(problem, opts.reserve, acc),
+                                                problem, opts, False)
     if bad >= 0:
         return _fail("etf", problem, bad, t0)
     return _result(problem, opts, "etf", dev, order, t0, info)
@@ -279,7 +387,7 @@ def etf(problem: Problem, opts: SolveOptions) -> Solution:
 @register("m-etf", kind="heuristic", summary="Baechi's m-ETF: ETF charging received input tensors to the receiving device's memory")
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
+    dev, order, bad, info = run_with_accounting(lambda acc: etf_schedule(problem, opts.reserve, acc),
                                                 problem, opts, True)
     if bad >= 0:
         return _fail("m-etf", problem, bad, t0)
@@ -291,8 +399,8 @@ def heft(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     prio = upward_rank_order(problem)
     dev, order, bad, info = run_with_accounting(
-        lambda count_inputs: insertion_schedule(problem, prio, opts.reserve, True, None, count_inputs),
-        problem, opts, opts.memory_model == "peak")
+        lambda acc: insertion_schedule(problem, prio, opts.reserve, True, None, acc),
+        problem, opts, False)
     if bad >= 0:
         return _fail("heft", problem, bad, t0)
     return _result(problem, opts, "heft", dev, order, t0, info)
