@@ -16,9 +16,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import get, register
+
+from .memory_order import lower_peak_order
 
 ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft", "critical-path", "pardnn-balanced", "m-etf",
          "linear-clustering", "random")
@@ -38,6 +42,16 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         return evaluate + 3e-7 * float(n) * size
     extra = 8 * evaluate if (method.startswith("pardnn") and memory_model == "peak") else 0.0
     return evaluate + rates.get(method, 1e-4) * size + extra
+
+
+def _reordered(problem: Problem, sol: Solution) -> Solution:
+    """A member's overflowing placement with the memory-aware order that fits (heuristics.memory_order),
+    or the member's answer unchanged when none fits."""
+    got = lower_peak_order(problem, np.asarray(sol.info["placement"], dtype=np.int64))
+    if not got.evaluation.feasible(problem):
+        return sol
+    return Solution(sol.method, "heuristic", placement=got.evaluation.placement, order=got.order,
+                    objective=got.evaluation.makespan, seconds=sol.seconds, info={"memory_order": got.rule})
 
 
 @register("portfolio", kind="heuristic", summary="run the heuristics that fit the time limit, keep the best memory-feasible one")
@@ -60,6 +74,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
             members.append({"method": name, "status": "error", "makespan": None, "feasible": False,
                             "seconds": time.monotonic() - t, "reason": f"{type(exc).__name__}: {exc}"})
             continue
+        if sol.placement is None and opts.memory_model == "peak" and sol.info.get("placement") is not None:
+            sol = _reordered(problem, sol)  # overflows in its own order: try a memory-aware one
         ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
         members.append({"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
                         "seconds": time.monotonic() - t, "reason": sol.reason})

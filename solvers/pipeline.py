@@ -32,6 +32,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from . import registry
+from .ordering import fit_by_order
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
 # bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
@@ -106,7 +107,10 @@ class Incumbent:
         ev = self.verify(self.problem, sol, self.memory_model)
         self.check_seconds = max(self.check_seconds, time.monotonic() - t)
         if not ev.feasible(self.problem):
-            return None
+            got = fit_by_order(self.problem, ev.placement, sol, self.memory_model)
+            if got is None:
+                return None
+            sol, ev = got
         if self.best is None or ev.makespan < self.best[1].makespan - 1e-12:
             self.best = (sol, ev)
         return ev

@@ -41,6 +41,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from heuristics.memory_order import memory_aware_order
 from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import SolveOptions
@@ -280,6 +281,11 @@ class _Search:
                 fifo = evaluate(self.p, pl, memory_model=self.mm)
                 if _key(self.p, fifo) < _key(self.p, ev):
                     ev = fifo
+        if self.mm == "peak" and not ev.feasible(self.p):
+            # the placement may fit in a memory-aware order (heuristics/memory_order.py)
+            alt = evaluate(self.p, pl, order=memory_aware_order(self.p, pl), memory_model=self.mm)
+            if _key(self.p, alt) < _key(self.p, ev):
+                ev = alt
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return ev

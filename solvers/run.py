@@ -20,6 +20,7 @@ from placement.report import _clean, build_report, gap
 from placement.solution import Solution, SolveOptions
 
 from . import registry
+from .ordering import fit_by_order, order_report, overflowing_placement
 
 
 
@@ -61,7 +62,8 @@ class RunResult:
         return build_report(
             problem, status=self.status, method=self.method, memory_model=memory_model, seconds=self.seconds,
             evaluation=self.evaluation if self.feasible else None, lower_bound=self.lower_bound, reason=self.reason,
-            extra={"bounds": self.bounds, "phases": self.history, "interrupted": self.interrupted},
+            extra={"bounds": self.bounds, "phases": self.history, "interrupted": self.interrupted,
+                   **(order_report(problem, self.evaluation, memory_model) if self.feasible and self.evaluation is not None else {})},
         )
 
 
@@ -179,7 +181,14 @@ def run(
         if ev.feasible(problem):
             best = (sol, ev)
         else:
-            reasons.append(f"{method}: its answer exceeds memory by {ev.overflow(problem).tolist()} bytes per device")
+            best = fit_by_order(problem, sol.placement, sol, opts.memory_model)
+            if best is None:
+                reasons.append(f"{method}: its answer exceeds memory by {ev.overflow(problem).tolist()} bytes per device")
+    elif overflowing_placement(sol) is not None and (got := fit_by_order(problem, overflowing_placement(sol), sol, opts.memory_model)):
+        best = got  # its placement overflows in FIFO order but fits in a memory-aware order
+        entry["memory_order"] = got[0].info.get("memory_order")
+        sol = got[0]
+        entry["makespan"] = got[1].makespan
     elif sol.reason:
         reasons.append(sol.reason)
     say(f"{method}: {sol.status} makespan={entry.get('makespan', '-')} bound={proved_lb:.6g}")

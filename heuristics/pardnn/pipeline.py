@@ -10,9 +10,12 @@ capacity, and reports whether the reserve was kept.
 
 Under the static model memory does not depend on the schedule, so one handler pass is exact. Under
 the peak model the handler works on the emulated schedule of the current placement (the
-evaluator's FIFO executor), then the schedule is emulated again, for at most ``max_rounds`` rounds:
+evaluator's FIFO executor), then the schedule is emulated again, for ``max_rounds`` rounds and
+beyond (up to EXTRA_ROUNDS times as many) while each round still cuts the overflow by MIN_PROGRESS:
 the paper recomputes after every single move (O(V) each, O(V^2) overall), which is too slow in
-Python at 10^5 nodes, so moves are batched per round.
+Python at 10^5 nodes, so moves are batched per round. If the placement still overflows in FIFO
+order, a memory-aware order (heuristics/memory_order.py) may make it fit: the answer then carries
+that per-device order.
 
 Options (``opts.extra``): ``memory_heuristic`` "I" (default), "II", "I+II" or "none";
 ``chunk_ratio`` (2.0); ``max_rounds`` (8 for the full-capacity pass, half of it for the reserve
@@ -29,6 +32,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
+from ..memory_order import lower_peak_order
 from .graph import Graph, ccr, weighted_levels
 from .mapping import lflam
 from .memory_ii import balance_residual, split_critical_path
@@ -37,6 +41,8 @@ from .overflow import Units, handle_overflow
 from .slicing import Slicing, slice_graph
 
 DEFAULT_RESERVE = 0.10
+EXTRA_ROUNDS = 4
+MIN_PROGRESS = 0.02
 
 
 def usable_capacity(problem: Problem, reserve: float) -> np.ndarray:
@@ -88,6 +94,7 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
     rounds = 0
     left = np.zeros(problem.k)
     need = problem.param_bytes + problem.out_bytes
+    last_total = np.inf
     while True:
         if memory_model == "static":
             state = static_state(problem, pl)
@@ -100,7 +107,12 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
             break
         # a static pass is cheap and exact, so only the peak model's re-emulation rounds obey the deadline
         late = memory_model != "static" and deadline is not None and time.monotonic() > deadline
-        if rounds >= max_rounds or late:
+        total = float(left.sum())
+        # Past max_rounds, go on (up to EXTRA_ROUNDS x as many) while each round still cuts the
+        # total overflow by MIN_PROGRESS: moving more nodes may yet fit.
+        stalled = rounds >= max_rounds and (rounds >= EXTRA_ROUNDS * max_rounds or total > (1 - MIN_PROGRESS) * last_total)
+        last_total = total
+        if stalled or late:
             break
         rounds += 1
         fits = None if memory_model == "static" else np.maximum(state.potential, need)
@@ -180,6 +192,13 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     t = time.monotonic()
     ev = evaluate(problem, placement, memory_model=opts.memory_model)
     info["t_evaluate"] = time.monotonic() - t
+    order = None
+    if not ev.feasible(problem) and opts.memory_model == "peak":
+        # Heuristic I judges placements in FIFO order; the placement may fit in a memory-aware one.
+        got = lower_peak_order(problem, placement, ev)
+        info["memory_order"] = got.rule
+        if got.evaluation.feasible(problem):
+            ev, order = got.evaluation, got.order
     if not ev.feasible(problem):
         over = ev.overflow(problem)
         info["overflow"] = over.tolist()
@@ -189,7 +208,7 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
         return Solution("pardnn", "unknown", reason=f"pardnn: the overflow handler could not fit memory ({opts.memory_model} model); over capacity on {worst}",
                         seconds=time.monotonic() - t0, info=info)
     info["overflow"] = [0.0] * problem.k
-    return Solution("pardnn", "heuristic", placement=ev.placement, objective=ev.makespan,
+    return Solution("pardnn", "heuristic", placement=ev.placement, order=order, objective=ev.makespan,
                     seconds=time.monotonic() - t0, info=info)
 
 
