@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from placement.bounds import infeasibility, lower_bounds
+from placement.memory_bounds import memory_lower_bound
 from placement.evaluator import Evaluation, check, evaluate
 from placement.problem import Problem
 from placement.report import _clean, build_report, gap
@@ -40,6 +41,7 @@ class RunResult:
     value: float | None = None  # the objective's value (max-load, latency); the makespan otherwise
     split: np.ndarray | None = None  # max-load/latency: device per node, CPU core c as -1 - c
     breakdown: dict[str, Any] | None = None
+    memory_bound: dict[str, float] = field(default_factory=dict)  # placement.memory_bounds, by part
 
     @property
     def feasible(self) -> bool:
@@ -63,6 +65,8 @@ class RunResult:
             problem, status=self.status, method=self.method, memory_model=memory_model, seconds=self.seconds,
             evaluation=self.evaluation if self.feasible else None, lower_bound=self.lower_bound, reason=self.reason,
             extra={"bounds": self.bounds, "phases": self.history, "interrupted": self.interrupted,
+                   **({"memory_lower_bound": self.memory_bound.get("best"), "memory_lower_bound_parts": self.memory_bound}
+                      if self.memory_bound else {}),
                    **(order_report(problem, self.evaluation, memory_model) if self.feasible and self.evaluation is not None else {})},
         )
 
@@ -141,9 +145,29 @@ def run(
     say = progress or (lambda msg: None)
     lbs = lower_bounds(problem)
     lb = lbs.best
-    why = infeasibility(problem, opts.memory_model)
+    mem_lb = memory_lower_bound(problem, opts.memory_model)
+    why = infeasibility(problem, opts.memory_model) or memory_infeasibility(problem, mem_lb)
     if why:
-        return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict())
+        return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict(),
+                         memory_bound=mem_lb)
+    res = _run_makespan(problem, method, opts, say, lbs, t0)
+    res.memory_bound = mem_lb
+    return res
+
+
+def memory_infeasibility(problem: Problem, mem_lb: dict[str, float]) -> str | None:
+    """No placement fits when even the largest device is below the memory lower bound for K
+    devices of equal capacity (devices no larger than it cannot do better)."""
+    cap = float(problem.memory.max()) if problem.k else 0.0
+    if mem_lb.get("best", 0.0) > cap * (1 + 1e-12) + 1e-9:
+        part = max((k for k in mem_lb if k != "best"), key=lambda k: mem_lb[k])
+        return (f"every placement on {problem.k} devices needs {mem_lb['best']:.6g} bytes on some device "
+                f"(memory lower bound, {part}) but the largest device holds {cap:.6g}")
+    return None
+
+
+def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callable[[str], None], lbs, t0: float) -> RunResult:
+    lb = lbs.best
 
     if method == "auto":
         from .pipeline import pipeline

@@ -1,0 +1,149 @@
+"""Lower bounds on memory: the smallest per-device capacity at which any placement can exist.
+
+``memory_lower_bound(problem, memory_model, k)`` is a capacity C such that, with k devices of C
+bytes each, no placement (and, under the peak model, no schedule of it) fits below C. Proofs in
+docs/peak.md; each part is named in the returned dict so a report can say which one binds.
+
+Static model (a device holds params + outputs of its nodes): the units (colocation groups and lone
+nodes) with sizes s_1 >= s_2 >= ...: C >= s_1; C >= sum / k; C >= s_k + s_(k+1) (of k + 1 units
+two share a device).
+
+Peak model:
+- ``params``: the same three bin-packing bounds on the units' parameters (held at all times);
+- ``working_set``: a node that runs (time > 0) holds its params, its output and all its inputs on
+  its device at once, and its group's params are there too;
+- ``params_plus_working_set``: the device running that node also holds its own params; the others
+  hold the rest of the params: k C >= P + w, w the largest working set beyond params;
+- ``live_cut``: while a node x runs, every tensor produced by an ancestor of x with a consumer in x
+  or a descendant of x is held on some device, so k C >= P + out_x + those bytes. Checked for up
+  to CUT_CANDIDATES nodes: the node running at the single-device FIFO peak and nodes spread over
+  the topological order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import Problem
+
+CUT_CANDIDATES = 63  # bits of one unsigned 64-bit word
+
+
+def _units(problem: Problem, size: np.ndarray) -> np.ndarray:
+    """Total size per unit: each colocation group, each ungrouped node."""
+    grouped = problem.colocate >= 0
+    groups = np.bincount(problem.colocate[grouped], weights=size[grouped], minlength=len(problem.groups))
+    return np.concatenate([groups, size[~grouped]])
+
+
+def bin_packing_bound(sizes: np.ndarray, k: int) -> float:
+    """A lower bound on the bin capacity that packs ``sizes`` into k bins."""
+    if sizes.size == 0:
+        return 0.0
+    s = np.sort(sizes)[::-1]
+    best = max(float(s[0]), float(s.sum()) / k)
+    if s.size > k:
+        best = max(best, float(s[k - 1] + s[k]))
+    return best
+
+
+def working_sets(problem: Problem) -> np.ndarray:
+    """Per node: bytes beyond params its device holds while it runs (0 for a zero-time node):
+    its output plus each distinct input tensor."""
+    ins = np.bincount(problem.dst, weights=problem.out_bytes[problem.src], minlength=problem.n)
+    return np.where(problem.time > 0, problem.out_bytes + ins, 0.0)
+
+
+def _cut_candidates(problem: Problem) -> list[int]:
+    """Nodes whose live cut is checked: the node running at the single-device FIFO peak, then
+    running nodes spread evenly over the topological order."""
+    from .evaluator import evaluate  # one schedule of one device, only to pick a good candidate
+
+    runs = problem.topo_order[problem.time[problem.topo_order] > 0]
+    if runs.size == 0:
+        return []
+    cands: list[int] = []
+    one = problem.with_devices(1, memory=np.inf)
+    ev = evaluate(one, np.zeros(problem.n, dtype=np.int64), memory_model="peak")
+    from .evaluator import peak_profile
+
+    _, when = peak_profile(one, ev.placement, ev.start, ev.finish)
+    if np.isfinite(when[0]):
+        at = np.flatnonzero((ev.start <= when[0]) & (when[0] < ev.finish) & (problem.time > 0))
+        cands.extend(at[:1].tolist())
+    step = max(1, runs.size // (CUT_CANDIDATES - len(cands)))
+    for v in runs[::step].tolist():
+        if len(cands) >= CUT_CANDIDATES:
+            break
+        if v not in cands:
+            cands.append(v)
+    return cands
+
+
+def live_cut_bytes(problem: Problem, cands: list[int]) -> np.ndarray:
+    """For each candidate x: out_x plus the bytes of every tensor made by an ancestor of x with a
+    consumer that is x or a descendant of x (all held somewhere while x runs)."""
+    n = problem.n
+    if not cands:
+        return np.zeros(0)
+    bit = [0] * n
+    for i, x in enumerate(cands):
+        bit[x] |= 1 << i
+    sp, sn, _ = problem.succ_ptr
+    pp, pn, _ = problem.pred_ptr
+    sp_l, sn_l, pp_l, pn_l = sp.tolist(), sn.tolist(), pp.tolist(), pn.tolist()
+    topo = problem.topo_order.tolist()
+    desc = bit[:]  # candidates x with v in desc*(x) (x itself included)
+    for v in topo:
+        acc = desc[v]
+        for j in range(pp_l[v], pp_l[v + 1]):
+            acc |= desc[pn_l[j]]
+        desc[v] = acc
+    anc = [0] * n  # candidates x with v a strict ancestor of x
+    for v in reversed(topo):
+        acc = 0
+        for j in range(sp_l[v], sp_l[v + 1]):
+            w = sn_l[j]
+            acc |= anc[w] | bit[w]
+        anc[v] = acc
+    live = [0] * n
+    for u in range(n):
+        a = anc[u]
+        if not a:
+            continue
+        reach = 0
+        for j in range(sp_l[u], sp_l[u + 1]):
+            reach |= desc[sn_l[j]]
+        live[u] = a & reach
+    words = np.array(live, dtype=np.uint64)
+    out = problem.out_bytes
+    total = np.array([float(out[((words >> np.uint64(i)) & np.uint64(1)).astype(bool)].sum()) for i in range(len(cands))])
+    return total + out[np.asarray(cands)]
+
+
+def memory_lower_bound(problem: Problem, memory_model: str = "static", k: int | None = None) -> dict[str, float]:
+    """Valid lower bounds on the per-device capacity needed by k devices (default: the problem's),
+    by part, and ``best`` (their maximum)."""
+    k = problem.k if k is None else int(k)
+    if problem.n == 0:
+        return {"best": 0.0}
+    if memory_model == "static":
+        parts = {"units": bin_packing_bound(_units(problem, problem.param_bytes + problem.out_bytes), k)}
+    else:
+        params = problem.param_bytes
+        total = float(params.sum())
+        ws = working_sets(problem)
+        own = params.copy()
+        grouped = problem.colocate >= 0
+        if grouped.any():
+            gp = np.bincount(problem.colocate[grouped], weights=params[grouped], minlength=len(problem.groups))
+            own[grouped] = gp[problem.colocate[grouped]]
+        cands = _cut_candidates(problem)
+        cut = live_cut_bytes(problem, cands)
+        parts = {
+            "params": bin_packing_bound(_units(problem, params), k),
+            "working_set": float((own + ws).max()),
+            "params_plus_working_set": (total + float(ws.max())) / k,
+            "live_cut": (total + float(cut.max())) / k if cut.size else 0.0,
+        }
+    parts["best"] = max(parts.values())
+    return parts
