@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
     p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
+    p.add_argument("--frontier", action="store_true", help="sweep memory per device from the memory lower bound up: the makespan-memory curve (table, --report, --plot)")
+    p.add_argument("--points", type=int, default=8, metavar="N", help="frontier points (default 8)")
+    p.add_argument("--plot", metavar="FILE", help="with --frontier: write the curve as a PNG (needs matplotlib: pip install '.[plot]')")
+    p.add_argument("--min-devices", action="store_true", help="the fewest devices of --memory capacity on which a placement is found")
+    p.add_argument("--parallel", choices=("auto", "ray", "none"), default="auto", help="frontier points on Ray when installed (auto, default), required (ray) or sequential (none)")
+    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default: a local one)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--verbose", action="store_true", help="also show the solvers' own logs (CP-SAT search log)")
     return p
@@ -99,9 +105,31 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--gantt needs matplotlib: pip install '.[plot]'") from None
+    if args.frontier or args.min_devices:
+        if args.frontier and args.min_devices:
+            raise UsageError("--frontier and --min-devices are separate questions: give one")
+        if args.objective != "makespan":
+            raise UsageError("--frontier and --min-devices answer for the makespan objective")
+        if args.points < 1:
+            raise UsageError(f"--points must be at least 1, got {args.points}")
+        if args.min_devices and args.memory is None:
+            raise UsageError("--min-devices needs --memory (the capacity of each device)")
+    if args.plot:
+        if not args.frontier:
+            raise UsageError("--plot draws the frontier: add --frontier")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install '.[plot]'") from None
+    if args.parallel == "ray":
+        from .sweep import ray_available
+
+        if not ray_available():
+            raise UsageError("--parallel ray needs Ray: pip install '.[ray]'")
     if args.coarse_size is not None and args.coarse_size < 2:
         raise UsageError(f"--coarse-size must be at least 2, got {args.coarse_size}")
-    for flag, value in (("--out", args.out), ("--report", args.report), ("--trace", args.trace), ("--gantt", args.gantt)):
+    for flag, value in (("--out", args.out), ("--report", args.report), ("--trace", args.trace), ("--gantt", args.gantt),
+                        ("--plot", args.plot)):
         if value is not None:
             folder = Path(value).parent
             if not folder.is_dir():
@@ -185,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"solve: error: {exc}", file=sys.stderr)
         return 2
     opts.started = started
+    if args.frontier or args.min_devices:
+        return _sweep_main(problem, opts, args)
     progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
     with _stop_on_signals(opts.stop):
         result = _in_worker_thread(lambda: run(problem, args.method, opts, progress=progress, objective=args.objective))
@@ -203,6 +233,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.explain and result.evaluation is not None:
         print(explain_text(problem, result.evaluation))
     return 0 if result.answered else 1
+
+
+def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> int:
+    """``--frontier`` and ``--min-devices``: independent solves over memory or device counts."""
+    from .frontier import frontier, frontier_table, min_devices, plot_frontier
+
+    if args.frontier:
+        fr = frontier(problem, opts.memory_model, args.method, args.points, args.time_limit, args.seed,
+                      args.parallel, args.ray_address)
+        print(frontier_table(fr, format_bytes))
+        if args.report:
+            write_report(args.report, {**fr.as_dict(), "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m}})
+        if args.plot:
+            plot_frontier(args.plot, fr)
+        return 0 if fr.smallest_feasible is not None else 1
+    cap = float(problem.memory.max())
+    md = min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed)
+    verdict = "-" if md.devices is None else f"{md.devices}{' (proved fewest: fewer cannot hold the memory)' if md.proved else ''}"
+    print(f"devices of {format_bytes(cap)}: fewest found {verdict}; the memory lower bound allows no fewer than {md.fewest_by_bound}")
+    for row in md.tried:
+        print(f"  K={row['devices']}: {row['status']} makespan={row['makespan']}")
+    if args.report:
+        write_report(args.report, {"capacity": cap, "memory_model": opts.memory_model, "devices": md.devices, "proved": md.proved,
+                                   "fewest_by_bound": md.fewest_by_bound, "tried": md.tried})
+    return 0 if md.devices is not None else 1
 
 
 def _in_worker_thread(job: Callable[[], RunResult]) -> RunResult:

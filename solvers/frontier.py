@@ -1,0 +1,180 @@
+"""The memory frontier: makespan against memory per device for K devices, and the fewest devices.
+
+``frontier``: what is the smallest memory per device at which a placement is found, and what does
+more memory buy? Capacities run geometrically from ``memory_lower_bound`` (no placement exists
+below it) to the memory the unconstrained answer uses (more cannot help that answer); each is an
+independent solve (solvers/sweep.py: on Ray when installed). Then:
+- monotone answers: an answer that fits capacity c fits every larger one, so each point keeps the
+  best answer found at its capacity or below (``from_capacity`` says where it came from);
+- monotone bounds: a makespan bound valid with capacity c holds for every smaller one (fewer
+  placements), so each point's bound is the best found at its capacity or above;
+- every point's answer is evaluated again at its own capacity by the evaluator before it is kept.
+
+``min_devices``: the fewest devices of a given capacity on which a placement is found, starting
+from the fewest the memory lower bound allows (proved minimal when the answer is found there).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from placement.evaluator import evaluate
+from placement.memory_bounds import memory_lower_bound
+from placement.problem import Problem
+
+from .sweep import Point, run_points, solve_point
+
+
+@dataclass
+class FrontierPoint:
+    capacity: float
+    status: str  # of this capacity's own solve
+    makespan: float | None  # the best answer at this capacity or below, by the evaluator
+    lower_bound: float | None  # the best makespan bound valid at this capacity
+    memory: list[float] | None = None  # per device, of the kept answer
+    from_capacity: float | None = None  # where the kept answer was found
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Frontier:
+    devices: int
+    memory_model: str
+    memory_lower_bound: float
+    unconstrained_makespan: float | None
+    points: list[FrontierPoint] = field(default_factory=list)
+    ran: str = "sequential"
+    # the kept answer per point (placement, order), for callers that want to write one
+    answers: list[tuple[np.ndarray, list[list[int]]] | None] = field(default_factory=list)
+
+    @property
+    def smallest_feasible(self) -> float | None:
+        return next((p.capacity for p in self.points if p.makespan is not None), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"devices": self.devices, "memory_model": self.memory_model, "memory_lower_bound": self.memory_lower_bound,
+                "unconstrained_makespan": self.unconstrained_makespan, "smallest_feasible_memory": self.smallest_feasible,
+                "ran": self.ran, "points": [p.as_dict() for p in self.points]}
+
+
+def capacities(low: float, high: float, count: int) -> list[float]:
+    """``count`` capacities from low to high, geometrically spaced (one when high <= low)."""
+    if count <= 1 or high <= low * (1 + 1e-9) or low <= 0:
+        return [max(low, high)]
+    return [low * (high / low) ** (i / (count - 1)) for i in range(count)]
+
+
+def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto", points: int = 8,
+             time_limit: float | None = 240.0, seed: int = 0, parallel: str = "auto", address: str | None = None) -> Frontier:
+    """The makespan-memory curve of ``problem`` on its K devices (module docstring). ``time_limit``
+    is the whole sweep's: one share for the unconstrained solve, one per point."""
+    k = problem.k
+    mlb = float(memory_lower_bound(problem, memory_model)["best"])
+    share = None if time_limit is None else time_limit / (points + 1)
+    top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share, seed))
+    high = max(top["memory"]) if top["feasible"] else mlb
+    caps = capacities(mlb, high, points)
+    todo = [Point(problem.with_devices(k, c), method, memory_model, share, seed, {"capacity": c}) for c in caps]
+    results, ran = run_points(todo, parallel, address)
+    out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
+    best: tuple[float, float, np.ndarray, list[list[int]]] | None = None  # (makespan, capacity, placement, order)
+    for c, res in zip(caps, results):
+        if res["feasible"] and (best is None or res["makespan"] < best[0] - 1e-12):
+            best = (res["makespan"], c, np.asarray(res["placement"], dtype=np.int64), res["order"])
+        point = FrontierPoint(c, res["status"], None, res["lower_bound"], seconds=res["seconds"])
+        if best is not None:
+            ev = evaluate(problem.with_devices(k, c), best[2], order=best[3], memory_model=memory_model)
+            if not ev.feasible(problem.with_devices(k, c)):
+                raise RuntimeError(f"frontier: the answer found at {best[1]:.6g} does not fit {c:.6g}")
+            point.makespan, point.memory, point.from_capacity = ev.makespan, ev.memory.tolist(), best[1]
+            out.answers.append((best[2], best[3]))
+        else:
+            out.answers.append(None)
+        out.points.append(point)
+    # bounds: valid at c, hence at every smaller capacity; never above that point's answer
+    bound = 0.0
+    for p in reversed(out.points):
+        if p.lower_bound is not None:
+            bound = max(bound, p.lower_bound)
+        p.lower_bound = bound if p.makespan is None else min(bound, p.makespan)
+    return out
+
+
+def frontier_table(fr: Frontier, fmt=lambda b: f"{b:.4g}") -> str:
+    """The frontier as a text table."""
+    rows = [f"memory lower bound: {fmt(fr.memory_lower_bound)} per device; unconstrained makespan: "
+            f"{'-' if fr.unconstrained_makespan is None else f'{fr.unconstrained_makespan:.6g}'}; ran: {fr.ran}",
+            f"{'memory/device':>14} {'x bound':>8} {'makespan':>12} {'lower bound':>12} {'gap':>7}  status"]
+    for p in fr.points:
+        gap = "-" if p.makespan is None or p.lower_bound is None or p.makespan <= 0 else f"{100 * (p.makespan - p.lower_bound) / p.makespan:.1f}%"
+        ratio = p.capacity / fr.memory_lower_bound if fr.memory_lower_bound > 0 else math.nan
+        carried = "" if p.from_capacity is None or p.from_capacity == p.capacity else f" (answer from {fmt(p.from_capacity)})"
+        rows.append(f"{fmt(p.capacity):>14} {ratio:8.3f} {'-' if p.makespan is None else f'{p.makespan:.6g}':>12} "
+                    f"{'-' if p.lower_bound is None else f'{p.lower_bound:.6g}':>12} {gap:>7}  {p.status}{carried}")
+    return "\n".join(rows)
+
+
+def plot_frontier(path: str, fr: Frontier) -> None:
+    """PNG of the frontier (needs matplotlib, the ``plot`` extra): makespan and lower bound against
+    memory per device."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    caps = [p.capacity for p in fr.points]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([c for c, p in zip(caps, fr.points) if p.makespan is not None],
+            [p.makespan for p in fr.points if p.makespan is not None], "o-", label="makespan found")
+    ax.plot(caps, [p.lower_bound for p in fr.points], "s--", label="lower bound")
+    ax.axvline(fr.memory_lower_bound, color="grey", linestyle=":", label="memory lower bound")
+    ax.set_xlabel("memory per device (bytes)")
+    ax.set_ylabel("makespan")
+    ax.set_title(f"{fr.devices} devices, {fr.memory_model} memory")
+    ax.legend()
+    fig.tight_layout()
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@dataclass
+class MinDevices:
+    capacity: float
+    fewest_by_bound: int  # below this many devices the memory lower bound proves no placement fits
+    devices: int | None  # the fewest devices on which a placement was found
+    proved: bool  # devices == fewest_by_bound
+    tried: list[dict[str, Any]] = field(default_factory=list)
+
+
+def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", method: str = "auto",
+                time_limit: float | None = 60.0, seed: int = 0, max_devices: int = 64) -> MinDevices:
+    """The fewest devices of ``capacity`` bytes holding the graph: from the fewest the memory lower
+    bound allows, one more at a time, each solve with a share of the time limit."""
+    lb_k = next((k for k in range(1, max_devices + 1) if memory_lower_bound(problem, memory_model, k)["best"] <= capacity * (1 + 1e-12)), None)
+    out = MinDevices(capacity, lb_k or max_devices + 1, None, False)
+    if lb_k is None:
+        return out
+    share = None if time_limit is None else time_limit / 4
+    for k in range(lb_k, min(max_devices, lb_k + 3) + 1):  # at most 4 solves: 4 shares of the limit
+        res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed))
+        out.tried.append({"devices": k, "status": res["status"], "makespan": res["makespan"]})
+        if res["feasible"]:
+            out.devices, out.proved = k, k == lb_k
+            break
+    return out

@@ -1,0 +1,91 @@
+"""Sweeps of independent solves (frontier points, batch cells), sequential or on Ray.
+
+Why: a memory frontier or a batch (graphs x K x memory x methods) is many independent solves.
+With the ``ray`` extra installed they run as Ray tasks (a local cluster by default, an existing
+one given its address); without it, one after the other. Each point is the same call either way,
+so deterministic methods give the same answers; time-limited ones (auto) depend on the machine's
+load either way.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from placement.problem import Problem
+from placement.solution import SolveOptions
+
+PARALLEL = ("auto", "ray", "none")
+
+
+@dataclass
+class Point:
+    """One solve of a sweep: the problem as given (devices and memory already set) and the run."""
+
+    problem: Problem
+    method: str = "auto"
+    memory_model: str = "static"
+    time_limit: float | None = 60.0
+    seed: int = 0
+    label: dict[str, Any] = field(default_factory=dict)
+
+
+def solve_point(point: Point) -> dict[str, Any]:
+    """Run one point and return its report (the same dict ``solve --report`` writes) plus the
+    answer's placement and order (node indices) so a sweep can re-use it."""
+    from .run import run
+
+    opts = SolveOptions(memory_model=point.memory_model, time_limit=point.time_limit, seed=point.seed)
+    res = run(point.problem, point.method, opts)
+    rep = res.report(point.problem, point.memory_model)
+    out: dict[str, Any] = {"label": point.label, "report": rep, "status": res.status, "feasible": res.feasible,
+                           "makespan": res.evaluation.makespan if res.feasible and res.evaluation is not None else None,
+                           "lower_bound": res.lower_bound, "seconds": res.seconds}
+    if res.feasible and res.evaluation is not None:
+        from .ordering import device_orders
+
+        ev = res.evaluation
+        out["placement"] = ev.placement.tolist()
+        out["order"] = device_orders(point.problem, ev)
+        out["memory"] = ev.memory.tolist()
+    return out
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_points(points: Sequence[Point], parallel: str = "auto", address: str | None = None,
+               fn: Callable[[Point], dict[str, Any]] = solve_point) -> tuple[list[dict[str, Any]], str]:
+    """Run every point; returns the results in the order given and how they ran ("ray" or
+    "sequential"). ``parallel``: "auto" (Ray when installed), "ray" (required), "none"."""
+    if parallel not in PARALLEL:
+        raise ValueError(f"parallel must be one of {PARALLEL}, got {parallel!r}")
+    use_ray = parallel == "ray" or (parallel == "auto" and ray_available())
+    if not use_ray:
+        return [fn(p) for p in points], "sequential"
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        task = ray.remote(num_cpus=1)(fn)
+        return ray.get([task.remote(p) for p in points]), "ray"
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def as_array(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64)

@@ -1,0 +1,116 @@
+"""The memory frontier, --min-devices and solve-batch."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from placement.evaluator import evaluate
+from placement.generate import generate
+from placement.memory_bounds import memory_lower_bound
+from solvers import batch, cli
+from solvers.frontier import capacities, frontier, min_devices
+from tests.conftest import DATA
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    return generate("transformer", 300, devices=4, memory_fraction=None)
+
+
+def test_frontier_points_are_monotone_and_each_answer_fits_its_capacity(transformer):
+    fr = frontier(transformer, "peak", method="etf", points=6, time_limit=None, parallel="none")
+    caps = [p.capacity for p in fr.points]
+    assert caps == sorted(caps) and caps[0] == pytest.approx(memory_lower_bound(transformer, "peak")["best"])
+    found = [p for p in fr.points if p.makespan is not None]
+    assert len(found) >= 3
+    # once an answer exists it exists at every larger capacity, never slower
+    first = fr.points.index(found[0])
+    assert all(p.makespan is not None for p in fr.points[first:])
+    spans = [p.makespan for p in fr.points[first:]]
+    assert all(b <= a + 1e-9 for a, b in zip(spans, spans[1:]))
+    bounds = [p.lower_bound for p in fr.points]
+    assert all(b <= a + 1e-9 for a, b in zip(bounds, bounds[1:]))
+    for p, ans in zip(fr.points, fr.answers):
+        if p.makespan is None:
+            assert ans is None
+            continue
+        q = transformer.with_devices(4, p.capacity)
+        ev = evaluate(q, ans[0], order=ans[1], memory_model="peak")  # independently of the frontier
+        assert ev.feasible(q) and ev.makespan == pytest.approx(p.makespan)
+        assert p.lower_bound <= p.makespan * (1 + 1e-9)
+    assert fr.points[-1].makespan == pytest.approx(fr.unconstrained_makespan)
+
+
+def test_capacities_are_geometric_from_the_bound():
+    assert capacities(10.0, 80.0, 4) == pytest.approx([10, 20, 40, 80])
+    assert capacities(10.0, 5.0, 4) == [10.0]
+
+
+def test_min_devices_finds_a_placement_and_proves_it_only_at_the_bound(transformer):
+    cap = 1.2 * memory_lower_bound(transformer, "peak", 3)["best"]
+    md = min_devices(transformer, cap, "peak", method="etf", time_limit=None)
+    assert md.devices is not None and md.devices >= md.fewest_by_bound
+    assert memory_lower_bound(transformer, "peak", md.fewest_by_bound)["best"] <= cap
+    if md.fewest_by_bound > 1:
+        assert memory_lower_bound(transformer, "peak", md.fewest_by_bound - 1)["best"] > cap
+    assert md.proved == (md.devices == md.fewest_by_bound)
+    q = transformer.with_devices(md.devices, cap)
+    from solvers.run import run
+    from placement.solution import SolveOptions
+    assert run(q, "etf", SolveOptions(memory_model="peak")).feasible
+
+
+def test_cli_frontier_writes_a_report(tmp_path, transformer, capsys):
+    from placement.formats.native import write_problem
+
+    graph = tmp_path / "g.json"
+    write_problem(transformer, graph)
+    rep = tmp_path / "fr.json"
+    code = cli.main([str(graph), "--memory-model", "peak", "--frontier", "--points", "3", "--method", "etf",
+                     "--parallel", "none", "--report", str(rep), "--quiet"])
+    assert code == 0
+    doc = json.loads(rep.read_text())
+    assert len(doc["points"]) == 3 and doc["smallest_feasible_memory"] is not None
+    assert "memory/device" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [["--frontier", "--min-devices"], ["--min-devices"], ["--plot", "x.png"],
+                                   ["--frontier", "--points", "0"]])
+def test_cli_sweep_bad_options_exit_2(tmp_path, extra, capsys):
+    assert cli.main([str(DATA / "tiny.json"), *extra]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_solve_batch_writes_one_report_per_cell_and_a_summary(tmp_path):
+    man = tmp_path / "m.json"
+    man.write_text(json.dumps({"graphs": [str(DATA / "tiny.json"), str(DATA / "cnn_small.json")], "devices": [2],
+                               "methods": ["etf", "greedy-fill"], "memory_model": "peak", "time_limit": 10, "out": "res"}))
+    code = batch.main([str(man), "--parallel", "none"])
+    out = tmp_path / "res"
+    files = sorted(f.name for f in out.iterdir())
+    assert "summary.md" in files and len(files) == 5
+    table = (out / "summary.md").read_text()
+    assert table.count("| etf |") == 2 and table.count("| greedy-fill |") == 2
+    for f in files:
+        if f.endswith(".json"):
+            rep = json.loads((out / f).read_text())
+            assert rep["memory_model"] == "peak" and "memory_lower_bound" in rep
+    assert code in (0, 1)
+
+
+@pytest.mark.parametrize("manifest, what", [
+    ({"graphs": []}, "graphs"),
+    ({"graphs": ["x.json"], "devices": [0]}, "devices"),
+    ({"graphs": ["x.json"], "methods": ["nope"]}, "nope"),
+    ({"graphs": ["x.json"], "memory": ["lots"]}, "lots"),
+    ({"graphs": ["x.json"], "colour": 1}, "colour"),
+])
+def test_solve_batch_bad_manifest_exits_2_and_writes_nothing(tmp_path, capsys, manifest, what):
+    man = tmp_path / "m.json"
+    man.write_text(json.dumps(manifest))
+    assert batch.main([str(man), "--parallel", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and what in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
