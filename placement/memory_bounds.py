@@ -21,6 +21,8 @@ Peak model:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .problem import Problem
@@ -62,7 +64,7 @@ def _cut_candidates(problem: Problem) -> list[int]:
     if runs.size == 0:
         return []
     cands: list[int] = []
-    one = problem.with_devices(1, memory=np.inf)
+    one = replace(problem, memory=np.array([np.inf]), device_names=["all"], allowed=[None] * problem.n)
     ev = evaluate(one, np.zeros(problem.n, dtype=np.int64), memory_model="peak")
     from .evaluator import peak_profile
 

@@ -100,3 +100,12 @@ def test_run_proves_infeasible_below_the_memory_bound_and_answers_at_brute_force
     assert res.feasible
     rep = res.report(p.with_devices(2, memory=exact), "peak")
     assert rep["memory_lower_bound"] == pytest.approx(lb) and lb <= exact
+
+
+def test_bound_with_allowed_devices_is_computed_and_valid():
+    base = random_problem(5, 6, 2, edge_p=0.4)
+    nodes = [{"id": v, "time": float(base.time[v]), "out_bytes": float(base.out_bytes[v]),
+              "param_bytes": float(base.param_bytes[v]), **({"devices": [1]} if v == 0 else {})} for v in range(base.n)]
+    edges = [{"src": int(a), "dst": int(b), "comm": float(c)} for a, b, c in zip(base.src, base.dst, base.comm)]
+    p = make_problem(nodes, edges, devices=2, memory=np.inf)
+    assert memory_lower_bound(p, "peak")["best"] <= brute_min_capacity(base, 2, "peak")

@@ -1,0 +1,174 @@
+"""Benchmarks of issue 14 (training graphs under the peak memory model); results in results_peak.md.
+
+Run from the worktree root, serialized with the other benchmarks:
+
+    flock /tmp/bench.lock python -m bench.bench_peak heuristics transformer 10000 4
+    flock /tmp/bench.lock python -m bench.bench_peak smallest transformer 10000 4
+    flock /tmp/bench.lock python -m bench.bench_peak auto transformer 10000 4 CAPACITY
+    flock /tmp/bench.lock python -m bench.bench_peak frontier transformer 10000 4
+
+- heuristics: every heuristic at 1.1, 1.3, 1.5 and 2 x memory_lower_bound (peak) and at the
+  generator's static capacity (static), this code beside a baseline checkout (BASELINE, default
+  /work/main), each in its own process: status and makespan.
+- smallest: bisection (6 steps, log scale) between memory_lower_bound and the single-device peak
+  for the smallest capacity at which the portfolio (auto's warm start) answers, 60 s per step.
+- auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory.
+- frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
+Each line printed carries the load average.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = Path(os.environ.get("BASELINE", "/work/main"))
+GRAPHS = Path(os.environ.get("PEAK_GRAPHS", "/tmp/peak_bench"))
+PY = sys.executable
+METHODS = ("etf", "m-etf", "heft", "critical-path", "greedy-fill", "m-topo", "pardnn", "pardnn-balanced")
+
+
+def load() -> str:
+    return os.getloadavg().__repr__()
+
+
+def graph(kind: str, n: int) -> Path:
+    """The generated training graph (unlimited memory in the file), made once."""
+    GRAPHS.mkdir(parents=True, exist_ok=True)
+    path = GRAPHS / f"{kind}-{n}.json"
+    if not path.exists():
+        subprocess.run([PY, "-m", "placement.generate", kind, "--nodes", str(n), "--memory-fraction", "none",
+                        "-o", str(path)], cwd=ROOT, check=True, capture_output=True)
+    return path
+
+
+WORKER = r"""
+import json, sys, time
+import numpy as np
+from placement.formats import load_problem
+from placement.evaluator import evaluate
+from placement.solution import SolveOptions
+from solvers import registry
+path, k, cap, model, methods = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5].split(",")
+p = load_problem(path).with_devices(k, cap)
+rows = []
+for m in methods:
+    t = time.monotonic()
+    sol = registry.get(m).func(p, SolveOptions(memory_model=model))
+    ok = sol.placement is not None and sol.status == "heuristic"
+    if ok:
+        ev = evaluate(p, sol.placement, order=sol.order, memory_model=model)
+        ok = ev.feasible(p)
+    rows.append({"method": m, "feasible": bool(ok), "makespan": sol.objective if ok else None, "seconds": time.monotonic() - t})
+print(json.dumps(rows))
+"""
+
+
+def run_worker(cwd: Path, path: Path, k: int, cap: float, model: str) -> list[dict]:
+    out = subprocess.run([PY, "-c", WORKER, str(path), str(k), repr(cap), model, ",".join(METHODS)], cwd=cwd,
+                         capture_output=True, text=True)
+    if out.returncode:
+        return [{"method": "error", "feasible": False, "makespan": None, "seconds": 0, "error": out.stderr[-300:]}]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bounds(path: Path, k: int) -> tuple[float, float, float]:
+    """(memory lower bound for k devices, single-device FIFO peak, static total / k)."""
+    import numpy as np
+
+    from placement.evaluator import evaluate
+    from placement.formats import load_problem
+    from placement.memory_bounds import memory_lower_bound
+
+    p = load_problem(path)
+    one = p.with_devices(1, math.inf)
+    single = float(evaluate(one, np.zeros(p.n, dtype=np.int64), memory_model="peak").peak_memory[0])
+    static = float((p.param_bytes + p.out_bytes).sum()) / k
+    return float(memory_lower_bound(p, "peak", k)["best"]), single, static
+
+
+def cmd_heuristics(kind: str, n: int, k: int) -> None:
+    path = graph(kind, n)
+    lb, single, static = bounds(path, k)
+    print(f"# {kind} {n} K={k}: memory LB {lb:.4g}, single-device peak {single:.4g}, static/K {static:.4g}; load {load()}")
+    cases = [("peak", r, r * lb) for r in (1.1, 1.3, 1.5, 2.0)] + [("static", 0.6, 0.6 * static * k)]
+    for model, ratio, cap in cases:
+        new = run_worker(ROOT, path, k, cap, model)
+        old = run_worker(BASELINE, path, k, cap, model)
+        for a, b in zip(new, old):
+            fmt = lambda r: "-" if not r["feasible"] else f"{r['makespan']:.6g}"
+            print(f"{model:6} {ratio:4} {a['method']:16} new {fmt(a):>12} ({a['seconds']:.1f}s)  baseline {fmt(b):>12} ({b['seconds']:.1f}s)")
+    print(f"# load {load()}")
+
+
+def cmd_smallest(kind: str, n: int, k: int, steps: int = 6, limit: float = 60.0) -> None:
+    from placement.formats import load_problem
+    from placement.solution import SolveOptions
+    from solvers.run import run
+
+    path = graph(kind, n)
+    lb, single, _ = bounds(path, k)
+    p = load_problem(path)
+    lo, hi = lb, single  # everything on one device fits the single-device peak
+    best = None
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        t = time.monotonic()
+        res = run(p.with_devices(k, mid), "portfolio", SolveOptions(memory_model="peak", time_limit=limit))
+        ok = res.feasible
+        who = res.solution.info.get("best") if ok and res.solution is not None else "-"
+        print(f"  {mid:.4g} ({mid / lb:.3f} x LB): {'answer ' + f'{res.evaluation.makespan:.6g} by {who}' if ok else 'none'} "
+              f"{time.monotonic() - t:.1f}s load {load()}")
+        if ok:
+            hi, best = mid, mid
+        else:
+            lo = mid
+    print(f"{kind} {n} K={k}: memory LB {lb:.4g}; smallest answered {hi:.4g} = {hi / lb:.3f} x LB "
+          f"(last none at {lo / lb:.3f} x LB); single-device peak / K = {single / k / lb:.3f} x LB")
+
+
+def cmd_auto(kind: str, n: int, k: int, cap: float) -> None:
+    path = graph(kind, n)
+    for memory in (repr(cap), "inf"):
+        rep = GRAPHS / f"auto-{kind}-{n}-{k}-{memory}.json"
+        t = time.monotonic()
+        subprocess.run([PY, "-m", "solvers.cli", str(path), "--devices", str(k), "--memory", memory, "--memory-model", "peak",
+                        "--time-limit", "120", "--report", str(rep), "--quiet"], cwd=ROOT, capture_output=True)
+        wall = time.monotonic() - t
+        doc = json.loads(rep.read_text()) if rep.exists() else {}
+        print(f"{kind} {n} K={k} memory {memory}: {doc.get('status')} makespan {doc.get('makespan')} bound {doc.get('lower_bound')} "
+              f"method {doc.get('method')} fits_fifo {doc.get('fits_fifo')} wall {wall:.1f}s load {load()}")
+
+
+def cmd_frontier(kind: str, n: int, k: int) -> None:
+    path = graph(kind, n)
+    rep = GRAPHS / f"frontier-{kind}-{n}-{k}.json"
+    t = time.monotonic()
+    out = subprocess.run([PY, "-m", "solvers.cli", str(path), "--devices", str(k), "--memory-model", "peak", "--frontier",
+                          "--points", "8", "--time-limit", "270", "--report", str(rep), "--quiet", "--parallel", "none"],
+                         cwd=ROOT, capture_output=True, text=True)
+    print(out.stdout)
+    print(f"frontier {kind} {n} K={k}: wall {time.monotonic() - t:.1f}s load {load()}")
+
+
+def main(argv: list[str]) -> None:
+    cmd, kind, n, k = argv[0], argv[1], int(argv[2]), int(argv[3])
+    if cmd == "heuristics":
+        cmd_heuristics(kind, n, k)
+    elif cmd == "smallest":
+        cmd_smallest(kind, n, k)
+    elif cmd == "auto":
+        cmd_auto(kind, n, k, float(argv[4]))
+    elif cmd == "frontier":
+        cmd_frontier(kind, n, k)
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
