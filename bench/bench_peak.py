@@ -53,13 +53,16 @@ import numpy as np
 from placement.formats import load_problem
 from placement.evaluator import evaluate
 from placement.solution import SolveOptions
-from solvers import registry
+try:
+    from solvers.methods import get
+except ImportError:  # a checkout from before the method table
+    from solvers.registry import get
 path, k, cap, model, methods = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5].split(",")
 p = load_problem(path).with_devices(k, cap)
 rows = []
 for m in methods:
     t = time.monotonic()
-    sol = registry.get(m).func(p, SolveOptions(memory_model=model))
+    sol = get(m).func(p, SolveOptions(memory_model=model))
     ok = sol.placement is not None and sol.status == "heuristic"
     if ok:
         ev = evaluate(p, sol.placement, order=sol.order, memory_model=model)

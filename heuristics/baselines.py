@@ -23,9 +23,8 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
-from .list_scheduling import data_ready
+from .ready import data_ready
 from .peak_tracker import PeakTracker
 
 
@@ -145,7 +144,6 @@ def _solution(problem: Problem, opts: SolveOptions, name: str, placement: np.nda
     return Solution(name, "heuristic", placement=placement, order=order, objective=ev.makespan, seconds=time.monotonic() - t0)
 
 
-@register("topo-fill", kind="heuristic", summary="topological order, each device filled to an equal share of memory (m-TOPO)")
 def topo_fill(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     cap = problem.memory * (1.0 - opts.reserve)
@@ -155,7 +153,6 @@ def topo_fill(problem: Problem, opts: SolveOptions) -> Solution:
                        "topo-fill: some node or colocation group fits on no device")
 
 
-@register("greedy-fill", kind="heuristic", summary="topological order, each device filled up to its capacity (Tarnawski's greedy)")
 def greedy_fill(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     cap = problem.memory * (1.0 - opts.reserve)
@@ -163,7 +160,6 @@ def greedy_fill(problem: Problem, opts: SolveOptions) -> Solution:
                        "greedy-fill: some node or colocation group fits on no device")
 
 
-@register("single", kind="heuristic", summary="every node on the largest device (only when it fits)")
 def single(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     mask = problem.allowed_mask().all(axis=0)

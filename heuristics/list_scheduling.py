@@ -36,9 +36,9 @@ from typing import NamedTuple
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .peak_tracker import PeakTracker
+from .ready import data_ready
 
 from .pardnn.graph import Graph, bottom_levels
 
@@ -156,19 +156,6 @@ class Scheduled(NamedTuple):
 
 def _accepted(mem: "_Memory | _PeakMemory") -> np.ndarray | None:
     return mem.tracker.peak() if isinstance(mem, _PeakMemory) else None
-
-
-def data_ready(problem: Problem, v: int, dev: np.ndarray, finish: np.ndarray) -> np.ndarray:
-    """Per device, when all of v's inputs could be there (same-device inputs pay no comm)."""
-    ptr, nbr, eid = problem.pred_ptr
-    a, b = ptr[v], ptr[v + 1]
-    if a == b:
-        return np.zeros(problem.k)
-    u = nbr[a:b]
-    f = finish[u]
-    fc = f + problem.comm[eid[a:b]]
-    on = dev[u][:, None] == np.arange(problem.k)[None, :]
-    return np.where(on, f[:, None], fc[:, None]).max(axis=0)
 
 
 def _result(problem: Problem, opts: SolveOptions, name: str, dev: np.ndarray, order: list[list[int]], t0: float,
@@ -374,7 +361,6 @@ def run_with_accounting(schedule, problem: Problem, opts: SolveOptions, inputs_f
     return dev, order, bad, {"accounting": tried[-1]}
 
 
-@register("etf", kind="heuristic", summary="Earliest Time First list scheduling with a static-memory check")
 def etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     dev, order, bad, info = run_with_accounting(lambda acc: etf_schedule(problem, opts.reserve, acc),
@@ -384,7 +370,6 @@ def etf(problem: Problem, opts: SolveOptions) -> Solution:
     return _result(problem, opts, "etf", dev, order, t0, info)
 
 
-@register("m-etf", kind="heuristic", summary="Baechi's m-ETF: ETF charging received input tensors to the receiving device's memory")
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     dev, order, bad, info = run_with_accounting(lambda acc: etf_schedule(problem, opts.reserve, acc),
@@ -394,7 +379,6 @@ def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     return _result(problem, opts, "m-etf", dev, order, t0, info)
 
 
-@register("heft", kind="heuristic", summary="HEFT: upward-rank order, earliest-finish device with gap insertion, memory check")
 def heft(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     prio = upward_rank_order(problem)
@@ -406,7 +390,6 @@ def heft(problem: Problem, opts: SolveOptions) -> Solution:
     return _result(problem, opts, "heft", dev, order, t0, info)
 
 
-@register("m-topo", kind="heuristic", summary="Baechi's m-TOPO: the topological equal-share fill of heuristics.baselines (alias of topo-fill)")
 def m_topo(problem: Problem, opts: SolveOptions) -> Solution:
     """Baechi's m-TOPO walks a topological order and fills each device up to total memory / K,
     which is exactly ``topo-fill`` in heuristics/baselines.py; this is that method under its name."""

@@ -17,15 +17,26 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from typing import Callable
 
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import get, register
 
 from .memory_order import lower_peak_order
+from .baselines import greedy_fill, single
+from .critical_path import critical_path
+from .linear_clustering import linear_clustering
+from .list_scheduling import etf, heft, m_etf, m_topo
+from .pardnn import pardnn, pardnn_balanced
+from .random_feasible import random_feasible
 
-ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft", "critical-path", "pardnn-balanced", "m-etf",
-         "linear-clustering", "random")
+# The members in the order they run, under their method names.
+MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
+    "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
+    "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
+    "linear-clustering": linear_clustering, "random": random_feasible,
+}
+ORDER = tuple(MEMBERS)
 
 
 def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:
@@ -54,7 +65,6 @@ def _reordered(problem: Problem, sol: Solution) -> Solution:
                     objective=got.evaluation.makespan, seconds=sol.seconds, info={"memory_order": got.rule})
 
 
-@register("portfolio", kind="heuristic", summary="run the heuristics that fit the time limit, keep the best memory-feasible one")
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     members: list[dict] = []
@@ -69,7 +79,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
         sub = replace(opts, time_limit=rem, started=time.monotonic(), hint=None)
         t = time.monotonic()
         try:
-            sol = get(name).func(problem, sub)
+            sol = MEMBERS[name](problem, sub)
         except Exception as exc:  # noqa: BLE001 - one broken member must not sink the portfolio
             members.append({"method": name, "status": "error", "makespan": None, "feasible": False,
                             "seconds": time.monotonic() - t, "reason": f"{type(exc).__name__}: {exc}"})

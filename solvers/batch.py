@@ -30,6 +30,7 @@ from placement.problem import ProblemError
 from placement.report import _atomic_write, write_report
 from placement.units import format_bytes, parse_bytes
 
+from .methods import methods
 from .sweep import PARALLEL, Point, ray_available, run_points
 
 FIELDS = {"graphs", "devices", "memory", "methods", "memory_model", "time_limit", "seed", "out"}
@@ -66,13 +67,11 @@ def read_manifest(path: Path) -> dict[str, Any]:
             sizes.append(None if m is None else float(m) if isinstance(m, (int, float)) else parse_bytes(m))
         except (ValueError, TypeError) as exc:
             raise ManifestError(f"{path}: 'memory' entry {m!r}: {exc}") from None
-    methods = data.get("methods", ["auto"])
-    if not isinstance(methods, list) or not methods or not all(isinstance(x, str) for x in methods):
+    names = data.get("methods", ["auto"])
+    if not isinstance(names, list) or not names or not all(isinstance(x, str) for x in names):
         raise ManifestError(f"{path}: 'methods' must be a non-empty list of method names")
-    from . import registry
-
-    table = registry.methods()
-    for name in methods:
+    table = methods()
+    for name in names:
         if name != "auto" and name not in table:
             raise ManifestError(f"{path}: 'methods': unknown method {name!r}")
     model = data.get("memory_model", "static")
@@ -86,7 +85,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise ManifestError(f"{path}: 'seed' must be an integer")
     base = path.parent
     out = base / data.get("out", path.stem + "-results")
-    return {"graphs": [base / g for g in graphs], "devices": devices, "memory": sizes, "methods": methods,
+    return {"graphs": [base / g for g in graphs], "devices": devices, "memory": sizes, "methods": names,
             "memory_model": model, "time_limit": float(limit), "seed": seed, "out": out}
 
 

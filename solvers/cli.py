@@ -23,11 +23,13 @@ from placement.problem import Problem, ProblemError
 from placement.report import write_placement, write_report
 from placement.solution import SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
-from placement.units import format_bytes, parse_bytes, parse_memory_list
+from placement.units import format_bytes, parse_memory_list
 
-from . import registry
+from .methods import methods
 from . import run as run_module
+from .frontier import frontier, frontier_table, min_devices, plot_frontier
 from .run import RunResult, objective_model, run
+from .sweep import ray_available
 
 OBJECTIVES = ("makespan", "max-load", "latency")
 DEFAULT_EXAMPLE = "default.json"
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_methods() -> str:
     rows = [f"{'auto':18} {'pipeline':10} {'makespan':9} warm start (portfolio), exact CP-SAT (coarsened on big graphs), refine; keeps the best"]
-    for name, info in registry.methods().items():
+    for name, info in methods().items():
         rows.append(f"{name:18} {info.kind:10} {info.objective:9} {info.summary}")
     return "\n".join(rows)
 
@@ -122,8 +124,6 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install '.[plot]'") from None
     if args.parallel == "ray":
-        from .sweep import ray_available
-
         if not ray_available():
             raise UsageError("--parallel ray needs Ray: pip install '.[ray]'")
     if args.coarse_size is not None and args.coarse_size < 2:
@@ -142,7 +142,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
             memory = parse_memory_list(args.memory)
         except ValueError as exc:
             raise UsageError(f"--memory: {exc}") from None
-    table = registry.methods()
+    table = methods()
     if args.method != "auto" and args.method not in table:
         raise UsageError(f"--method: unknown method {args.method!r}; see --list-methods")
     if args.objective != "makespan" and args.memory_model != "static":
@@ -237,8 +237,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> int:
     """``--frontier`` and ``--min-devices``: independent solves over memory or device counts."""
-    from .frontier import frontier, frontier_table, min_devices, plot_frontier
-
     if args.frontier:
         fr = frontier(problem, opts.memory_model, args.method, args.points, args.time_limit, args.seed,
                       args.parallel, args.ray_address)

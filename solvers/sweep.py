@@ -17,6 +17,9 @@ import numpy as np
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
+from .ordering import device_orders
+from .run import run
+
 PARALLEL = ("auto", "ray", "none")
 
 
@@ -35,8 +38,6 @@ class Point:
 def solve_point(point: Point) -> dict[str, Any]:
     """Run one point and return its report (the same dict ``solve --report`` writes) plus the
     answer's placement and order (node indices) so a sweep can re-use it."""
-    from .run import run
-
     opts = SolveOptions(memory_model=point.memory_model, time_limit=point.time_limit, seed=point.seed)
     res = run(point.problem, point.method, opts)
     rep = res.report(point.problem, point.memory_model)
@@ -44,8 +45,6 @@ def solve_point(point: Point) -> dict[str, Any]:
                            "makespan": res.evaluation.makespan if res.feasible and res.evaluation is not None else None,
                            "lower_bound": res.lower_bound, "seconds": res.seconds}
     if res.feasible and res.evaluation is not None:
-        from .ordering import device_orders
-
         ev = res.evaluation
         out["placement"] = ev.placement.tolist()
         out["order"] = device_orders(point.problem, ev)
