@@ -10,8 +10,8 @@ Run from the worktree root, serialized with the other benchmarks:
 - heuristics: every heuristic at 1.1, 1.3, 1.5 and 2 x memory_lower_bound (peak) and at the
   generator's static capacity (static), this code beside a baseline checkout (BASELINE, default
   /work/main), each in its own process: status and makespan.
-- smallest: bisection (6 steps, log scale) between memory_lower_bound and the single-device peak
-  for the smallest capacity at which the portfolio (auto's warm start) answers, 60 s per step.
+- smallest: bisection (5 steps, log scale) between memory_lower_bound and the single-device peak
+  for the smallest capacity at which the portfolio (auto's warm start) answers, 40 s per step.
 - auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory.
 - frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
 Each line printed carries the load average.
@@ -109,7 +109,7 @@ def cmd_heuristics(kind: str, n: int, k: int) -> None:
     print(f"# load {load()}")
 
 
-def cmd_smallest(kind: str, n: int, k: int, steps: int = 6, limit: float = 60.0) -> None:
+def cmd_smallest(kind: str, n: int, k: int, steps: int = 5, limit: float = 40.0) -> None:
     from placement.formats import load_problem
     from placement.solution import SolveOptions
     from solvers.run import run
