@@ -10,9 +10,11 @@ Run from the worktree root, serialized with the other benchmarks:
 - heuristics: every heuristic at 1.1, 1.3, 1.5 and 2 x memory_lower_bound (peak) and at the
   generator's static capacity (static), this code beside a baseline checkout (BASELINE, default
   /work/main), each in its own process: status and makespan.
-- smallest: bisection (5 steps, log scale) between memory_lower_bound and the single-device peak
-  for the smallest capacity at which the portfolio (auto's warm start) answers, 40 s per step.
-- auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory.
+- smallest: bisection (6 steps, log scale) between memory_lower_bound and the single-device peak
+  for the smallest capacity at which one of auto's warm-start heuristics answers (untimed, so
+  independent of the load; confirm with `auto` at that capacity).
+- auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory;
+  confirm: at the given capacity only.
 - frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
 Each line printed carries the load average.
 """
@@ -109,7 +111,12 @@ def cmd_heuristics(kind: str, n: int, k: int) -> None:
     print(f"# load {load()}")
 
 
-def cmd_smallest(kind: str, n: int, k: int, steps: int = 5, limit: float = 40.0) -> None:
+SMALLEST_METHODS = ("m-topo", "greedy-fill", "etf", "heft", "pardnn", "critical-path", "pardnn-balanced")
+
+
+def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
+    """Untimed (each heuristic runs to the end, so the answer does not depend on the load): per
+    step, the heuristics of auto's warm start in turn until one answers."""
     from placement.formats import load_problem
     from placement.solution import SolveOptions
     from solvers.run import run
@@ -118,26 +125,28 @@ def cmd_smallest(kind: str, n: int, k: int, steps: int = 5, limit: float = 40.0)
     lb, single, _ = bounds(path, k)
     p = load_problem(path)
     lo, hi = lb, single  # everything on one device fits the single-device peak
-    best = None
     for _ in range(steps):
         mid = math.sqrt(lo * hi)
         t = time.monotonic()
-        res = run(p.with_devices(k, mid), "portfolio", SolveOptions(memory_model="peak", time_limit=limit))
-        ok = res.feasible
-        who = res.solution.info.get("best") if ok and res.solution is not None else "-"
-        print(f"  {mid:.4g} ({mid / lb:.3f} x LB): {'answer ' + f'{res.evaluation.makespan:.6g} by {who}' if ok else 'none'} "
-              f"{time.monotonic() - t:.1f}s load {load()}")
-        if ok:
-            hi, best = mid, mid
+        got = None
+        for m in SMALLEST_METHODS:
+            res = run(p.with_devices(k, mid), m, SolveOptions(memory_model="peak"))
+            if res.feasible:
+                got = (m, res.evaluation.makespan)
+                break
+        print(f"  {mid:.4g} ({mid / lb:.3f} x LB): {'answer ' + f'{got[1]:.6g} by {got[0]}' if got else 'none'} "
+              f"{time.monotonic() - t:.1f}s load {load()}", flush=True)
+        if got:
+            hi = mid
         else:
             lo = mid
     print(f"{kind} {n} K={k}: memory LB {lb:.4g}; smallest answered {hi:.4g} = {hi / lb:.3f} x LB "
-          f"(last none at {lo / lb:.3f} x LB); single-device peak / K = {single / k / lb:.3f} x LB")
+          f"(last none at {lo / lb:.3f} x LB); single-device peak / K = {single / k / lb:.3f} x LB", flush=True)
 
 
-def cmd_auto(kind: str, n: int, k: int, cap: float) -> None:
+def cmd_auto(kind: str, n: int, k: int, cap: float, only: bool = False) -> None:
     path = graph(kind, n)
-    for memory in (repr(cap), "inf"):
+    for memory in (repr(cap),) if only else (repr(cap), "inf"):
         rep = GRAPHS / f"auto-{kind}-{n}-{k}-{memory}.json"
         t = time.monotonic()
         subprocess.run([PY, "-m", "solvers.cli", str(path), "--devices", str(k), "--memory", memory, "--memory-model", "peak",
@@ -167,6 +176,8 @@ def main(argv: list[str]) -> None:
         cmd_smallest(kind, n, k)
     elif cmd == "auto":
         cmd_auto(kind, n, k, float(argv[4]))
+    elif cmd == "confirm":
+        cmd_auto(kind, n, k, float(argv[4]), only=True)
     elif cmd == "frontier":
         cmd_frontier(kind, n, k)
     else:
