@@ -73,12 +73,14 @@ def fill(problem: Problem, shares: np.ndarray) -> np.ndarray | None:
     return placement
 
 
-def peak_fill(problem: Problem, capacity: np.ndarray, shares: np.ndarray | None = None) -> tuple[np.ndarray, list[list[int]]] | None:
+def peak_fill(problem: Problem, capacity: np.ndarray, shares: np.ndarray | None = None,
+              headroom: float = 0.0) -> tuple[np.ndarray, list[list[int]]] | None:
     """The topological fill as a schedule under the peak model: node by node in topological order,
     each appended to the first device from the current one on (then the ones before it) where the
     peak tracker keeps it within ``capacity`` (and, with ``shares``, the device's static memory
     within its share; the last resort ignores shares). A colocation group follows its first member.
-    Returns (placement, per-device order) or None when some node fits nowhere."""
+    A node free to choose its device leaves ``headroom`` x capacity free for the members of groups
+    already placed. Returns (placement, per-device order) or None when some node fits nowhere."""
     n, k = problem.n, problem.k
     tracker = PeakTracker(problem, capacity)
     mask = problem.allowed_mask()
@@ -91,10 +93,12 @@ def peak_fill(problem: Problem, capacity: np.ndarray, shares: np.ndarray | None 
     cur = 0
     for v in problem.topo_order.tolist():
         g = int(problem.colocate[v])
-        if g >= 0 and g in tracker.group_dev:
+        forced = g >= 0 and g in tracker.group_dev
+        if forced:
             cands = [tracker.group_dev[g]]
         else:
             cands = [d for d in list(range(cur, k)) + list(range(cur)) if mask[v, d]]
+        limit = capacity if forced else capacity * (1.0 - headroom)
         dr = data_ready(problem, v, dev, finish)
         t = float(problem.time[v])
         choice = -1
@@ -103,7 +107,7 @@ def peak_fill(problem: Problem, capacity: np.ndarray, shares: np.ndarray | None 
                 if strict and used[d] + need[v] > shares[d]:
                     continue
                 s = max(float(dr[d]), float(free[d]))
-                if tracker.fits(v, d, s, s + t):
+                if tracker.peak_if(v, d, s, s + t) <= limit[d] * (1 + 1e-12) + 1e-9:
                     choice = d
                     break
             if choice >= 0:
@@ -122,13 +126,15 @@ def peak_fill(problem: Problem, capacity: np.ndarray, shares: np.ndarray | None 
 
 
 def _peak_first(problem: Problem, opts: SolveOptions, name: str, shares: np.ndarray | None, static_fill, t0: float, why: str) -> Solution:
-    """Under the peak model, the tracked fill; if it gets stuck, the static fill (evaluator judges)."""
+    """Under the peak model, the tracked fill (then with 10% and 25% headroom kept for colocated
+    members arriving late); if it still gets stuck, the static fill (the evaluator judges)."""
     if opts.memory_model == "peak":
-        got = peak_fill(problem, problem.memory * (1.0 - opts.reserve), shares)
-        if got is not None:
-            sol = _solution(problem, opts, name, got[0], t0, why, order=got[1])
-            if sol.placement is not None:
-                return sol
+        for headroom in (0.0, 0.1, 0.25):
+            got = peak_fill(problem, problem.memory * (1.0 - opts.reserve), shares, headroom)
+            if got is not None:
+                sol = _solution(problem, opts, name, got[0], t0, why, order=got[1])
+                if sol.placement is not None:
+                    return sol
     return _solution(problem, opts, name, static_fill(), t0, why)
 
 
