@@ -10,8 +10,9 @@ capacity, and reports whether the reserve was kept.
 
 Under the static model memory does not depend on the schedule, so one handler pass is exact. Under
 the peak model the handler works on the emulated schedule of the current placement (the
-evaluator's FIFO executor), then the schedule is emulated again, for ``max_rounds`` rounds and
-beyond (up to EXTRA_ROUNDS times as many) while each round still cuts the overflow by MIN_PROGRESS:
+evaluator's FIFO executor), then the schedule is emulated again, for ``max_rounds`` rounds (the
+full-capacity pass goes on, up to EXTRA_ROUNDS times as many, while each round still cuts the
+overflow by MIN_PROGRESS):
 the paper recomputes after every single move (O(V) each, O(V^2) overall), which is too slow in
 Python at 10^5 nodes, so moves are batched per round. If the placement still overflows in FIFO
 order, a memory-aware order (heuristics/memory_order.py) may make it fit: the answer then carries
@@ -85,7 +86,8 @@ def repair_constraints(problem: Problem, placement: np.ndarray) -> np.ndarray:
 
 
 def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray, memory_model: str,
-                  max_rounds: int = 8, deadline: float | None = None, units: Units | None = None) -> tuple[np.ndarray, dict]:
+                  max_rounds: int = 8, deadline: float | None = None, units: Units | None = None,
+                  persist: bool = False) -> tuple[np.ndarray, dict]:
     """Emulate -> track -> handle overflow, until it fits ``capacity`` or nothing moves."""
     units = units or Units.of_problem(problem)
     pl = placement.copy()
@@ -107,9 +109,11 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
         # a static pass is cheap and exact, so only the peak model's re-emulation rounds obey the deadline
         late = memory_model != "static" and deadline is not None and time.monotonic() > deadline
         total = float(left.sum())
-        # Past max_rounds, go on (up to EXTRA_ROUNDS x as many) while each round still cuts the
-        # total overflow by MIN_PROGRESS: moving more nodes may yet fit.
-        stalled = rounds >= max_rounds and (rounds >= EXTRA_ROUNDS * max_rounds or total > (1 - MIN_PROGRESS) * last_total)
+        # With ``persist`` (the full-capacity pass), go on past max_rounds (up to EXTRA_ROUNDS x as
+        # many) while each round still cuts the total overflow by MIN_PROGRESS: moving more nodes
+        # may yet fit.
+        stalled = rounds >= max_rounds and (not persist or rounds >= EXTRA_ROUNDS * max_rounds
+                                            or total > (1 - MIN_PROGRESS) * last_total)
         last_total = total
         if stalled or late:
             break
@@ -173,7 +177,7 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
         info["reserve_kept"] = not any(h1["overflow"])
         if not info["reserve_kept"]:
             placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
-                                           rounds, deadline, units)
+                                           rounds, deadline, units, persist=True)
             h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
         info["overflow_moves"] = h1["moves"]
         info["overflow_rounds"] = h1["rounds"]
