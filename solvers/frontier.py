@@ -5,7 +5,8 @@ more memory buy? Capacities run geometrically from ``memory_lower_bound`` (no pl
 below it) to the memory the unconstrained answer uses (more cannot help that answer); each is an
 independent solve (solvers/sweep.py: on Ray when installed). Then:
 - monotone answers: an answer that fits capacity c fits every larger one, so each point keeps the
-  best answer found at its capacity or below (``from_capacity`` says where it came from);
+  best answer found at its capacity or below, or the unconstrained answer where it fits
+  (``from_capacity`` says where it came from, inf for the unconstrained solve);
 - monotone bounds: a makespan bound valid with capacity c holds for every smaller one (fewer
   placements), so each point's bound is the best found at its capacity or above;
 - every point's answer is evaluated again at its own capacity by the evaluator before it is kept.
@@ -87,6 +88,9 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
     for c, res in zip(caps, results):
         if res["feasible"] and (best is None or res["makespan"] < best[0] - 1e-12):
             best = (res["makespan"], c, np.asarray(res["placement"], dtype=np.int64), res["order"])
+        if top["feasible"] and high <= c * (1 + 1e-12) and (best is None or top["makespan"] < best[0] - 1e-12):
+            # the unconstrained answer fits from its own memory up
+            best = (top["makespan"], math.inf, np.asarray(top["placement"], dtype=np.int64), top["order"])
         point = FrontierPoint(c, res["status"], None, res["lower_bound"], seconds=res["seconds"])
         if best is not None:
             ev = evaluate(problem.with_devices(k, c), best[2], order=best[3], memory_model=memory_model)
@@ -114,7 +118,8 @@ def frontier_table(fr: Frontier, fmt=lambda b: f"{b:.4g}") -> str:
     for p in fr.points:
         gap = "-" if p.makespan is None or p.lower_bound is None or p.makespan <= 0 else f"{100 * (p.makespan - p.lower_bound) / p.makespan:.1f}%"
         ratio = p.capacity / fr.memory_lower_bound if fr.memory_lower_bound > 0 else math.nan
-        carried = "" if p.from_capacity is None or p.from_capacity == p.capacity else f" (answer from {fmt(p.from_capacity)})"
+        carried = "" if p.from_capacity is None or p.from_capacity == p.capacity else \
+            " (the unconstrained answer)" if math.isinf(p.from_capacity) else f" (answer from {fmt(p.from_capacity)})"
         rows.append(f"{fmt(p.capacity):>14} {ratio:8.3f} {'-' if p.makespan is None else f'{p.makespan:.6g}':>12} "
                     f"{'-' if p.lower_bound is None else f'{p.lower_bound:.6g}':>12} {gap:>7}  {p.status}{carried}")
     return "\n".join(rows)
