@@ -40,7 +40,10 @@ class FrontierPoint:
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if out["from_capacity"] is not None and math.isinf(out["from_capacity"]):
+            out["from_capacity"] = "unconstrained"
+        return out
 
 
 @dataclass
