@@ -195,6 +195,9 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
                          f"{format_bytes(ev.peak_memory[d]):>12}  {format_bytes(problem.memory[d]):>11}")
     else:
         lines.append(f"lower bound: {result.lower_bound:.6g}")
+    if result.memory_bound.get("best"):
+        lines.append(f"memory lower bound: {format_bytes(result.memory_bound['best'])} per device (no placement on "
+                     f"{problem.k} devices fits below it)")
     if result.reason:
         lines.append(f"reason: {result.reason}")
     return "\n".join(lines)
