@@ -1,6 +1,6 @@
 """The PARDNN pipeline (Fawzy et al., Parallel Computing 2021) as one method.
 
-Step 1 (makespan): weighted levels -> graph slicing (Algorithm 1) -> [heuristic II: critical-path
+Step 1 (makespan): graph slicing (Algorithm 1) -> [heuristic II: critical-path
 chunk splitting] -> LFLAM mapping (Algorithm 2) -> primaries put on devices (the critical path on
 the device with the most memory) -> colocation / allowed-device repair.
 Step 2 (memory): [heuristic II: residual balancing to Eq. 5] -> [heuristic I: emulate, track, fix
@@ -28,7 +28,7 @@ from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .graph import Graph, ccr, weighted_levels
+from .graph import Graph, ccr
 from .mapping import lflam
 from .memory_ii import balance_residual, split_critical_path
 from .memory_tracker import peak_state, static_state
@@ -124,7 +124,6 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     k = problem.k
     t = time.monotonic()
     g = Graph.of(problem)
-    tl, _, _ = weighted_levels(g, problem.comm)
     info["ccr"] = ccr(problem)
     info["t_levels"] = time.monotonic() - t
 
@@ -139,7 +138,7 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
 
     t = time.monotonic()
     perm = primary_devices(problem)
-    mp = lflam(problem, g, sl, tl, problem.comm, k, cluster_allowed(problem, sl, perm), info["ccr"])
+    mp = lflam(problem, g, sl, None, problem.comm, k, cluster_allowed(problem, sl, perm), info["ccr"])
     pe = np.where(mp.pe >= 0, mp.pe, 0)
     placement = repair_constraints(problem, perm[pe])
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
