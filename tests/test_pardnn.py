@@ -94,29 +94,52 @@ def test_secondary_stops_where_its_heaviest_continuation_is_taken():
     assert [ids(p, c) for c in sl.paths[1:]] == [["x1", "x2"], ["g"]]
 
 
-def test_span_starts_at_the_earliest_parent_finish():
+def span_graph():
     # Primary 0: a0 a1 a2 a3 (10 each; a2 -> a3 comm 5 makes it critical, 45 > 44 via v); primary
     # 1: b0 b1 (5 each); secondary [v] (2) with parents a0 (finish 10) and a2 (finish 30), child a3.
-    # Clustered top levels: a = 0, 10, 20, 34 (v finishes at 31 + 2, + 1 comm), v = 31, b = 0, 5.
-    # span(v) = [min(31, 10, 30), tl(a3)) = [10, 34): W = (a1 + a2, 0) = (20, 0), no other work
-    # unmapped. v is totally communicating with primary 0 (3), but (a) 22 > 0, (b) 22 > 20 and
-    # (c) 3 > 20 fail, so Eq. (1) decides: 20 + 0 against 0 + 3 -> primary 1. From the latest
-    # parent instead (the paper's prose), span [30, 34) holds no work and (c) would pull v onto
-    # the critical path's primary.
     nodes = {"a0": (10, 0, 0), "a1": (10, 0, 0), "a2": (10, 0, 0), "a3": (10, 0, 0), "b0": (5, 0, 0), "b1": (5, 0, 0),
              "v": (2, 0, 0)}
     edges = [("a0", "a1", 0), ("a1", "a2", 0), ("a2", "a3", 5), ("b0", "b1", 0), ("a0", "v", 1), ("a2", "v", 1), ("v", "a3", 1)]
-    p = build(nodes, edges)
+    return build(nodes, edges)
+
+
+def test_span_rules_by_hand():
+    # Clustered top levels (comm inside clusters zeroed): a = 0, 10, 20, 34 (v finishes at
+    # 31 + 2, + 1 comm), v = 31, b = 0, 5. v is totally communicating with primary 0 (3), w = 2,
+    # and no other work is unmapped (U = 0).
+    # - "latest" (the paper's last parent): span(v) = [30, 34) holds no mapped work, W = (0, 0):
+    #   (a) 2 > 0 and (b) 2 > 0 fail, (c) 3 > 2, 3 > 0, 3 > 0 holds -> lookahead, primary 0.
+    # - "earliest" (the authors' code): span(v) = [10, 34), W = (a1 + a2, 0) = (20, 0): (a) 22 > 0,
+    #   (b) 22 > 20 and (c) 3 > 20 fail; Eq. (1): 20 + 0 against 0 + 3 -> primary 1.
+    p = span_graph()
     g = Graph.of(p)
     sl = slice_graph(g, 2, p.comm)
     assert [ids(p, c) for c in sl.paths] == [["a0", "a1", "a2", "a3"], ["b0", "b1"], ["v"]]
     tl, _ = clustered_levels(g, sl, p.comm)
     assert [tl[p.index[x]] for x in ("a0", "a1", "a2", "a3", "v", "b0", "b1")] == [0, 10, 20, 34, 31, 0, 5]
-    start, end = spans(p, sl, tl, 44.0)
+    start, end = spans(p, sl, tl, 44.0, "latest")
+    assert (start[2], end[2]) == (30, 34)
+    start, end = spans(p, sl, tl, 44.0, "earliest")
     assert (start[2], end[2]) == (10, 34)
-    mp = lflam(p, g, sl, None, p.comm, 2)
-    assert mp.pe[p.index["v"]] == 1
-    assert mp.lookahead_mapped == 0 and mp.balanced == 1
+    latest = lflam(p, g, sl, None, p.comm, 2, span_start="latest")
+    assert latest.pe[p.index["v"]] == 0 and latest.lookahead_mapped == 1 and latest.info["admitted_by"]["c"] == 1
+    earliest = lflam(p, g, sl, None, p.comm, 2, span_start="earliest")
+    assert earliest.pe[p.index["v"]] == 1 and earliest.lookahead_mapped == 0 and earliest.balanced == 1
+
+
+def test_join_repair_pulls_the_late_input_onto_the_critical_device():
+    # With v on device 1 ("earliest" rule): a0 a1 a2 run 0-30 on device 0, v waits for a2
+    # (30 + 1) and runs 31-33, a3 waits for it (33 + 1) and runs 34-44: device 0 idles 30-34 and
+    # v arrived last. Pulling v's cluster: v runs 30-32 after a2, a3 32-42. The "latest" rule puts
+    # v there directly; "both" evaluates the two mappings (44, 42) and keeps 42.
+    p = span_graph()
+    off = pardnn(p, SolveOptions(extra={"span_start": "earliest", "join_rounds": 0}))
+    assert off.objective == 44 and off.placement[p.index["v"]] == 1
+    pulled = pardnn(p, SolveOptions(extra={"span_start": "earliest", "join_rounds": 1}))
+    assert pulled.objective == 42 and pulled.placement[p.index["v"]] == 0
+    assert pulled.info["joins"] == {"rounds": 1, "clusters_moved": 1}
+    both = pardnn(p, SolveOptions(extra={"span_start": "both", "join_rounds": 0}))
+    assert both.info["step1_makespans"] == {"latest": 42, "earliest": 44} and both.objective == 42
 
 
 # ---------- binary indexed tree ----------

@@ -19,13 +19,11 @@
 3. Level-aware load balancing of the rest, in the same order, by Eq. (1): the primary minimising
    W[pe] + (comm of sc with mapped nodes outside pe); ties to the primary it communicates most with.
 
-span(sc) runs from the earliest expected finish (tl + time) among the first node's parents (the
-first node's own top level when it has none) to the earliest top level of the last node's
-children (the critical-path length when there are none), and always covers the cluster's own
-levels. The paper's prose says "the last parent"; the authors' code takes the earliest, and so do
-we: measured on generated transformer training graphs, the narrower span lets the critical-path
-device look idle in the window of every side branch that joins it, so Eq. (1) piles side branches
-onto it (69% of the work instead of 65%, makespan up to 8% longer; bench/results_pardnn_ref.md).
+span(sc) runs from the expected finish (tl + time) of the first node's last parent (the paper's
+"last parent"; span_start="earliest" takes the earliest-finishing parent instead, as the authors'
+code does) to the earliest top level of the last node's children (the critical-path length when
+there are none), and always covers the cluster's own levels. Neither reading wins everywhere
+(bench/results_pardnn_ref.md); the pipeline can run both and keep the faster (pipeline.map_clusters).
 "Work in the span" counts the nodes whose top level falls inside it, summed with binary indexed
 trees over the distinct top levels (bit.py).
 """
@@ -80,10 +78,17 @@ def criticality(g: Graph, sl: Slicing, comm: np.ndarray, wl: np.ndarray | None =
     return tie_key(crit)
 
 
-def spans(problem: Problem, sl: Slicing, tl: np.ndarray, horizon: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per cluster, (start, end) of span(sc) in time units: from the earliest finish among the
-    first node's parents (its own top level if it has none) to the earliest top level of the
-    last node's children (``horizon`` if it has none)."""
+SPAN_STARTS = ("latest", "earliest")
+
+
+def spans(problem: Problem, sl: Slicing, tl: np.ndarray, horizon: float,
+          start_at: str = "latest") -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster, (start, end) of span(sc) in time units: from the latest (``start_at``
+    "latest", the paper's "last parent") or the earliest ("earliest", the authors' code) finish
+    among the first node's parents (0, or with "earliest" the first node's own top level, if it
+    has none) to the earliest top level of the last node's children (``horizon`` if none)."""
+    if start_at not in SPAN_STARTS:
+        raise ValueError(f"span start must be one of {SPAN_STARTS}, got {start_at!r}")
     ncl = len(sl.paths)
     first = np.array([p[0] for p in sl.paths], dtype=np.int64)
     last = np.array([p[-1] for p in sl.paths], dtype=np.int64)
@@ -91,10 +96,15 @@ def spans(problem: Problem, sl: Slicing, tl: np.ndarray, horizon: float) -> tupl
     is_first[first] = np.arange(ncl)
     is_last = np.full(problem.n, -1, dtype=np.int64)
     is_last[last] = np.arange(ncl)
-    start = tl[first].astype(float)
     c = is_first[problem.dst]
     sel = c >= 0
-    np.minimum.at(start, c[sel], tl[problem.src[sel]] + problem.time[problem.src[sel]])
+    finish = tl[problem.src[sel]] + problem.time[problem.src[sel]]
+    if start_at == "earliest":
+        start = tl[first].astype(float)
+        np.minimum.at(start, c[sel], finish)
+    else:
+        start = np.zeros(ncl)
+        np.maximum.at(start, c[sel], finish)
     end = np.full(ncl, horizon)
     c = is_last[problem.src]
     sel = c >= 0
@@ -118,12 +128,14 @@ def _external_edges(problem: Problem, cl: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: np.ndarray, k: int,
           pe_allowed: np.ndarray | None = None, ccr_value: float | None = None,
-          max_rounds: int | None = None) -> Mapping:
+          max_rounds: int | None = None, span_start: str = "latest",
+          levels: tuple[np.ndarray, np.ndarray] | None = None) -> Mapping:
     """Algorithm 2. ``tl``: the top levels that place work on the timeline; None (what the
-    pipeline passes) for the clustered levels of step 1, an array to impose others. ``pe_allowed``
-    (clusters x K) forbids primaries (devices) for a cluster; by default all are allowed. Returns
-    the primary of every node."""
-    tl_clustered, wl_clustered = clustered_levels(g, sl, comm)
+    pipeline passes) for the clustered levels of step 1, an array to impose others. ``levels``:
+    clustered_levels(g, sl, comm) if already computed. ``pe_allowed`` (clusters x K) forbids
+    primaries (devices) for a cluster; by default all are allowed. ``span_start``: see spans().
+    Returns the primary of every node."""
+    tl_clustered, wl_clustered = levels if levels is not None else clustered_levels(g, sl, comm)
     if tl is None:
         tl = tl_clustered
     n = problem.n
@@ -144,7 +156,7 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: 
     levels = np.unique(tl)
     slot = np.searchsorted(levels, tl)
     L = levels.size
-    s0, e0 = spans(problem, sl, tl, horizon)
+    s0, e0 = spans(problem, sl, tl, horizon, span_start)
     lo = np.searchsorted(levels, s0, side="left")
     hi = np.searchsorted(levels, e0, side="left")
     cmin = np.full(ncl, L, dtype=np.int64)

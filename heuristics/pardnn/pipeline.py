@@ -2,7 +2,10 @@
 
 Step 1 (makespan): graph slicing (Algorithm 1) -> [heuristic II: critical-path
 chunk splitting] -> LFLAM mapping (Algorithm 2) -> primaries put on devices (the critical path on
-the device with the most memory) -> colocation / allowed-device repair.
+the device with the most memory) -> colocation / allowed-device repair; the mapping runs with both
+readings of span(sc) and the faster placement is kept (map_clusters) -> the late inputs of the
+critical-path device's joins pulled onto it while the evaluator confirms (joins.py, not in the
+paper).
 Step 2 (memory): [heuristic II: residual balancing to Eq. 5] -> [heuristic I: emulate, track, fix
 overflow]. Heuristic I targets the capacity minus the reserve (the paper spares 10%; a positive
 ``opts.reserve`` overrides it); if it cannot get under that, it tries again against the full
@@ -16,20 +19,24 @@ Python at 10^5 nodes, so moves are batched per round.
 
 Options (``opts.extra``): ``memory_heuristic`` "I" (default), "II", "I+II" or "none";
 ``chunk_ratio`` (2.0); ``max_rounds`` (8 for the full-capacity pass, half of it for the reserve
-pass); ``eq5_tol`` (0.01).
+pass); ``eq5_tol`` (0.01); ``span_start`` "both" (default: map with either span rule, keep the
+faster, see map_clusters), "earliest" or "latest"; ``join_rounds`` (join_rounds(n); 0 turns the
+join repair off).
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
-from placement.evaluator import evaluate
+from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .graph import Graph, ccr
-from .mapping import lflam
+from .joins import pull_join_inputs
+from .mapping import SPAN_STARTS, Mapping, clustered_levels, lflam
 from .memory_ii import balance_residual, split_critical_path
 from .memory_tracker import peak_state, static_state
 from .overflow import Units, handle_overflow
@@ -76,6 +83,41 @@ def repair_constraints(problem: Problem, placement: np.ndarray) -> np.ndarray:
         load[choice] += problem.time[v]
         pl[v] = choice
     return pl
+
+
+def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm: np.ndarray,
+                 span_starts: tuple[str, ...] = SPAN_STARTS) -> tuple[np.ndarray, Mapping, Evaluation | None, dict]:
+    """LFLAM once per span rule in ``span_starts``, primaries put on devices and constraints
+    repaired; keeps the placement with the shortest evaluated makespan (the first on ties).
+
+    The span of a secondary cluster starts at its first node's parents' finish: the latest one in
+    the paper's prose, the earliest in the authors' code. Neither wins everywhere: on generated
+    transformer training graphs, whose critical path holds two thirds of the work, the earliest is
+    up to 7% better (wider spans show the critical-path device's load and keep side branches off
+    it); on CNN training graphs (CCR ~20) the latest is up to 40% better (bench/results_pardnn_ref.md).
+    Both share the levels and the criticality order, so the second costs one more balancing pass
+    and one evaluation. Primary p goes to device perm[p]. Returns (placement, its mapping, its
+    evaluation (None when only one rule ran), {rule: makespan})."""
+    allowed = cluster_allowed(problem, sl, perm)
+    levels = clustered_levels(g, sl, problem.comm)
+    best: tuple[float, np.ndarray, Mapping, Evaluation | None] | None = None
+    tried: dict[str, float] = {}
+    for rule in span_starts:
+        mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, levels=levels)
+        mp.info["span_start"] = rule
+        placement = repair_constraints(problem, perm[np.where(mp.pe >= 0, mp.pe, 0)])
+        ev = evaluate(problem, placement, memory_model="static") if len(span_starts) > 1 else None
+        tried[rule] = ev.makespan if ev is not None else math.nan
+        if best is None or tried[rule] < best[0]:
+            best = (tried[rule], placement, mp, ev)
+    assert best is not None
+    return best[1], best[2], best[3], tried
+
+
+def join_rounds(n: int) -> int:
+    """Default rounds of joins.pull_join_inputs: one evaluation each, so fewer on big graphs
+    (8 up to 50K nodes, 2 at 200K, 1 beyond 400K)."""
+    return max(1, min(8, 400_000 // max(n, 1)))
 
 
 def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray, memory_model: str,
@@ -137,13 +179,25 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     info["t_slicing"] = time.monotonic() - t
 
     t = time.monotonic()
+    span_start = str(extra.get("span_start", "both"))
+    if span_start not in ("both",) + SPAN_STARTS:
+        raise ValueError(f"pardnn: span_start must be both, earliest or latest, got {span_start!r}")
     perm = primary_devices(problem)
-    mp = lflam(problem, g, sl, None, problem.comm, k, cluster_allowed(problem, sl, perm), info["ccr"])
-    pe = np.where(mp.pe >= 0, mp.pe, 0)
-    placement = repair_constraints(problem, perm[pe])
+    placement, mp, ev, tried = map_clusters(problem, g, sl, info["ccr"], perm,
+                                            SPAN_STARTS if span_start == "both" else (span_start,))
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
-                admitted_by=mp.info.get("admitted_by"))
+                admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"], step1_makespans=tried)
     info["t_mapping"] = time.monotonic() - t
+
+    t = time.monotonic()
+    rounds = int(extra.get("join_rounds", join_rounds(problem.n)))
+    if rounds > 0 and k > 1:
+        if ev is None:
+            ev = evaluate(problem, placement, memory_model="static")
+        placement, ev, joined = pull_join_inputs(problem, sl, placement, ev, int(perm[0]), rounds, repair_constraints,
+                                                 usable_capacity(problem, reserve))
+        info["joins"] = joined
+    info["t_joins"] = time.monotonic() - t
 
     t = time.monotonic()
     units = Units.of_problem(problem)
