@@ -11,8 +11,8 @@ Each round evaluates the placement (the project's evaluator, FIFO executor), wal
 path's device in start order and, at every idle gap, takes the input that arrived last; when it
 comes from another device and belongs to a secondary cluster, that cluster is moved onto the
 critical path's device (colocation and allowed devices repaired as in the pipeline). The batch is
-kept only if the evaluated makespan drops and no device's static memory overflow grows; otherwise
-the rounds stop. Each round costs one evaluation, so the number of rounds is bounded by the caller.
+kept only if the evaluated makespan drops and the memory overflow (beyond the usable capacity, under
+the problem's memory model) does not grow; otherwise the rounds stop. Each round costs one evaluation, so the number of rounds is bounded by the caller.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from placement.evaluator import Evaluation, evaluate, static_memory
+from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 
 from .slicing import Slicing
@@ -63,11 +63,16 @@ def late_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: Evalua
 
 def pull_join_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: Evaluation, device: int,
                      rounds: int, repair: Callable[[Problem, np.ndarray], np.ndarray],
-                     usable: np.ndarray) -> tuple[np.ndarray, Evaluation, dict]:
+                     usable: np.ndarray, memory_model: str = "static") -> tuple[np.ndarray, Evaluation, dict]:
     """Up to ``rounds`` rounds of the move described in the module docstring. ``ev`` is the
     evaluation of ``placement``; ``usable`` the per-device memory the moves must not overflow
-    further (static model). Returns (placement, its evaluation, info)."""
-    over = float(np.maximum(static_memory(problem, placement) - usable, 0.0).sum())
+    further under ``memory_model``. Returns (placement, its evaluation, info)."""
+
+    def overflow(e: Evaluation) -> float:
+        used = e.peak_memory if memory_model == "peak" else e.static_memory
+        return float(np.maximum(used - usable, 0.0).sum())
+
+    over = overflow(ev)
     done = moved = 0
     for _ in range(rounds):
         clusters = sorted(set(late_inputs(problem, sl, placement, ev, device)))
@@ -77,11 +82,9 @@ def pull_join_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: E
         for c in clusters:
             trial[sl.paths[c]] = device
         trial = repair(problem, trial)
-        trial_over = float(np.maximum(static_memory(problem, trial) - usable, 0.0).sum())
-        if trial_over > over * (1 + 1e-12) + 1e-9:
-            break
-        trial_ev = evaluate(problem, trial, memory_model="static")
-        if not trial_ev.makespan < ev.makespan:
+        trial_ev = evaluate(problem, trial, memory_model=memory_model)
+        trial_over = overflow(trial_ev)
+        if not trial_ev.makespan < ev.makespan or trial_over > over * (1 + 1e-12) + 1e-9:
             break
         placement, ev, over = trial, trial_ev, trial_over
         done += 1

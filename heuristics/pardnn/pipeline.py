@@ -86,32 +86,28 @@ def repair_constraints(problem: Problem, placement: np.ndarray) -> np.ndarray:
 
 
 def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm: np.ndarray,
-                 span_starts: tuple[str, ...] = SPAN_STARTS) -> tuple[np.ndarray, Mapping, Evaluation | None, dict]:
-    """LFLAM once per span rule in ``span_starts``, primaries put on devices and constraints
-    repaired; keeps the placement with the shortest evaluated makespan (the first on ties).
+                 span_starts: tuple[str, ...] = SPAN_STARTS) -> list[tuple[np.ndarray, Mapping, Evaluation | None]]:
+    """LFLAM once per span rule in ``span_starts``, primaries put on devices (primary p on device
+    perm[p]) and constraints repaired. Returns (placement, mapping, evaluation) per rule, the
+    shortest evaluated makespan first (ties: the order of ``span_starts``); with a single rule
+    nothing is evaluated (None).
 
     The span of a secondary cluster starts at its first node's parents' finish: the latest one in
-    the paper's prose, the earliest in the authors' code. Neither wins everywhere: on generated
-    transformer training graphs, whose critical path holds two thirds of the work, the earliest is
-    up to 7% better (wider spans show the critical-path device's load and keep side branches off
-    it); on CNN training graphs (CCR ~20) the latest is up to 40% better (bench/results_pardnn_ref.md).
-    Both share the levels and the criticality order, so the second costs one more balancing pass
-    and one evaluation. Primary p goes to device perm[p]. Returns (placement, its mapping, its
-    evaluation (None when only one rule ran), {rule: makespan})."""
+    the paper's prose, the earliest in the authors' code. Neither wins everywhere: the earliest is
+    up to 10% better on generated LSTM training graphs and 3% on random DAGs, the latest up to 40%
+    on CNN ones (bench/results_pardnn_ref.md). Both share the levels and the criticality order, so
+    the second costs one more balancing pass and one evaluation."""
     allowed = cluster_allowed(problem, sl, perm)
     levels = clustered_levels(g, sl, problem.comm)
-    best: tuple[float, np.ndarray, Mapping, Evaluation | None] | None = None
-    tried: dict[str, float] = {}
+    out = []
     for rule in span_starts:
         mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, levels=levels)
         mp.info["span_start"] = rule
         placement = repair_constraints(problem, perm[np.where(mp.pe >= 0, mp.pe, 0)])
         ev = evaluate(problem, placement, memory_model="static") if len(span_starts) > 1 else None
-        tried[rule] = ev.makespan if ev is not None else math.nan
-        if best is None or tried[rule] < best[0]:
-            best = (tried[rule], placement, mp, ev)
-    assert best is not None
-    return best[1], best[2], best[3], tried
+        out.append((placement, mp, ev))
+    out.sort(key=lambda c: c[2].makespan if c[2] is not None else 0.0)
+    return out
 
 
 def join_rounds(n: int) -> int:
@@ -183,10 +179,11 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     if span_start not in ("both",) + SPAN_STARTS:
         raise ValueError(f"pardnn: span_start must be both, earliest or latest, got {span_start!r}")
     perm = primary_devices(problem)
-    placement, mp, ev, tried = map_clusters(problem, g, sl, info["ccr"], perm,
-                                            SPAN_STARTS if span_start == "both" else (span_start,))
+    candidates = map_clusters(problem, g, sl, info["ccr"], perm, SPAN_STARTS if span_start == "both" else (span_start,))
+    placement, mp, ev = candidates[0]
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
-                admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"], step1_makespans=tried)
+                admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"],
+                step1_makespans={c[1].info["span_start"]: (c[2].makespan if c[2] is not None else math.nan) for c in candidates})
     info["t_mapping"] = time.monotonic() - t
 
     t = time.monotonic()
@@ -195,29 +192,51 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
         if ev is None:
             ev = evaluate(problem, placement, memory_model="static")
         placement, ev, joined = pull_join_inputs(problem, sl, placement, ev, int(perm[0]), rounds, repair_constraints,
-                                                 usable_capacity(problem, reserve))
+                                                 usable_capacity(problem, reserve), opts.memory_model)
         info["joins"] = joined
     info["t_joins"] = time.monotonic() - t
 
     t = time.monotonic()
     units = Units.of_problem(problem)
     usable = usable_capacity(problem, reserve)
-    if use_two:
-        placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)))
-        info["residual_moved"] = moved
-    if use_one:
-        rem = opts.remaining()
-        deadline = None if rem is None else time.monotonic() + rem
-        rounds = int(extra.get("max_rounds", 8))
-        # the reserve is a soft target: its pass gets half the rounds, the full-capacity pass all
-        placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units)
-        info["reserve_kept"] = not any(h1["overflow"])
-        if not info["reserve_kept"]:
-            placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
-                                           rounds, deadline, units)
-            h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
-        info["overflow_moves"] = h1["moves"]
-        info["overflow_rounds"] = h1["rounds"]
+
+    def fit_memory(placement: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Step 2 on one Step-1 placement; the dict says what it did."""
+        done: dict = {}
+        if use_two:
+            placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)))
+            done["residual_moved"] = moved
+        if use_one:
+            rem = opts.remaining()
+            deadline = None if rem is None else time.monotonic() + rem
+            rounds = int(extra.get("max_rounds", 8))
+            # the reserve is a soft target: its pass gets half the rounds, the full-capacity pass all
+            placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units)
+            done["reserve_kept"] = not any(h1["overflow"])
+            if not done["reserve_kept"]:
+                placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
+                                               rounds, deadline, units)
+                h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
+            done["overflow_moves"] = h1["moves"]
+            done["overflow_rounds"] = h1["rounds"]
+        return placement, done
+
+    placement, done = fit_memory(placement)
+    # Step 2 moves are not predictable from the Step-1 makespan: when memory binds, the other span
+    # rule's mapping also goes through Step 2 and the better end result is kept.
+    if (done.get("overflow_moves") or done.get("residual_moved")) and len(candidates) > 1:
+        def rank(pl: np.ndarray) -> tuple[bool, float]:
+            e = evaluate(problem, pl, memory_model=opts.memory_model)
+            return (not e.feasible(problem), e.makespan)
+
+        best = (rank(placement), placement, done, info["span_start"])
+        for other, omp, _ in candidates[1:]:
+            opl, odone = fit_memory(other)
+            key = rank(opl)
+            if key < best[0]:
+                best = (key, opl, odone, omp.info["span_start"])
+        _, placement, done, info["span_start_kept"] = best
+    info.update(done)
     info["t_memory"] = time.monotonic() - t
     return placement, info
 
