@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -151,6 +152,13 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
 
 def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict]:
     """All PARDNN steps; returns the placement and per-step information."""
+    placement, info, _ = _run(problem, opts)
+    return placement, info
+
+
+def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evaluation | None]:
+    """run_pipeline, plus the last evaluation of Step 1's placement under ``opts.memory_model``
+    when Step 2 left that placement as it was (None otherwise), so the verdict need not redo it."""
     extra = opts.extra or {}
     which = str(extra.get("memory_heuristic", "I")).upper()
     if which not in ("I", "II", "I+II", "NONE"):
@@ -238,7 +246,9 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
         _, placement, done, info["span_start_kept"] = best
     info.update(done)
     info["t_memory"] = time.monotonic() - t
-    return placement, info
+    if ev is not None:  # an evaluation carries both memory models; only the label differs
+        ev = replace(ev, memory_model=opts.memory_model) if np.array_equal(ev.placement, placement) else None
+    return placement, info, ev
 
 
 def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
@@ -246,9 +256,10 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     if problem.n == 0:
         return Solution("pardnn", "heuristic", placement=np.zeros(0, dtype=np.int64), objective=0.0,
                         seconds=time.monotonic() - t0, info={"overflow": [0.0] * problem.k})
-    placement, info = run_pipeline(problem, opts)
+    placement, info, ev = _run(problem, opts)
     t = time.monotonic()
-    ev = evaluate(problem, placement, memory_model=opts.memory_model)
+    if ev is None:
+        ev = evaluate(problem, placement, memory_model=opts.memory_model)
     info["t_evaluate"] = time.monotonic() - t
     if not ev.feasible(problem):
         over = ev.overflow(problem)
@@ -266,8 +277,6 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
 def pardnn_balanced(problem: Problem, opts: SolveOptions) -> Solution:
     """The same pipeline with ``memory_heuristic`` "I+II": heuristic II balances memory first and
     heuristic I still guarantees the capacity (an explicit ``memory_heuristic`` in opts wins)."""
-    from dataclasses import replace
-
     sol = pardnn(problem, replace(opts, extra={"memory_heuristic": "I+II", **(opts.extra or {})}))
     sol.method = "pardnn-balanced"
     sol.reason = sol.reason.replace("pardnn:", "pardnn-balanced:", 1)
