@@ -2,10 +2,10 @@
 
 Step 1 (makespan): graph slicing (Algorithm 1) -> [heuristic II: critical-path
 chunk splitting] -> LFLAM mapping (Algorithm 2) -> primaries put on devices (the critical path on
-the device with the most memory) -> colocation / allowed-device repair; the mapping runs with both
-readings of span(sc) and the faster placement is kept (map_clusters) -> the late inputs of the
+the device with the most memory) -> colocation / allowed-device repair -> the late inputs of the
 critical-path device's joins pulled onto it while the evaluator confirms (joins.py, not in the
-paper).
+paper). When Step 2 has to move nodes, the mapping with the other reading of span(sc) goes through
+Step 2 as well and the better end result is kept (map_clusters).
 Step 2 (memory): [heuristic II: residual balancing to Eq. 5] -> [heuristic I: emulate, track, fix
 overflow]. Heuristic I targets the capacity minus the reserve (the paper spares 10%; a positive
 ``opts.reserve`` overrides it); if it cannot get under that, it tries again against the full
@@ -19,9 +19,9 @@ Python at 10^5 nodes, so moves are batched per round.
 
 Options (``opts.extra``): ``memory_heuristic`` "I" (default), "II", "I+II" or "none";
 ``chunk_ratio`` (2.0); ``max_rounds`` (8 for the full-capacity pass, half of it for the reserve
-pass); ``eq5_tol`` (0.01); ``span_start`` "both" (default: map with either span rule, keep the
-faster, see map_clusters), "earliest" or "latest"; ``join_rounds`` (join_rounds(n); 0 turns the
-join repair off).
+pass); ``eq5_tol`` (0.01); ``span_start`` "latest" (default, the paper's), "earliest" (the
+authors' code) or "both" (map with both, keep the faster; see map_clusters); ``join_rounds``
+(join_rounds(n); 0 turns the join repair off).
 """
 from __future__ import annotations
 
@@ -94,10 +94,13 @@ def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm
     nothing is evaluated (None).
 
     The span of a secondary cluster starts at its first node's parents' finish: the latest one in
-    the paper's prose, the earliest in the authors' code. Neither wins everywhere: the earliest is
-    up to 10% better on generated LSTM training graphs and 3% on random DAGs, the latest up to 40%
-    on CNN ones (bench/results_pardnn_ref.md). Both share the levels and the criticality order, so
-    the second costs one more balancing pass and one evaluation."""
+    the paper's prose (the default), the earliest in the authors' code. Neither wins everywhere
+    (bench/results_pardnn_ref.md): after the join repair the latest is as good on generated
+    transformers and better on CNNs, the earliest up to 10% better on LSTMs and 3% on random DAGs.
+    Both share the levels and the criticality order, so a second rule costs one more balancing
+    pass and one evaluation: "both" runs them always, the default only when memory binds."""
+    if not span_starts:
+        return []
     allowed = cluster_allowed(problem, sl, perm)
     levels = clustered_levels(g, sl, problem.comm)
     out = []
@@ -183,11 +186,12 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
     info["t_slicing"] = time.monotonic() - t
 
     t = time.monotonic()
-    span_start = str(extra.get("span_start", "both"))
+    span_start = str(extra.get("span_start", "latest"))
     if span_start not in ("both",) + SPAN_STARTS:
-        raise ValueError(f"pardnn: span_start must be both, earliest or latest, got {span_start!r}")
+        raise ValueError(f"pardnn: span_start must be latest, earliest or both, got {span_start!r}")
     perm = primary_devices(problem)
-    candidates = map_clusters(problem, g, sl, info["ccr"], perm, SPAN_STARTS if span_start == "both" else (span_start,))
+    rules = SPAN_STARTS if span_start == "both" else (span_start,)
+    candidates = map_clusters(problem, g, sl, info["ccr"], perm, rules)
     placement, mp, ev = candidates[0]
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
                 admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"],
@@ -195,6 +199,7 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
     info["t_mapping"] = time.monotonic() - t
 
     t = time.monotonic()
+    unjoined = placement
     rounds = int(extra.get("join_rounds", join_rounds(problem.n)))
     if rounds > 0 and k > 1:
         if ev is None:
@@ -230,20 +235,26 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
         return placement, done
 
     placement, done = fit_memory(placement)
-    # Step 2 moves are not predictable from the Step-1 makespan: when memory binds, the other span
-    # rule's mapping also goes through Step 2 and the better end result is kept.
-    if (done.get("overflow_moves") or done.get("residual_moved")) and len(candidates) > 1:
+    # Step 2's moves are not predictable from the Step-1 makespan: when memory binds, the other
+    # span rule's mapping and the mapping before the join repair go through Step 2 too, and the
+    # better end result is kept (info["step1_kept"] says which).
+    if done.get("overflow_moves") or done.get("residual_moved"):
         def rank(pl: np.ndarray) -> tuple[bool, float]:
             e = evaluate(problem, pl, memory_model=opts.memory_model)
             return (not e.feasible(problem), e.makespan)
 
+        others = [(pl, m.info["span_start"]) for pl, m, _ in candidates[1:]]
+        others += [(pl, m.info["span_start"]) for pl, m, _ in
+                   map_clusters(problem, g, sl, info["ccr"], perm, tuple(r for r in SPAN_STARTS if r not in rules))]
+        if info.get("joins", {}).get("rounds"):
+            others.insert(0, (unjoined, f"{info['span_start']}, no join repair"))
         best = (rank(placement), placement, done, info["span_start"])
-        for other, omp, _ in candidates[1:]:
+        for other, label in others:
             opl, odone = fit_memory(other)
             key = rank(opl)
             if key < best[0]:
-                best = (key, opl, odone, omp.info["span_start"])
-        _, placement, done, info["span_start_kept"] = best
+                best = (key, opl, odone, label)
+        _, placement, done, info["step1_kept"] = best
     info.update(done)
     info["t_memory"] = time.monotonic() - t
     if ev is not None:  # an evaluation carries both memory models; only the label differs
