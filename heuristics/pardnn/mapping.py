@@ -129,13 +129,13 @@ def _external_edges(problem: Problem, cl: np.ndarray) -> tuple[np.ndarray, np.nd
 def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: np.ndarray, k: int,
           pe_allowed: np.ndarray | None = None, ccr_value: float | None = None,
           max_rounds: int | None = None, span_start: str = "latest",
-          levels: tuple[np.ndarray, np.ndarray] | None = None) -> Mapping:
+          clustered: tuple[np.ndarray, np.ndarray] | None = None) -> Mapping:
     """Algorithm 2. ``tl``: the top levels that place work on the timeline; None (what the
-    pipeline passes) for the clustered levels of step 1, an array to impose others. ``levels``:
-    clustered_levels(g, sl, comm) if already computed. ``pe_allowed`` (clusters x K) forbids
+    pipeline passes) for the clustered levels of step 1, an array to impose others.
+    ``clustered``: clustered_levels(g, sl, comm) if already computed. ``pe_allowed`` (clusters x K) forbids
     primaries (devices) for a cluster; by default all are allowed. ``span_start``: see spans().
     Returns the primary of every node."""
-    tl_clustered, wl_clustered = levels if levels is not None else clustered_levels(g, sl, comm)
+    tl_clustered, wl_clustered = clustered if clustered is not None else clustered_levels(g, sl, comm)
     if tl is None:
         tl = tl_clustered
     n = problem.n

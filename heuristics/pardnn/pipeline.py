@@ -25,7 +25,6 @@ authors' code) or "both" (map with both, keep the faster; see map_clusters); ``j
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 
@@ -102,10 +101,10 @@ def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm
     if not span_starts:
         return []
     allowed = cluster_allowed(problem, sl, perm)
-    levels = clustered_levels(g, sl, problem.comm)
+    clustered = clustered_levels(g, sl, problem.comm)
     out = []
     for rule in span_starts:
-        mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, levels=levels)
+        mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, clustered=clustered)
         mp.info["span_start"] = rule
         placement = repair_constraints(problem, perm[np.where(mp.pe >= 0, mp.pe, 0)])
         ev = evaluate(problem, placement, memory_model="static") if len(span_starts) > 1 else None
@@ -195,7 +194,7 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
     placement, mp, ev = candidates[0]
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
                 admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"],
-                step1_makespans={c[1].info["span_start"]: (c[2].makespan if c[2] is not None else math.nan) for c in candidates})
+                step1_makespans={c[1].info["span_start"]: c[2].makespan for c in candidates if c[2] is not None})
     info["t_mapping"] = time.monotonic() - t
 
     t = time.monotonic()
