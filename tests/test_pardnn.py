@@ -389,3 +389,25 @@ def test_lflam_condition_b_and_its_failure(h_time, expected_pe, admitted):
     mp = lflam(p, g, sl, None, p.comm, 3)
     assert mp.pe[p.index["h"]] == expected_pe
     assert mp.info["admitted_by"] == admitted
+
+
+@pytest.mark.parametrize("y_time, y_comm, pulled", [(1, 12, ["x", "y"]), (4, 9, ["x"])])
+def test_late_inputs_pull_the_prefix_that_shortens_the_wait(y_time, y_comm, pulled):
+    # Device 0 runs a (0-10) and then j, which waits for x (device 1: 0-1, + 14 -> 15) and y
+    # (device 2, arrives at 13). Device 0 is free at 10. Pulling x alone: j could start at
+    # max(10 + 1, 13) = 13; pulling x and y: max(10 + 1 + y_time, 10) = 12 when y takes 1 (both
+    # pulled), 15 when it takes 4 (only x).
+    from heuristics.pardnn.joins import late_inputs
+    from heuristics.pardnn.slicing import Slicing
+
+    p = build({"a": (10, 0, 0), "x": (1, 0, 0), "y": (y_time, 0, 0), "j": (1, 0, 0)},
+              [("a", "j", 0), ("x", "j", 14), ("y", "j", y_comm)], k=3)
+    i = p.index
+    cluster = np.zeros(p.n, dtype=np.int64)
+    cluster[i["x"]], cluster[i["y"]] = 1, 2
+    sl = Slicing(cluster, [np.array([i["a"], i["j"]]), np.array([i["x"]]), np.array([i["y"]])], 1)
+    placement = np.zeros(p.n, dtype=np.int64)
+    placement[i["x"]], placement[i["y"]] = 1, 2
+    ev = evaluate(p, placement)
+    assert ev.start[i["j"]] == 15
+    assert late_inputs(p, sl, placement, ev, 0) == [int(cluster[i[v]]) for v in pulled]
