@@ -22,13 +22,13 @@ worktree) for before/after figures. Serialise with ``flock /tmp/bench.lock``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from placement.evaluator import evaluate  # noqa: E402
 from placement.formats import load_problem  # noqa: E402
+from placement.formats.native import write_problem  # noqa: E402
 from placement.problem import Problem  # noqa: E402
 
 PY = sys.executable
@@ -49,7 +50,7 @@ def export_reference_input(problem: Problem, folder: Path) -> tuple[float, int]:
     total = float(problem.time.sum() + problem.comm.sum())
     scale = 10.0 ** math.floor(math.log10(2e9 / max(total, 1e-12)))
     lat = problem.link.latency if problem.link is not None else 0.0
-    lat_s = int(round(lat * scale)) if np.isfinite(lat) else 0
+    lat_s = round(lat * scale) if np.isfinite(lat) else 0
     names = [str(x) for x in problem.ids]
     assert not {"src", "snk"} & set(names), "node names src/snk are reserved by the reference"
     lines = [f"{names[u]} -> {names[v]}" for u, v in zip(problem.src.tolist(), problem.dst.tolist())]
@@ -152,8 +153,6 @@ def main() -> None:
             for k in args.devices:
                 p = load_problem(g)
                 path = tmp / f"{Path(g).stem}-K{k}.json"
-                from placement.formats.native import write_problem
-                from dataclasses import replace
                 write_problem(replace(p, k=k, memory=np.full(k, np.inf)) if p.k != k else p, path)
                 cases.append((f"{Path(g).stem} K={k}", path))
         header = "| graph | who | makespan | vs ref | cut comm | max device share | seconds | load avg |"

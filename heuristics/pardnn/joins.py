@@ -16,7 +16,7 @@ the problem's memory model) does not grow; otherwise the rounds stop. Each round
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
