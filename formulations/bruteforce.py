@@ -24,7 +24,8 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from solvers.registry import register
 
-from .common import device_classes, finish_solution, infeasible_reason, longest_starts, units, with_reserve
+from .common import (device_classes, finish_solution, infeasible_reason, judge_reserved, longest_starts, units,
+                     with_reserve)
 
 MAX_NODES = 10
 
@@ -146,8 +147,11 @@ def enumerate_best(problem: Problem, memory_model: str = "static", deadline: flo
 
 @register("brute", kind="exact", summary=f"enumerates every placement and device order (tiny instances, at most {MAX_NODES} nodes)")
 def brute(problem: Problem, opts: SolveOptions) -> Solution:
+    return judge_reserved(problem, opts, _brute(with_reserve(problem, opts), opts))
+
+
+def _brute(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    problem = with_reserve(problem, opts)
     limit = int(opts.extra.get("max_nodes", MAX_NODES))
     if problem.n > limit:
         return Solution("brute", "unknown", reason=f"brute: {problem.n} nodes is too many to enumerate (limit {limit})",

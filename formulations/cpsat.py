@@ -28,7 +28,8 @@ from solvers.registry import register
 from .cpsolver import cp_solver, set_params
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, lower_bound, retime, units, with_reserve)
+                     hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, units,
+                     with_reserve)
 
 TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
 _EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9)
@@ -388,7 +389,6 @@ def b_valid_for_floor(problem: Problem, memory_model: str, scale: Scale) -> bool
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    problem = with_reserve(problem, opts)
     mm = opts.memory_model
     ex = opts.extra
     why = infeasible_reason(problem, mm)
@@ -509,4 +509,4 @@ def _trace(solver: cp_model.CpSolver, trace: object, t0: float, factor: float) -
 
 @register("cpsat", kind="exact", summary="CP-SAT makespan model (optional intervals, NoOverlap, static or peak memory); proves optimality")
 def cpsat(problem: Problem, opts: SolveOptions) -> Solution:
-    return _solve(problem, opts)
+    return judge_reserved(problem, opts, _solve(with_reserve(problem, opts), opts))

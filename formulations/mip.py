@@ -24,7 +24,7 @@ from solvers.registry import register
 from .bruteforce import _reach
 from .mip_peak import PeakModel, add_peak_memory
 from .common import (best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, retime, units, with_reserve)
+                     hint_schedule, infeasible_reason, judge_reserved, retime, units, with_reserve)
 
 
 def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +49,6 @@ def snap_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, ho
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    problem = with_reserve(problem, opts)
     ex = opts.extra
     mm = opts.memory_model
     if mm not in ("static", "peak"):
@@ -270,4 +269,4 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
 
 @register("mip", kind="exact", summary="big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)")
 def mip(problem: Problem, opts: SolveOptions) -> Solution:
-    return _solve(problem, opts)
+    return judge_reserved(problem, opts, _solve(with_reserve(problem, opts), opts))

@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected from the content)")
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
+    p.add_argument("--split", metavar="FILE", help="--method expert: the split to evaluate (JSON: a device per node index, or node id -> device; CPU core c as -1 - c)")
     p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--verbose", action="store_true", help="also show the solvers' own logs (CP-SAT search log)")
@@ -135,6 +136,14 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
                         seed=args.seed, reserve=args.reserve, verbose=args.verbose)
     if args.coarse_size is not None:
         opts.extra["coarse_size"] = args.coarse_size
+    if (args.split is None) != (args.method != "expert"):
+        raise UsageError("--method expert needs --split FILE" if args.split is None else "--split is read only by --method expert")
+    if args.split is not None:
+        from heuristics.tarnawski import read_split
+        try:
+            opts.extra["split"] = read_split(problem, args.split)
+        except (OSError, ValueError, TypeError) as exc:
+            raise UsageError(f"--split {args.split}: {exc}") from None
     return problem, opts
 
 
