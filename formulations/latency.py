@@ -183,7 +183,8 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
                 m.Add(sum(x[data.atom_of[u]][i * q + s] for s in range(q)) == sum(x[data.atom_of[v]][i * q + s] for s in range(q)))
     size = [int(math.ceil(b)) for b in data.nbytes]
     for i in range(k):
-        m.Add(sum(size[a] * x[a][i * q + s] for a in range(na) for s in range(q) if size[a]) <= int(problem.memory[i]))
+        if np.isfinite(problem.memory[i]):
+            m.Add(sum(size[a] * x[a][i * q + s] for a in range(na) for s in range(q) if size[a]) <= int(problem.memory[i]))
     atom_of = data.atom_of
     edges = list(zip(problem.src.tolist(), problem.dst.tolist()))
     for j in range(ns):
@@ -263,10 +264,14 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
             if val < best[2]:
                 best = (s2, sl2, val)
     best = _better_hint(best, hints)
+    # Bytes are rounded up for CP-SAT: exact for whole bytes; otherwise the model is a restriction,
+    # whose bound and infeasibility prove nothing about the real problem.
+    mem_exact = bool(np.all(data.nbytes == np.round(data.nbytes)))
+    info["memory_exact"] = mem_exact
     if best is None:
-        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown",
+        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE and mem_exact else "unknown",
                         reason=f"{name}: {solver.StatusName(status)}", seconds=time.monotonic() - t0, info=info)
-    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else 0.0
+    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and mem_exact else 0.0
     info["cpsat_bound"] = lb
     info["path_bound"] = path_lb
     lb = min(max(lb, path_lb), best[2])
@@ -310,8 +315,9 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
             for i in range(k):
                 solver.Add(sum(x[atom_of[u]][i * q + s] for s in range(q)) == sum(x[atom_of[v]][i * q + s] for s in range(q)))
     for i in range(k):
-        solver.Add(solver.Sum([float(data.nbytes[a]) * x[a][i * q + s] for a in range(na) for s in range(q)
-                               if data.nbytes[a]]) <= float(problem.memory[i]))
+        if np.isfinite(problem.memory[i]):
+            solver.Add(solver.Sum([float(data.nbytes[a]) * x[a][i * q + s] for a in range(na) for s in range(q)
+                                   if data.nbytes[a]]) <= float(problem.memory[i]))
     edges = list(zip(problem.src.tolist(), problem.dst.tolist()))
     for j in range(ns):
         z = [solver.NumVar(0, 1, "") for _ in range(n)]

@@ -86,28 +86,35 @@ def tiny_problem(seed: int, objective: str = "makespan") -> Problem:
     r = random.Random(seed)
     n = r.randint(2, 5)
     k = r.randint(1, 3)
-    half = r.random() < 0.2  # half-unit times and comms: CP-SAT must scale them exactly
+    # half units: CP-SAT scales them exactly; thirds: no round factor does (relaxed, floored data)
+    frac = r.choice([0.0] * 7 + [0.5, 0.5, 1 / 3])
+    frac_bytes = r.random() < 0.1  # bytes that are not whole numbers: the IPs round them
     nodes = []
     for i in range(n):
-        t = r.choice([0, 1, 2, 3, 4, 6]) + (0.5 if half and r.random() < 0.5 else 0)
-        nodes.append({"id": i, "time": t, "out_bytes": r.choice([0, 0, 2, 5, 8]), "param_bytes": r.randint(0, 8)})
+        t = r.choice([0, 1, 2, 3, 4, 6]) + (frac if r.random() < 0.5 else 0)
+        b = r.randint(0, 8) + (r.choice([0, 0.25, 0.5]) if frac_bytes else 0)
+        nodes.append({"id": i, "time": t, "out_bytes": r.choice([0, 0, 2, 5, 8]), "param_bytes": b})
     if n >= 2 and r.random() < 0.35:
         a, b = r.sample(range(n), 2)
         nodes[a]["colocate"] = nodes[b]["colocate"] = "g"
     if objective == "makespan" and k > 1 and r.random() < 0.2:
         nodes[r.randrange(n)]["devices"] = [r.randrange(k)]
-    edges = [{"src": u, "dst": v, "comm": r.choice([0, 1, 2, 5]) + (0.5 if half and r.random() < 0.3 else 0)}
+    edges = [{"src": u, "dst": v, "comm": r.choice([0, 1, 2, 5]) + (frac if r.random() < 0.3 else 0)}
              for v in range(1, n) for u in range(v) if r.random() < 0.45]
     need = [x["param_bytes"] + x["out_bytes"] for x in nodes]
     # from just below the largest node to everything on one device: tight more often than not
     memory = float(max(1, round(r.uniform(0.9 * max(need), max(sum(need), max(need) + 1)))))
     if r.random() < 0.1:
         memory += 0.5  # a capacity that is not a whole number of bytes
+    if r.random() < 0.05:
+        memory = float("inf")
     kwargs: dict[str, Any] = {}
     if objective != "makespan":
         kwargs["node_attrs"] = {"cpu_latency": [float(r.randint(1, 12)) for _ in range(n)],
                                 "supported": [r.random() > 0.1 for _ in range(n)]}
         kwargs["attrs"] = {"max_cpus": r.choice([0, 1, 1])}
+        if objective == "max-load" and r.random() < 0.3:  # a training graph: the later half is backward
+            kwargs["node_attrs"]["is_backward"] = [i >= (n + 1) // 2 for i in range(n)]
     return make_problem(nodes, edges, devices=k, memory=memory, name=f"tiny{seed}", **kwargs)
 
 

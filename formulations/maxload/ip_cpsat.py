@@ -45,10 +45,10 @@ def build_cpsat(problem: Problem, data: IPData, contiguous: bool, objective: str
         if not data.allowed_acc[a]:
             for i in range(k):
                 m.Add(x[a][i] == 0)
-    cap = [int(math.floor(c)) for c in problem.memory]
     size = [int(math.ceil(b)) for b in data.nbytes]
     for i in range(k):
-        m.Add(sum(size[a] * x[a][i] for a in range(na) if size[a]) <= cap[i])
+        if np.isfinite(problem.memory[i]):
+            m.Add(sum(size[a] * x[a][i] for a in range(na) if size[a]) <= int(math.floor(problem.memory[i])))
     if contiguous:
         fw_nodes = np.flatnonzero(data.forward)
         for i in range(nd):
@@ -185,15 +185,21 @@ def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: boo
     contig = "forward" if contiguous else "none"
     info = {"hint": hint_from, "scale": scale, "cpsat_status": solver.StatusName(status), "atoms": len(data.atoms),
             "wall": solver.WallTime()}
-    bound = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    # Bytes are rounded up (capacities down) for CP-SAT: exact for whole bytes; otherwise the model
+    # is a restriction, whose bound and infeasibility prove nothing about the real problem.
+    mem_exact = bool(np.all(data.nbytes == np.round(data.nbytes)))
+    info["memory_exact"] = mem_exact
+    bound = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and mem_exact else None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         atom_dev = np.array([next(i for i, xi in enumerate(v["x"][a]) if solver.Value(xi)) for a in range(len(data.atoms))])
         split = split_from_atoms(data, atom_dev)
     elif hint is not None:
         split = hint
     else:
-        why = "infeasible" if status == cp_model.INFEASIBLE else "no split found in time"
-        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown", reason=f"{name}: {why}",
+        proved = status == cp_model.INFEASIBLE and mem_exact
+        why = "infeasible" if proved else ("the model with bytes rounded up is infeasible (not a proof)"
+                                           if status == cp_model.INFEASIBLE else "no split found in time")
+        return Solution(name, "infeasible" if proved else "unknown", reason=f"{name}: {why}",
                         seconds=time.monotonic() - t0, info=info)
     if hint is not None:  # never return worse than the hint
         ev_h = evaluate_maxload(problem, hint, objective=objective, contiguity=contig)
@@ -204,7 +210,7 @@ def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: boo
     lb = None if bound is None else min(bound, value)
     gap = None if lb is None else (value - lb) / value if value > 0 else 0.0
     info["gap"] = gap
-    proved = status == cp_model.OPTIMAL or (gap is not None and gap <= 1e-6)
+    proved = (status == cp_model.OPTIMAL and mem_exact) or (gap is not None and gap <= 1e-6)
     # the rounding to 1/scale costs at most this relative gap; "optimal" within it
     st = "optimal" if proved and gap is not None and gap <= 1e-5 else "feasible"
     return finish_solution(problem, name, split, st, t0, info, lower_bound=lb, contiguity=contig, objective=objective)
