@@ -201,12 +201,15 @@ def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: boo
                                            if status == cp_model.INFEASIBLE else "no split found in time")
         return Solution(name, "infeasible" if proved else "unknown", reason=f"{name}: {why}",
                         seconds=time.monotonic() - t0, info=info)
+    ev_s = evaluate_maxload(problem, split, objective=objective, contiguity=contig)
     if hint is not None:  # never return worse than the hint
         ev_h = evaluate_maxload(problem, hint, objective=objective, contiguity=contig)
-        ev_s = evaluate_maxload(problem, split, objective=objective, contiguity=contig)
-        if not ev_h.violations and ev_h.value < ev_s.value:
-            split = hint
-    value = evaluate_maxload(problem, split, objective=objective).value
+        if not ev_h.violations and (ev_s.violations or ev_h.value < ev_s.value):
+            split, ev_s = hint, ev_h
+    if ev_s.violations:  # a split the evaluator refuses is no answer
+        return Solution(name, "unknown", seconds=time.monotonic() - t0, info=info,
+                        reason=f"{name}: the solver's split breaks constraints: {'; '.join(ev_s.violations)}")
+    value = ev_s.value
     lb = None if bound is None else min(bound, value)
     gap = None if lb is None else (value - lb) / value if value > 0 else 0.0
     info["gap"] = gap
