@@ -23,7 +23,6 @@ import numpy as np
 from placement.evaluator import check, peak_memory
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .peak_search import best_schedule_bb
 from .common import (device_classes, finish_solution, infeasible_reason, judge_reserved, longest_starts, units,
@@ -147,7 +146,6 @@ def enumerate_best(problem: Problem, memory_model: str = "static", deadline: flo
     return best, True
 
 
-@register("brute", kind="exact", summary=f"enumerates every placement and device order (tiny instances, at most {MAX_NODES} nodes)")
 def brute(problem: Problem, opts: SolveOptions) -> Solution:
     return judge_reserved(problem, opts, _brute(with_reserve(problem, opts), opts))
 

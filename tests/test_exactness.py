@@ -95,8 +95,8 @@ def test_auto_never_promotes_a_coarse_infeasibility(monkeypatch):
 
     p = packing_problem(1)
     # No warm start at all, so the answer rests on the coarse phase alone.
-    monkeypatch.setattr(pipeline, "warm_start_methods", lambda problem, table: [])
-    monkeypatch.setattr(pipeline, "BASELINES", ())
+    monkeypatch.setattr(pipeline, "warm_start_methods", lambda problem: [])
+    monkeypatch.setattr(pipeline, "BASELINES", {})
     opts = SolveOptions(time_limit=20, workers=1)
     opts.extra["coarse_size"] = 8
     res = run(p, "auto", opts)
@@ -127,7 +127,7 @@ def test_latency_split_of_the_q2_example_is_worth_5():
 
 @pytest.mark.parametrize("name", ["latency-cpsat", "latency-mip"])
 def test_latency_ips_with_q_above_1_let_a_group_span_subgraphs(name):
-    from formulations.latency import solve_latency_cpsat, solve_latency_mip
+    from formulations.latency.exact import solve_latency_cpsat, solve_latency_mip
 
     p = colocated_around_cpu_node()
     solve = solve_latency_cpsat if name == "latency-cpsat" else solve_latency_mip
@@ -143,7 +143,7 @@ def test_latency_ips_with_q_above_1_let_a_group_span_subgraphs(name):
 def test_optimal_latency_reports_the_proved_bound_not_the_answer():
     """The bound of an optimal answer is what was proved (here below the value by design of the
     test: a tolerance-sized gap), and "optimal" means gap <= OPTIMAL_GAP."""
-    from heuristics.tarnawski import latency_solution
+    from formulations.latency.heuristics import latency_solution
 
     p = colocated_around_cpu_node()
     split = np.array([-1, -1, -1])

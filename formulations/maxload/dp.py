@@ -31,7 +31,6 @@ from placement.objectives import (cpu_time, evaluate_maxload, max_cpus, node_byt
 from placement.problem import Problem
 from placement.report import within_optimal_gap
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .preprocess import Units, build_units
 
@@ -317,13 +316,9 @@ def accelerator_placement(problem: Problem, split: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("dp", kind="exact", objective="max-load",
-          summary="Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over pipelines of contiguous stages")
 def dp_method(problem: Problem, opts: SolveOptions) -> Solution:
     return _run(problem, opts, "dp", linearize=False)
 
 
-@register("dpl", kind="heuristic", objective="max-load",
-          summary="DP over ideals of a DFS-linearised graph (Section 5.1.2): fast, contiguous, not proved optimal")
 def dpl_method(problem: Problem, opts: SolveOptions) -> Solution:
     return _run(problem, opts, "dpl", linearize=True)
