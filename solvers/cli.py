@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
     p.add_argument("--split", metavar="FILE", help="--method expert: the split to evaluate (JSON: a device per node index, or node id -> device; CPU core c as -1 - c)")
-    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
+    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory to keep free (default 0): a soft target for heuristics; exact methods keep it and prove optimal/infeasible only for the stated capacities")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--verbose", action="store_true", help="also show the solvers' own logs (CP-SAT search log)")
     return p
