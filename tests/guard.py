@@ -88,7 +88,7 @@ def tiny_problem(seed: int, objective: str = "makespan") -> Problem:
     k = r.randint(1, 3)
     # half units: CP-SAT scales them exactly; thirds: no round factor does (relaxed, floored data)
     frac = r.choice([0.0] * 7 + [0.5, 0.5, 1 / 3])
-    frac_bytes = r.random() < 0.1  # bytes that are not whole numbers: the IPs round them
+    frac_bytes = r.random() < 0.1  # bytes that are not whole numbers (quarters: CP-SAT scales them)
     nodes = []
     for i in range(n):
         t = r.choice([0, 1, 2, 3, 4, 6]) + (frac if r.random() < 0.5 else 0)
