@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Iterable
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def _least_schedule(n: int, cons: list[tuple[int, int, float]]) -> list[float] |
     return None
 
 
-def best_schedule_bb(problem: Problem, placements, memory_model: str, deadline: float | None = None,
+def best_schedule_bb(problem: Problem, placements: Iterable[np.ndarray], memory_model: str, deadline: float | None = None,
                      stop: threading.Event | None = None) -> tuple[tuple[float, np.ndarray, np.ndarray] | None, bool]:
     """(makespan, placement, start) of an optimal schedule over ``placements`` (an iterable of
     placement arrays) within ``memory_model``, or None when none fits; and whether the search
