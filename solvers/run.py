@@ -39,6 +39,7 @@ class RunResult:
     value: float | None = None  # the objective's value (max-load, latency); the makespan otherwise
     split: np.ndarray | None = None  # max-load/latency: device per node, CPU core c as -1 - c
     breakdown: dict[str, Any] | None = None
+    partition: dict[str, Any] | None = None  # a partitioned plan's summary (method tofu)
 
     @property
     def feasible(self) -> bool:
@@ -47,7 +48,7 @@ class RunResult:
     @property
     def answered(self) -> bool:
         """Is there an answer to write (a schedule, or a split for max-load/latency)?"""
-        return self.feasible and (self.evaluation is not None or self.split is not None)
+        return self.feasible and (self.evaluation is not None or self.split is not None or self.partition is not None)
 
     @property
     def gap(self) -> float | None:
@@ -56,6 +57,8 @@ class RunResult:
         return gap(self.evaluation.makespan, self.lower_bound) if self.evaluation is not None else None
 
     def report(self, problem: Problem, memory_model: str) -> dict[str, Any]:
+        if self.partition is not None or self.method == "tofu":
+            return self._partition_report(problem, memory_model)
         if self.objective_name != "makespan":
             return self._objective_report(problem)
         return build_report(
@@ -64,6 +67,25 @@ class RunResult:
             extra={"bounds": self.bounds, "phases": self.history, "interrupted": self.interrupted},
         )
 
+
+    def _partition_report(self, problem: Problem, memory_model: str) -> dict[str, Any]:
+        """A partitioned plan has no device per node: its memory and makespan are those of the plan's
+        shard graph, and the ``partition`` section says how every operator and tensor is split."""
+        ok = self.feasible and self.partition is not None
+        part = self.partition or {}
+        rep = {
+            "status": self.status, "objective_name": "makespan", "objective": self.value if ok else None,
+            "makespan": self.value if ok else None, "lower_bound": None, "gap": None, "memory_model": memory_model,
+            "capacity": problem.memory.tolist(), "static_memory": part.get("static_memory"),
+            "peak_memory": part.get("peak_memory"), "placement": None, "start": None, "seconds": self.seconds,
+            "method": self.method,
+            "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m, "devices": problem.k},
+            "partition": part or None, "phases": self.history, "interrupted": self.interrupted,
+            "lower_bound_note": "placement lower bounds do not hold for partitioned plans (an operator's time is divided)",
+        }
+        if self.reason:
+            rep["reason"] = self.reason
+        return _clean(rep)
 
     def _objective_report(self, problem: Problem) -> dict[str, Any]:
         ok = self.feasible and self.split is not None
@@ -133,6 +155,8 @@ def run(
 ) -> RunResult:
     """Run ``method`` on ``problem`` and return the judged result (never raises for lack of time)."""
     opts = opts or SolveOptions()
+    if method == "tofu" and objective == "makespan":
+        return run_partitioned(problem, opts, progress)
     if objective != "makespan":
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
@@ -239,3 +263,30 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
         progress(f"{name}: {status} {objective}={value:.6g} bound={bound:.6g}")
     return RunResult(status, name, sol, None, min(bound, value), seconds, history=history, objective_name=objective,
                      value=value, split=np.asarray(sol.info["split"]), breakdown=breakdown, interrupted=opts.stop.is_set())
+
+
+def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:
+    """Operator partitioning (Tofu): run the search, re-evaluate the plan with the plan evaluator
+    (placement.partition.plan, which runs placement.evaluator on the plan's shard graph) and check
+    the claimed makespan against it. Placement lower bounds do not apply to a partitioned plan."""
+    from heuristics.tofu import plan_summary
+    from placement.partition.plan import evaluate_plan
+
+    t0 = time.monotonic()
+    sol = _call("tofu", problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    history = [{"method": "tofu", "status": sol.status, "seconds": sol.seconds}]
+    plan, g = sol.info.get("plan"), sol.info.get("graph")
+    if plan is None or g is None:
+        return RunResult("unknown", "tofu", sol, None, 0.0, time.monotonic() - t0, reason=sol.reason or "no plan", history=history)
+    pe = evaluate_plan(g, plan, opts.memory_model)
+    if sol.objective is not None and not math.isclose(sol.objective, pe.makespan, rel_tol=1e-6, abs_tol=1e-9):
+        raise RuntimeError(f"tofu claims makespan {sol.objective!r} but the plan evaluator computes {pe.makespan!r}")
+    part = plan_summary(g, plan, pe, None)
+    part["search"] = sol.info["partition"].get("search")
+    fits = pe.feasible(problem)
+    status = "heuristic" if fits else "unknown"
+    reason = "" if fits else sol.reason
+    if progress:
+        progress(f"tofu: {status} makespan={pe.makespan:.6g} max device memory={float(pe.memory.max()):.6g}")
+    return RunResult(status, "tofu", sol, None, 0.0, time.monotonic() - t0, reason=reason, history=history,
+                     value=pe.makespan, partition=part, interrupted=opts.stop.is_set())
