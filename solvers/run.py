@@ -13,8 +13,10 @@ import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from heuristics.tofu import plan_summary
 from placement.bounds import infeasibility, lower_bounds
 from placement.evaluator import Evaluation, check, evaluate
+from placement.partition.plan import evaluate_plan
 from placement.problem import Problem
 from placement.report import _clean, build_report, gap
 from placement.solution import Solution, SolveOptions
@@ -157,7 +159,7 @@ def run(
 ) -> RunResult:
     """Run ``method`` on ``problem`` and return the judged result (never raises for lack of time)."""
     opts = opts or SolveOptions()
-    if method == "tofu" and objective == "makespan":
+    if objective == "makespan" and method in methods() and method_info(method).kind == "partition":
         return run_partitioned(problem, opts, progress)
     if objective != "makespan":
         return run_objective(problem, method, opts, objective, progress)
@@ -269,9 +271,6 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
     """Operator partitioning (Tofu): run the search, re-evaluate the plan with the plan evaluator
     (placement.partition.plan, which runs placement.evaluator on the plan's shard graph) and check
     the claimed makespan against it. Placement lower bounds do not apply to a partitioned plan."""
-    from heuristics.tofu import plan_summary
-    from placement.partition.plan import evaluate_plan
-
     t0 = time.monotonic()
     sol = _call("tofu", problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
     history = [{"method": "tofu", "status": sol.status, "seconds": sol.seconds}]

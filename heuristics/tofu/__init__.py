@@ -16,7 +16,7 @@ import numpy as np
 from placement.partition.graph import PGraph, build_graph
 from placement.partition.ops import REPLICA
 from placement.partition.plan import Plan, PlanEvaluation, evaluate_plan
-from placement.problem import Problem
+from placement.problem import Problem, ProblemError
 from placement.solution import Solution, SolveOptions
 
 from .search import SearchInfo, recursive_plan
@@ -59,7 +59,10 @@ def plan_summary(g: PGraph, plan: Plan, pe: PlanEvaluation, info: SearchInfo | N
 def tofu(problem: Problem, opts: SolveOptions) -> Solution:
     """Tofu's recursive search over all ``problem.k`` devices, evaluated as a partitioned plan."""
     t0 = time.monotonic()
-    g = build_graph(problem)
+    try:
+        g = build_graph(problem)
+    except ProblemError as exc:
+        return Solution("tofu", "unknown", reason=str(exc), seconds=time.monotonic() - t0)
     tie = bool(opts.extra.get("tofu_tie", True))
     plan, info = recursive_plan(g, problem.k, tie=tie)
     pe = evaluate_plan(g, plan, opts.memory_model)
