@@ -1,18 +1,24 @@
 """Exact minimisation of a sum of small cost tables over discrete variables, by dynamic programming
-along an order of the tables (the DP Tofu runs over its coarsened, linear graph).
+(variable elimination), the DP Tofu runs over its coarsened graph.
 
-Each table (a *factor*) depends on a few variables; the tables are added in the given order, and a
-variable is minimised out as soon as its last table has been added. The DP's state is therefore
-the assignment of the *frontier*: the variables used both by tables already added and by tables
-still to come. On a linear (chain-like) graph the frontier stays small and the DP is exact and
-linear in the graph's length; Tofu's coarsening (forward and backward operators side by side,
-element-wise runs tied) is what keeps a training graph chain-like.
+Each table (a *factor*) depends on a few variables. Variables are eliminated one at a time: the
+factors that mention the variable are added into one table over the variable and its neighbours,
+the variable is minimised out (its best value remembered per neighbour assignment), and the result
+becomes a new factor. Back-substitution in reverse order recovers an optimal assignment. On a
+chain of layers (Tofu's linear graph) each elimination involves a layer's variables and its
+neighbours' only; the order is the greedy one that keeps the next table smallest (min-weight),
+which on a training graph eliminates each layer's weights and gradients with the layer instead of
+carrying them from the forward to the backward pass (Tofu's grouping of forward with backward and
+of unrolled timesteps, found from the structure).
 
-When a frontier would exceed ``max_cells`` states, the variable whose best value is clearest is
-fixed to it (conditioning) and the result is marked inexact; the caller reports that.
+The result is exact whatever the order. If a table would exceed ``max_cells`` entries, the
+neighbour with the largest domain is first fixed to its locally best value (conditioning) and the
+result is marked inexact; callers report that.
 """
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -26,7 +32,7 @@ class DPResult:
     cost: float
     assignment: list[int]  # value index per variable
     exact: bool
-    max_frontier: int  # most states held at once
+    max_frontier: int  # entries of the largest table built
 
 
 def _align(table: np.ndarray, have: Sequence[int], want: Sequence[int]) -> np.ndarray:
@@ -41,42 +47,101 @@ def _align(table: np.ndarray, have: Sequence[int], want: Sequence[int]) -> np.nd
 def solve_factors(domains: Sequence[int], factors: Sequence[Factor], max_cells: int = 1 << 20) -> DPResult:
     """Minimise the sum of ``factors`` over the variables (``domains[v]`` values each)."""
     nvar = len(domains)
-    last = [-1] * nvar
-    for j, (vs, _) in enumerate(factors):
+    logd = [math.log(max(1, d)) for d in domains]
+    live: dict[int, Factor] = {}
+    by_var: list[set[int]] = [set() for _ in range(nvar)]
+    constant = 0.0
+    for vs, tab in factors:
+        if not vs:
+            constant += float(tab)
+            continue
+        fid = len(live)
+        live[fid] = (tuple(vs), np.asarray(tab, dtype=float))
         for v in vs:
-            last[v] = j
-    frontier: list[int] = []
-    table = np.zeros(())
-    records: list[tuple[int, list[int], np.ndarray]] = []  # (var, vars it depends on, argmin table)
+            by_var[v].add(fid)
+    next_id = len(live)
+    nbrs: list[set[int]] = [set() for _ in range(nvar)]
+    for vs, _ in live.values():
+        for v in vs:
+            nbrs[v].update(vs)
+    for v in range(nvar):
+        nbrs[v].discard(v)
+
+    def weight(v: int) -> float:
+        return logd[v] + sum(logd[u] for u in nbrs[v])
+
+    heap = [(weight(v), v) for v in range(nvar)]
+    heapq.heapify(heap)
+    done = [False] * nvar
     fixed: dict[int, int] = {}
+    records: list[tuple[int, tuple[int, ...], np.ndarray]] = []
     exact = True
     widest = 1
-    for j, (vs, ftab) in enumerate(factors):
-        new = [v for v in vs if v not in frontier and v not in fixed]
-        while frontier and table.size * int(np.prod([domains[v] for v in new] or [1])) > max_cells:
+    while heap:
+        w, x = heapq.heappop(heap)
+        if done[x]:
+            continue
+        if abs(w - weight(x)) > 1e-9:  # stale entry
+            heapq.heappush(heap, (weight(x), x))
+            continue
+        while math.exp(weight(x)) > max_cells and nbrs[x]:
             exact = False
-            spread = [float(np.ptp(table.min(axis=tuple(a for a in range(len(frontier)) if a != i)))) for i in range(len(frontier))]
-            i = int(np.argmax(spread))
-            best = int(np.argmin(table.min(axis=tuple(a for a in range(len(frontier)) if a != i))))
-            fixed[frontier[i]] = best
-            table = np.take(table, best, axis=i)
-            frontier.pop(i)
-        if any(v in fixed for v in vs):  # variables fixed by conditioning are sliced out
-            ftab = ftab[tuple(fixed[v] if v in fixed else slice(None) for v in vs)]
-            vs = tuple(v for v in vs if v not in fixed)
-        want = frontier + new
-        table = _align(table, frontier, want) + _align(ftab, vs, want)
-        frontier = want
+            y = max(nbrs[x], key=lambda u: (domains[u], -u))
+            fixed[y] = _locally_best(y, domains[y], [live[f] for f in by_var[y]])
+            _condition(y, fixed[y], live, by_var, nbrs)
+            done[y] = True
+        fids = sorted(by_var[x])
+        scope = tuple(sorted({v for f in fids for v in live[f][0]}))
+        table = np.zeros([domains[v] for v in scope])
+        for f in fids:
+            vs, tab = live.pop(f)
+            table = table + _align(tab, vs, scope)
+            for v in vs:
+                by_var[v].discard(f)
         widest = max(widest, table.size)
-        for v in [v for v in frontier if last[v] == j]:
-            i = frontier.index(v)
-            records.append((v, frontier[:i] + frontier[i + 1:], np.argmin(table, axis=i)))
-            table = table.min(axis=i)
-            frontier.pop(i)
-    cost = float(table.sum()) if table.size == 1 else float(table.min())
+        ax = scope.index(x)
+        rest = scope[:ax] + scope[ax + 1:]
+        records.append((x, rest, np.argmin(table, axis=ax)))
+        reduced = table.min(axis=ax)
+        done[x] = True
+        for u in rest:
+            nbrs[u].discard(x)
+            nbrs[u].update(r for r in rest if r != u)
+        if rest:
+            live[next_id] = (rest, reduced)
+            for v in rest:
+                by_var[v].add(next_id)
+            next_id += 1
+            for u in rest:
+                heapq.heappush(heap, (weight(u), u))
+        else:
+            constant += float(reduced)
     assign = [0] * nvar
     for v, val in fixed.items():
         assign[v] = val
     for v, rest, arg in reversed(records):
         assign[v] = int(arg[tuple(assign[r] for r in rest)]) if rest else int(arg)
+    cost = constant + sum(float(tab[tuple(assign[v] for v in vs)]) for vs, tab in live.values())
     return DPResult(cost, assign, exact, widest)
+
+
+def _locally_best(y: int, dom: int, facs: list[Factor]) -> int:
+    """The value of ``y`` minimising the sum, over its factors, of their best completion."""
+    score = np.zeros(dom)
+    for vs, tab in facs:
+        ax = vs.index(y)
+        other = tuple(a for a in range(len(vs)) if a != ax)
+        score += tab.min(axis=other) if other else tab
+    return int(np.argmin(score))
+
+
+def _condition(y: int, val: int, live: dict[int, Factor], by_var: list[set[int]], nbrs: list[set[int]]) -> None:
+    """Fix variable ``y`` to ``val`` in every factor that mentions it."""
+    for f in list(by_var[y]):
+        vs, tab = live[f]
+        ax = vs.index(y)
+        live[f] = (vs[:ax] + vs[ax + 1:], np.take(tab, val, axis=ax))
+    by_var[y].clear()
+    for u in nbrs[y]:
+        nbrs[u].discard(y)
+    nbrs[y].clear()

@@ -24,7 +24,7 @@ from placement.partition.ops import REPLICA
 from placement.partition.plan import (Plan, apply_step, factorize, initial_shapes, layout_ok, op_step_cost,
                                       plan_cost)
 
-from .coarsen import op_order, tie_classes
+from .coarsen import tie_classes
 from .dp import solve_factors
 
 
@@ -80,14 +80,12 @@ def _choose(strategies: Sequence[Any], price: Callable[[Any], float]) -> Any:
 
 
 def solve_step(g: PGraph, classes: list[int], shapes: list, extents: list[dict[str, int]], q: int,
-               order: list[int] | None = None, max_cells: int = 1 << 18) -> tuple[list[Any], list[Any], float, bool, int]:
+               max_cells: int = 1 << 18) -> tuple[list[Any], list[Any], float, bool, int]:
     """One recursive step: (layout per tensor, strategy per node, cost, exact, widest frontier)."""
     doms = class_domains(g, classes, shapes, q)
     strats = [op_strategies(g, o, extents[o], q) for o in range(len(g.ops))]
     cost = lambda o, s, lay: op_step_cost(g, o, s, lay, q)  # noqa: E731
-    if order is None:
-        order = op_order(g, classes, [len(d) for d in doms])
-    factors = [_op_factor(g, o, classes, doms, strats[o], cost) for o in order]
+    factors = [_op_factor(g, o, classes, doms, strats[o], cost) for o in range(len(g.ops))]
     res = solve_factors([len(d) for d in doms], factors, max_cells=max_cells)
     layouts = [doms[classes[t]][res.assignment[classes[t]]] for t in range(len(g.tensors))]
     chosen = [_choose(strats[o], lambda s, o=o: cost(o, s, layouts)) for o in range(len(g.ops))]
@@ -182,8 +180,7 @@ def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | 
     def seq_cost(o: int, seq: tuple, lay: dict[int, tuple]) -> float:
         return sum(op_step_cost(g, o, seq[i], {t: lay[t][i] for t in lay}, q) for i, q in enumerate(factors))
 
-    order = op_order(g, classes, [len(d) for d in doms])
-    fac = [_op_factor(g, o, classes, doms, strats[o], seq_cost) for o in order]
+    fac = [_op_factor(g, o, classes, doms, strats[o], seq_cost) for o in range(len(g.ops))]
     res = solve_factors([len(d) for d in doms], fac, max_cells=1 << 22)
     seqs = [doms[classes[t]][res.assignment[classes[t]]] for t in range(len(g.tensors))]
     lay_t = {t: seqs[t] for t in range(len(g.tensors))}

@@ -187,7 +187,7 @@ class PlanEvaluation:
     comm_bytes: float  # plan_cost
     evaluation: Evaluation  # of the expanded problem, shard nodes on their devices
     expanded: Problem
-    single_memory: float  # static memory of the whole graph on one device
+    single_memory: float  # memory of the whole graph on one device, same memory model
     replicated_ops: int  # operators some step runs whole on every worker
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -321,4 +321,7 @@ def evaluate_plan(g: PGraph, plan: Plan, memory_model: str = "static") -> PlanEv
     ev = evaluate(ex, placement, memory_model=memory_model)
     p = g.problem
     replicated = sum(1 for o, op in enumerate(g.ops) if op.role == "op" and any(plan.strategies[i][o] is None for i in range(len(plan.factors))))
-    return PlanEvaluation(plan_cost(g, plan), ev, ex, float(np.sum(p.param_bytes + p.out_bytes)), replicated)
+    one = p.with_devices(1, memory=math.inf) if not p.has_allowed else p
+    single = float(evaluate(one, np.zeros(p.n, dtype=np.int64), memory_model=memory_model).memory[0]) if p.k == 1 or not p.has_allowed \
+        else float(np.sum(p.param_bytes + p.out_bytes))
+    return PlanEvaluation(plan_cost(g, plan), ev, ex, single, replicated)
