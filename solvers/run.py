@@ -161,6 +161,8 @@ def run(
     opts = opts or SolveOptions()
     if objective == "makespan" and method in methods() and method_info(method).kind == "partition":
         return run_partitioned(problem, opts, progress)
+    if method == "auto" and objective == "makespan" and problem.node_meta is not None and opts.extra.get("auto_partition", True):
+        return run_auto_with_partitioning(problem, opts, progress)
     if objective != "makespan":
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
@@ -289,3 +291,25 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
         progress(f"tofu: {status} makespan={pe.makespan:.6g} max device memory={float(pe.memory.max()):.6g}")
     return RunResult(status, "tofu", sol, None, 0.0, time.monotonic() - t0, reason=reason, history=history,
                      value=pe.makespan, partition=part, interrupted=opts.stop.is_set())
+
+
+def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:
+    """``auto`` on a graph with operator semantics: Tofu's partitioned plan (seconds) first, then the
+    placement pipeline in the time left; the answer with the lower makespan among those that fit
+    wins, and the report says which and why (``partition.choice`` or the tofu entry of ``phases``)."""
+    part = run_partitioned(problem, opts, progress)
+    placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
+    p_ok, t_ok = placed.answered, part.answered
+    if t_ok and (not p_ok or part.value < placed.evaluation.makespan):
+        why = (f"partitioned plan makespan {part.value:.6g} < best placement {placed.evaluation.makespan:.6g}" if p_ok else
+               f"no whole-operator placement found ({placed.status}: {placed.reason or 'none fits'}); the partitioned plan fits")
+        part.method = "auto:tofu"
+        part.partition["choice"] = why
+        part.history = placed.history + part.history
+        part.seconds = placed.seconds + part.seconds
+        return part
+    why = (f"best placement makespan {placed.evaluation.makespan:.6g} <= partitioned plan {part.value:.6g}" if p_ok and t_ok else
+           f"the partitioned plan does not fit or failed ({part.status}: {part.reason})")
+    placed.history = placed.history + [{"method": "tofu", "status": part.status, "makespan": part.value, "choice": why}]
+    placed.seconds += part.seconds
+    return placed

@@ -18,6 +18,7 @@ from placement.partition.ops import PARTIAL, REPLICA, WHOLE, describe
 from placement.partition.plan import Plan, PlanError, evaluate_plan, factorize, initial_shapes, plan_cost
 from placement.partition.training import mlp
 from placement.problem import Link, make_problem
+from placement.solution import SolveOptions
 from solvers.run import run
 
 
@@ -272,3 +273,38 @@ def test_run_tofu_without_meta_says_why():
     prob = make_problem([{"id": "a", "time": 1, "out_bytes": 1, "param_bytes": 0}], [], devices=2)
     res = run(prob, "tofu")
     assert res.status == "unknown" and "node_meta" in res.reason
+
+
+def test_cli_summary_names_the_partitioned_plan():
+    from solvers.cli import summary
+
+    prob = mlp(16, [32, 32], 8).with_devices(2)
+    text = summary(prob, run(prob, "tofu"), "static")
+    assert "partitioned plan (Tofu) over 2 devices" in text and "x (single device" in text
+
+
+def test_auto_takes_the_partitioned_plan_when_no_placement_fits():
+    """One activation is larger than a device, so no placement of whole operators fits (proved),
+    but every tensor split 16 ways does."""
+    base = mlp(256, [64], 8).with_devices(16)
+    g = build_graph(base)
+    plan, _ = recursive_plan(g, 16)
+    need = float(evaluate_plan(g, plan, "static").memory.max())
+    assert float(np.max(base.param_bytes + base.out_bytes)) > need * 1.01
+    prob = base.with_devices(16, memory=need * 1.01)
+    res = run(prob, "auto", SolveOptions(time_limit=20))
+    assert res.method == "auto:tofu" and res.status == "heuristic"
+    assert "no whole-operator placement" in res.partition["choice"]
+    assert res.value == pytest.approx(evaluate_plan(g, res.solution.info["plan"], "static").makespan)
+
+
+def test_auto_keeps_the_placement_when_it_is_faster():
+    """A tiny graph: transfers (latency 10 each) cost far more than computing on one device, so the
+    placement wins and the report keeps the partitioned plan's makespan and the reason."""
+    prob = mlp(16, [32, 32], 8).with_devices(2)
+    res = run(prob, "auto", SolveOptions(time_limit=10))
+    part = run(prob, "tofu")
+    assert res.method != "auto:tofu" and res.evaluation is not None
+    entry = [h for h in res.history if h.get("method") == "tofu"][0]
+    assert entry["makespan"] == pytest.approx(part.value)
+    assert res.evaluation.makespan <= part.value and "<=" in entry["choice"]
