@@ -161,7 +161,8 @@ def run(
     opts = opts or SolveOptions()
     if objective == "makespan" and method in methods() and method_info(method).kind == "partition":
         return run_partitioned(problem, opts, progress)
-    if method == "auto" and objective == "makespan" and problem.node_meta is not None and opts.extra.get("auto_partition", True):
+    if (method == "auto" and objective == "makespan" and problem.node_meta is not None and opts.extra.get("auto_partition", True)
+            and problem.n * problem.k <= AUTO_PARTITION_MAX_SHARDS):
         return run_auto_with_partitioning(problem, opts, progress)
     if objective != "makespan":
         return run_objective(problem, method, opts, objective, progress)
@@ -291,6 +292,10 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
         progress(f"tofu: {status} makespan={pe.makespan:.6g} max device memory={float(pe.memory.max()):.6g}")
     return RunResult(status, "tofu", sol, None, 0.0, time.monotonic() - t0, reason=reason, history=history,
                      value=pe.makespan, partition=part, interrupted=opts.stop.is_set())
+
+
+# auto tries a partitioned plan only while its shard graph (n x K nodes) evaluates in seconds.
+AUTO_PARTITION_MAX_SHARDS = 200_000
 
 
 def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:

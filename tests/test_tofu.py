@@ -308,3 +308,30 @@ def test_auto_keeps_the_placement_when_it_is_faster():
     entry = [h for h in res.history if h.get("method") == "tofu"][0]
     assert entry["makespan"] == pytest.approx(part.value)
     assert res.evaluation.makespan <= part.value and "<=" in entry["choice"]
+
+
+def test_folded_transpose_and_multi_tensor_edges():
+    """Importers fold t/view into the edge: mm reads W[4, 6] as [6, 4]; one edge carries two
+    outputs of a node (edge_meta 'tensors')."""
+    from placement.partition.plan import needs
+
+    nodes = [{"id": "x", "time": 0, "out_bytes": 64, "param_bytes": 0},
+             {"id": "W", "time": 0, "out_bytes": 0, "param_bytes": 96},
+             {"id": "mm", "time": 1, "out_bytes": 32, "param_bytes": 0},
+             {"id": "two", "time": 1, "out_bytes": 64, "param_bytes": 0},
+             {"id": "add", "time": 1, "out_bytes": 32, "param_bytes": 0}]
+    edges = [{"src": "x", "dst": "mm", "bytes": 64}, {"src": "W", "dst": "mm", "bytes": 96},
+             {"src": "mm", "dst": "two", "bytes": 32}, {"src": "two", "dst": "add", "bytes": 64}]
+    p = make_problem(nodes, edges, devices=2, link=Link(1.0, 16.0))
+    metas = [meta("placeholder.input", [], [(2, 6)]), meta("placeholder.param", [], [(4, 6)]),
+             meta("aten.mm", [(2, 6), (6, 4)], [(2, 4)]), meta("aten.native_dropout", [(2, 4)], [(2, 4), (2, 4)]),
+             meta("aten.add", [(2, 4), (2, 4)], [(2, 4)])]
+    em = [{"src_output": 0, "dst_inputs": [0]}, {"src_output": 0, "dst_inputs": [1]}, {"src_output": 0, "dst_inputs": [0]},
+          {"src_output": 0, "dst_inputs": [0], "tensors": [{"src_output": 0, "dst_inputs": [0]}, {"src_output": 1, "dst_inputs": [1]}]}]
+    g = build_graph(replace(p, node_meta=metas, edge_meta=em))
+    assert g.ops[4].inputs == g.ops[3].outputs  # both outputs of 'two' reach their slots
+    assert g.ops[2].in_maps[1] == [1, 0]
+    lay = [REPLICA] * len(g.tensors)
+    # mm by columns j needs B's columns = W's rows; by the reduction k, B's rows = W's columns.
+    assert needs(g, 2, "j", lay)[1] == ("split", 0)
+    assert needs(g, 2, "k", lay)[1] == ("split", 1)

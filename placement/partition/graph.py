@@ -36,6 +36,7 @@ class POp:
     desc: OpDesc | None
     inputs: list[int]  # tensor per input slot (-1: not produced in the graph)
     outputs: list[int]  # tensor per output slot
+    in_maps: list[list[int | None] | None] = field(default_factory=list)  # per slot: tensor dim of each slot dim (None: same)
 
 
 @dataclass
@@ -73,7 +74,7 @@ def build_graph(problem: Problem) -> PGraph:
         name = op_name(meta.get("op"))
         n_in = len(meta.get("inputs") or [])
         role = "source" if name in SOURCES or (not name and n_in == 0) else ("sink" if name in SINKS else "op")
-        ops.append(POp(role, describe(meta) if role == "op" else None, [-1] * n_in, ids))
+        ops.append(POp(role, describe(meta) if role == "op" else None, [-1] * n_in, ids, [None] * n_in))
     consumers: list[list[int]] = [[] for _ in tensors]
     rate_time = np.zeros(len(tensors))
     for e in range(problem.m):
@@ -82,22 +83,24 @@ def build_graph(problem: Problem) -> PGraph:
         outs = ops[u].outputs
         if not outs:
             continue
-        j = int(em.get("src_output", 0)) if em else 0
-        if not 0 <= j < len(outs):
-            raise ProblemError(f"edge {problem.ids[u]!r} -> {problem.ids[v]!r}: src_output {j} but the producer has {len(outs)} outputs")
-        t = outs[j]
-        slots = list(em.get("dst_inputs", [])) if em else []
-        if not slots:
-            slots = _match_slots(metas[v] or {}, ops[v].inputs, tensors[t].shape)
-        for s in slots:
-            if not 0 <= int(s) < len(ops[v].inputs):
-                if ops[v].inputs or ops[v].role != "sink":
+        for part in (em.get("tensors") or [em]) if em else [{}]:
+            j = int(part.get("src_output", 0))
+            if not 0 <= j < len(outs):
+                raise ProblemError(f"edge {problem.ids[u]!r} -> {problem.ids[v]!r}: src_output {j} but the producer has {len(outs)} outputs")
+            t = outs[j]
+            slots = list(part.get("dst_inputs", []))
+            if not slots:
+                slots = _match_slots(metas[v] or {}, ops[v].inputs, tensors[t].shape)
+            for s in slots:
+                if not 0 <= int(s) < len(ops[v].inputs):
                     raise ProblemError(f"edge {problem.ids[u]!r} -> {problem.ids[v]!r}: dst_inputs slot {s} but the consumer has {len(ops[v].inputs)} inputs")
-                continue
-            ops[v].inputs[int(s)] = t
-        if v not in consumers[t]:
-            consumers[t].append(v)
-        rate_time[t] = max(rate_time[t], float(problem.comm[e]))
+                ops[v].inputs[int(s)] = t
+                seen_as = _shape(((metas[v] or {}).get("inputs") or [])[int(s)])
+                if seen_as is not None and tensors[t].shape is not None and seen_as != tensors[t].shape:
+                    ops[v].in_maps[int(s)] = dim_map(seen_as, tensors[t].shape)
+            if v not in consumers[t]:
+                consumers[t].append(v)
+            rate_time[t] = max(rate_time[t], float(problem.comm[e]))
     for t, ten in enumerate(tensors):
         ten.rate = rate_time[t] / ten.nbytes if ten.nbytes > 0 else 0.0
     return PGraph(problem, tensors, ops, consumers)
@@ -109,3 +112,29 @@ def _match_slots(meta: dict, filled: list[int], shape: tuple[int, ...] | None) -
         if filled[s] < 0 and _shape(rec) == shape:
             return [s]
     return []
+
+
+def dim_map(seen: tuple[int, ...], shape: tuple[int, ...]) -> list[int | None]:
+    """For each dim of a consumer's view ``seen`` of a tensor of ``shape`` (importers fold views
+    such as ``t``, ``transpose`` and ``view`` into the edge), the tensor dim it is, or None.
+
+    Same rank and the same extents: a permutation (2-D: the transpose; otherwise each extent must
+    be unique). Otherwise dims equal in a common prefix or suffix map to each other."""
+    if len(seen) == len(shape) and sorted(seen) == sorted(shape):
+        if len(seen) == 2:
+            return [1, 0] if seen == shape[::-1] else [0, 1]
+        out: list[int | None] = []
+        for j, ext in enumerate(seen):
+            cands = [i for i, e in enumerate(shape) if e == ext]
+            out.append(cands[0] if len(cands) == 1 else (j if shape[j] == ext else None))
+        return out
+    res: list[int | None] = [None] * len(seen)
+    p = 0
+    while p < min(len(seen), len(shape)) and seen[p] == shape[p]:
+        res[p] = p
+        p += 1
+    s = 1
+    while s <= min(len(seen), len(shape)) - p and seen[-s] == shape[-s]:
+        res[len(seen) - s] = len(shape) - s
+        s += 1
+    return res

@@ -99,7 +99,15 @@ def needs(g: PGraph, node: int, var: str | None, layouts: Sequence[Layout]) -> l
         return [layouts[t] if t >= 0 else REPLICA for t in op.inputs]
     if op.desc is None or var is None:
         return [WHOLE] * len(op.inputs)
-    return [op.desc.input_need(s, var) for s in range(len(op.inputs))]
+    out = []
+    for s in range(len(op.inputs)):
+        need = op.desc.input_need(s, var)
+        view = op.in_maps[s] if s < len(op.in_maps) else None
+        if view is not None and need != WHOLE:  # the op reads a view of the tensor (a folded t / view)
+            d = view[need[1]] if need[1] < len(view) else None
+            need = WHOLE if d is None else ("split", d)
+        out.append(need)
+    return out
 
 
 def forms(g: PGraph, node: int, var: str | None, layouts: Sequence[Layout]) -> list[Any]:
