@@ -335,3 +335,20 @@ def test_folded_transpose_and_multi_tensor_edges():
     # mm by columns j needs B's columns = W's rows; by the reduction k, B's rows = W's columns.
     assert needs(g, 2, "j", lay)[1] == ("split", 0)
     assert needs(g, 2, "k", lay)[1] == ("split", 1)
+
+
+def test_importer_shapes_attention_masks_and_creation_ops():
+    """Shapes as the torch importer records them: a conv backward without grad_input ({}), fused
+    attention, the importer's 'saved' identity, and ops without inputs (sources)."""
+    d = describe({"op": "aten.convolution_backward",
+                  "inputs": [{"shape": [2, 16, 8, 8]}, {"shape": [2, 3, 8, 8]}, {"shape": [16, 3, 3, 3]}],
+                  "outputs": [{}, {"shape": [16, 3, 3, 3]}, {}]})
+    assert strategies(d)["co"][1] == [REPLICA, ("split", 0), REPLICA]
+    assert strategies(d)["n"][1] == [REPLICA, PARTIAL, REPLICA]
+    att = describe(meta("aten._scaled_dot_product_flash_attention_for_cpu", [(2, 4, 16, 8)] * 3, [(2, 4, 16, 8), (2, 4, 16)]))
+    assert strategies(att)["s"] == ([("split", 2), WHOLE, WHOLE], [("split", 2), ("split", 2)])
+    assert strategies(att)["h"][0] == [("split", 1)] * 3
+    bwd = describe(meta("aten._scaled_dot_product_flash_attention_for_cpu_backward",
+                        [(2, 4, 16, 8)] * 5 + [(2, 4, 16)], [(2, 4, 16, 8)] * 3))
+    assert strategies(bwd)["s"][1] == [("split", 2), PARTIAL, PARTIAL]
+    assert describe(meta("saved", [(8, 1)], [(8, 1)])).elementwise

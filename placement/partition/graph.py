@@ -73,7 +73,9 @@ def build_graph(problem: Problem) -> PGraph:
             tensors.append(Tensor(i, 0, None, float(problem.out_bytes[i])))
         name = op_name(meta.get("op"))
         n_in = len(meta.get("inputs") or [])
-        role = "source" if name in SOURCES or (not name and n_in == 0) else ("sink" if name in SINKS else "op")
+        # Ops without tensor inputs (placeholders, aten.empty, arange, zeros) create their outputs
+        # in any layout: each worker makes its own slice.
+        role = "source" if name in SOURCES or n_in == 0 else ("sink" if name in SINKS else "op")
         ops.append(POp(role, describe(meta) if role == "op" else None, [-1] * n_in, ids, [None] * n_in))
     consumers: list[list[int]] = [[] for _ in tensors]
     rate_time = np.zeros(len(tensors))

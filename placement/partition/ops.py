@@ -208,6 +208,9 @@ def _convolution_backward(ins: list, outs: list) -> OpDesc:
     out: list = []
     for pos, s in enumerate(outs):
         dims, red = forms[min(pos, 2)]
+        if s is None:  # not computed (output mask)
+            out.append(((), frozenset()))
+            continue
         if pos == 2 or dims is None:
             dims = V.dims(["co"] + [None] * (len(s) - 1), s)
         elif tuple(s) != (x if pos == 0 else w):
@@ -262,7 +265,9 @@ def _layer_norm_backward(ins: list, outs: list) -> OpDesc:
             in_dims.append(tuple(None for _ in s))
     out: list = []
     for pos, s in enumerate(outs):
-        if pos == 0:
+        if s is None:
+            out.append(((), frozenset()))
+        elif pos == 0:
             out.append((V.dims(names, s), frozenset()))
         else:
             out.append((tuple(None for _ in s), frozenset(n for n in outer if n in V.extents)))
@@ -279,7 +284,8 @@ def _channel_norm(ins: list, outs: list) -> OpDesc:
             return V.dims([None, "c"] + [None] * (len(s) - 2), s)
         return V.dims(["c"] * len(s), s)
 
-    return OpDesc(V.extents, tuple(None if s is None else dims(s) for s in ins), tuple((dims(s), frozenset()) for s in outs))
+    return OpDesc(V.extents, tuple(None if s is None else dims(s) for s in ins),
+                  tuple(((dims(s) if s is not None else ()), frozenset()) for s in outs))
 
 
 def _pool(ins: list, outs: list) -> OpDesc:
@@ -410,6 +416,43 @@ def _nll_loss_backward(ins: list, outs: list) -> OpDesc:
                   ((V.dims(["n"] + [None] * (len(outs[0]) - 1), outs[0]), frozenset()),))
 
 
+def _attention(ins: list, outs: list) -> OpDesc:
+    """Fused attention (q, k, v[B, H, S, D]) -> (out[B, H, S, D], logsumexp[B, H, S], ..): batch,
+    heads and query rows are independent; keys and values are needed whole per (batch, head)."""
+    q = ins[0]
+    V = _Vars()
+    row = V.dims(["b", "h", "s", None], q)
+    kv = tuple(V.dims(["b", "h", None, None], s) if s is not None and len(s) == 4 else None for s in ins[1:3])
+    rest = tuple(None for _ in ins[3:])
+    out = []
+    for s in outs:
+        if s is None or len(s) < 3:
+            out.append((tuple(None for _ in (s or ())), frozenset()))
+        else:
+            out.append((V.dims(["b", "h", "s", None][:len(s)], s), frozenset()))
+    return OpDesc(V.extents, (row,) + kv + rest, tuple(out))
+
+
+def _attention_backward(ins: list, outs: list) -> OpDesc:
+    """Fused attention backward (grad_out, q, k, v, out, logsumexp, ..) -> (grad_q, grad_k, grad_v):
+    batch and heads split; splitting query rows makes grad_k and grad_v partial sums."""
+    V = _Vars()
+    row = ["b", "h", "s", None]
+    whole = ["b", "h", None, None]
+    pattern = [row, row, whole, whole, row, row[:3]]
+    in_dims = tuple(V.dims(pattern[i][:len(s)], s) if s is not None and i < len(pattern) and len(s) == len(pattern[i]) else None
+                    for i, s in enumerate(ins))
+    out = []
+    for pos, s in enumerate(outs):
+        if s is None:
+            out.append(((), frozenset()))
+        elif pos == 0:
+            out.append((V.dims(row, s), frozenset()))
+        else:
+            out.append((V.dims(whole, s), frozenset({"s"})))
+    return OpDesc(V.extents, in_dims, tuple(out))
+
+
 ELEMENTWISE = frozenset("""
 add sub rsub mul div neg abs exp log sqrt rsqrt pow relu gelu silu tanh sigmoid erf threshold_backward
 gelu_backward silu_backward tanh_backward sigmoid_backward hardtanh_backward leaky_relu_backward
@@ -417,6 +460,7 @@ addcmul addcdiv lerp clamp clamp_min clamp_max maximum minimum where masked_fill
 native_dropout_backward clone copy _to_copy detach alias contiguous fill zeros_like ones_like
 scalar_tensor reciprocal square sign eq ne lt le gt ge logical_not bitwise_not mish hardswish leaky_relu
 elu hardtanh expand_as type_as add_ mul_ div_ sub_ addcmul_ addcdiv_ lerp_ sqrt_ copy_ zero_
+saved bernoulli bernoulli_ empty_like full_like rand_like randn_like native_dropout_backward
 relu Relu Add Sub Mul Div Sqrt Pow Exp Log Neg Tanh Sigmoid Erf Gelu Identity Dropout Cast Where Clip
 """.split())
 
@@ -441,6 +485,11 @@ DESCRIBERS: dict[str, Callable[[list, list], OpDesc]] = {
     "t": _permute, "transpose": _permute, "permute": _permute, "Transpose": _permute,
     "sum": _reduce, "mean": _reduce, "amax": _reduce, "ReduceSum": _reduce, "ReduceMean": _reduce,
     "embedding": _embedding, "Gather": _embedding, "embedding_dense_backward": _embedding_backward,
+    "_scaled_dot_product_flash_attention": _attention, "_scaled_dot_product_flash_attention_for_cpu": _attention,
+    "_scaled_dot_product_efficient_attention": _attention, "scaled_dot_product_attention": _attention,
+    "_scaled_dot_product_flash_attention_backward": _attention_backward,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
+    "_scaled_dot_product_efficient_attention_backward": _attention_backward,
     "nll_loss_forward": _nll_loss, "nll_loss": _nll_loss, "nll_loss_backward": _nll_loss_backward,
 }
 for _name in ELEMENTWISE:
@@ -471,7 +520,7 @@ def describe(meta: dict[str, Any] | None) -> OpDesc | None:
     fn = DESCRIBERS.get(op_name(meta.get("op")))
     ins = [_shape(t) for t in meta.get("inputs") or []]
     outs = [_shape(t) for t in meta.get("outputs") or []]
-    if fn is None or not outs or any(o is None for o in outs) or not ins or ins[0] is None:
+    if fn is None or not outs or all(o is None for o in outs) or not ins or ins[0] is None:
         return None
     try:
         return fn(ins, outs)
