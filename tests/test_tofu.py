@@ -85,7 +85,9 @@ def test_elementwise_broadcast_softmax_and_undescribed():
     assert not d.elementwise and describe(meta("aten.relu", [(8, 4)], [(8, 4)])).elementwise
     sm = describe(meta("aten._softmax", [(8, 4)], [(8, 4)]))
     assert list(sm.extents) == ["d0"]
-    assert describe(meta("aten.cat", [(8, 4), (8, 4)], [(16, 4)])) is None
+    cat = describe(meta("aten.cat", [(8, 4), (8, 4)], [(16, 4)]))
+    assert strategies(cat) == {"d1": ([("split", 1), ("split", 1)], [("split", 1)])}  # the joined dim stays whole
+    assert describe(meta("aten.sort", [(8, 4)], [(8, 4), (8, 4)])) is None
     assert describe(meta("aten.mm", [(8, 6), (5, 4)], [(8, 4)])) is None  # shapes contradict the op
     assert describe(meta("onnx.MatMul", [(8, 6), (6, 4)], [(8, 4)])).extents == {"i": 8, "k": 6, "j": 4}
 

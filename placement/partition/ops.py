@@ -416,6 +416,19 @@ def _nll_loss_backward(ins: list, outs: list) -> OpDesc:
                   ((V.dims(["n"] + [None] * (len(outs[0]) - 1), outs[0]), frozenset()),))
 
 
+def _same_rank(ins: list, outs: list) -> OpDesc:
+    """cat, slice, split, pad and their backward ops: a dim whose extent is the same in every
+    tensor is indexed alike (split freely); the dim being joined, cut or padded is kept whole."""
+    tensors = [x for x in ins if x is not None] + [o for o in outs if o is not None]
+    rank = len(tensors[0])
+    if any(len(x) != rank for x in tensors):
+        raise ValueError("ranks differ")
+    names = [f"d{i}" if all(x[i] == tensors[0][i] for x in tensors) else None for i in range(rank)]
+    V = _Vars()
+    return OpDesc(V.extents, tuple(None if x is None else V.dims(names, x) for x in ins),
+                  tuple(((V.dims(names, o) if o is not None else ()), frozenset()) for o in outs))
+
+
 def _attention(ins: list, outs: list) -> OpDesc:
     """Fused attention (q, k, v[B, H, S, D]) -> (out[B, H, S, D], logsumexp[B, H, S], ..): batch,
     heads and query rows are independent; keys and values are needed whole per (batch, head)."""
@@ -490,6 +503,9 @@ DESCRIBERS: dict[str, Callable[[list, list], OpDesc]] = {
     "_scaled_dot_product_flash_attention_backward": _attention_backward,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _attention_backward,
     "_scaled_dot_product_efficient_attention_backward": _attention_backward,
+    "cat": _same_rank, "slice": _same_rank, "slice_backward": _same_rank, "split": _same_rank,
+    "split_with_sizes": _same_rank, "chunk": _same_rank, "narrow": _same_rank, "constant_pad_nd": _same_rank,
+    "Concat": _same_rank, "Slice": _same_rank, "Split": _same_rank, "Pad": _same_rank,
     "nll_loss_forward": _nll_loss, "nll_loss": _nll_loss, "nll_loss_backward": _nll_loss_backward,
 }
 for _name in ELEMENTWISE:
