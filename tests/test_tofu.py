@@ -354,3 +354,11 @@ def test_importer_shapes_attention_masks_and_creation_ops():
                         [(2, 4, 16, 8)] * 5 + [(2, 4, 16)], [(2, 4, 16, 8)] * 3))
     assert strategies(bwd)["s"][1] == [("split", 2), PARTIAL, PARTIAL]
     assert describe(meta("saved", [(8, 1)], [(8, 1)])).elementwise
+
+
+def test_stop_request_ends_the_search_with_a_reason():
+    prob = mlp(16, [32, 32], 8).with_devices(4)
+    opts = SolveOptions()
+    opts.stop.set()
+    res = run(prob, "tofu", opts)
+    assert res.status == "unknown" and "stop" in res.reason and res.partition is None

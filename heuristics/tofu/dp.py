@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class DPResult:
     assignment: list[int]  # value index per variable
     exact: bool
     max_frontier: int  # entries of the largest table built
+    stopped: bool = False  # ``stop`` fired: the assignment is meaningless
 
 
 def _align(table: np.ndarray, have: Sequence[int], want: Sequence[int]) -> np.ndarray:
@@ -44,8 +45,10 @@ def _align(table: np.ndarray, have: Sequence[int], want: Sequence[int]) -> np.nd
     return arr.reshape(shape)
 
 
-def solve_factors(domains: Sequence[int], factors: Sequence[Factor], max_cells: int = 1 << 20) -> DPResult:
-    """Minimise the sum of ``factors`` over the variables (``domains[v]`` values each)."""
+def solve_factors(domains: Sequence[int], factors: Sequence[Factor], max_cells: int = 1 << 20,
+                  stop: Callable[[], bool] | None = None) -> DPResult:
+    """Minimise the sum of ``factors`` over the variables (``domains[v]`` values each); ``stop`` is
+    polled every 256 eliminations (a result with ``stopped`` set is returned when it fires)."""
     nvar = len(domains)
     logd = [math.log(max(1, d)) for d in domains]
     live: dict[int, Factor] = {}
@@ -77,10 +80,14 @@ def solve_factors(domains: Sequence[int], factors: Sequence[Factor], max_cells: 
     records: list[tuple[int, tuple[int, ...], np.ndarray]] = []
     exact = True
     widest = 1
+    count = 0
     while heap:
         w, x = heapq.heappop(heap)
         if done[x]:
             continue
+        count += 1
+        if stop is not None and count % 256 == 0 and stop():
+            return DPResult(math.inf, [0] * nvar, False, widest, stopped=True)
         if abs(w - weight(x)) > 1e-9:  # stale entry
             heapq.heappush(heap, (weight(x), x))
             continue

@@ -79,23 +79,38 @@ def _choose(strategies: Sequence[Any], price: Callable[[Any], float]) -> Any:
     return strategies[int(np.argmin(costs))]
 
 
+class SearchStopped(Exception):
+    """The caller's stop condition (time limit, Ctrl-C) fired before the plan was complete."""
+
+
+def _never() -> bool:
+    return False
+
+
 def solve_step(g: PGraph, classes: list[int], shapes: list, extents: list[dict[str, int]], q: int,
-               max_cells: int = 1 << 18) -> tuple[list[Any], list[Any], float, bool, int]:
-    """One recursive step: (layout per tensor, strategy per node, cost, exact, widest frontier)."""
+               max_cells: int = 1 << 18, stop: Callable[[], bool] = _never) -> tuple[list[Any], list[Any], float, bool, int]:
+    """One recursive step: (layout per tensor, strategy per node, cost, exact, widest frontier).
+    ``stop`` is polled every 64 operators; when it returns True, :class:`SearchStopped` is raised."""
     doms = class_domains(g, classes, shapes, q)
     strats = [op_strategies(g, o, extents[o], q) for o in range(len(g.ops))]
     cost = lambda o, s, lay: op_step_cost(g, o, s, lay, q)  # noqa: E731
-    factors = [_op_factor(g, o, classes, doms, strats[o], cost) for o in range(len(g.ops))]
-    res = solve_factors([len(d) for d in doms], factors, max_cells=max_cells)
+    factors = []
+    for o in range(len(g.ops)):
+        if o % 64 == 0 and stop():
+            raise SearchStopped(f"stopped while building the step's tables ({o} of {len(g.ops)} operators)")
+        factors.append(_op_factor(g, o, classes, doms, strats[o], cost))
+    res = solve_factors([len(d) for d in doms], factors, max_cells=max_cells, stop=stop)
+    if res.stopped:
+        raise SearchStopped("stopped during the DP")
     layouts = [doms[classes[t]][res.assignment[classes[t]]] for t in range(len(g.tensors))]
     chosen = [_choose(strats[o], lambda s, o=o: cost(o, s, layouts)) for o in range(len(g.ops))]
     return layouts, chosen, res.cost, res.exact, res.max_frontier
 
 
 def recursive_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None,
-                   max_cells: int = 1 << 18) -> tuple[Plan, SearchInfo]:
+                   max_cells: int = 1 << 18, stop: Callable[[], bool] = _never) -> tuple[Plan, SearchInfo]:
     """Tofu's recursive search: one DP per factor of ``k`` (largest first), each on the shapes the
-    previous steps left."""
+    previous steps left. Raises :class:`SearchStopped` when ``stop()`` turns True."""
     t0 = time.monotonic()
     factors = list(factors) if factors is not None else factorize(k)
     classes = tie_classes(g, tie)
@@ -103,7 +118,7 @@ def recursive_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int
     info = SearchInfo(factors, variables=max(classes) + 1 if classes else 0)
     plan = Plan(factors, [], [])
     for q in factors:
-        layouts, chosen, cost, exact, widest = solve_step(g, classes, shapes, extents, q, max_cells=max_cells)
+        layouts, chosen, cost, exact, widest = solve_step(g, classes, shapes, extents, q, max_cells=max_cells, stop=stop)
         plan.layouts.append(layouts)
         plan.strategies.append(chosen)
         info.step_costs.append(cost)
