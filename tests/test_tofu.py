@@ -362,3 +362,14 @@ def test_stop_request_ends_the_search_with_a_reason():
     opts.stop.set()
     res = run(prob, "tofu", opts)
     assert res.status == "unknown" and "stop" in res.reason and res.partition is None
+
+
+def test_recursion_loses_optimality_when_small_dims_run_out():
+    """Tofu's optimality argument needs every step's choices to stay available in any order; a
+    2 x 2 matrix product split 8 ways runs out of dims: the recursion (rows first, its cheapest
+    first step) ends 20% above the joint DP's optimum, which defers rows to the last step."""
+    g = build_graph(random_chain(random.Random(1025), 3))
+    plan, info = recursive_plan(g, 8)
+    joint, best = joint_plan(g, 8)
+    assert plan_cost(g, joint) == pytest.approx(best)
+    assert plan_cost(g, plan) == pytest.approx(96.0) and best == pytest.approx(80.0)
