@@ -231,8 +231,8 @@ def _fraction(steps: Sequence[Any], factors: Sequence[int]) -> float:
 def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
     """The placement problem a plan runs as, and its (fixed) placement.
 
-    Node ``o@d`` is operator ``o``'s shard on device ``d``: its time is ``time_o`` divided by every
-    ``q_i`` whose step splits it, its output is what it produces (a slice, or a full partial sum or
+    Node ``o@d`` (its id uses the node index, its name the node id) is operator ``o``'s shard on
+    device ``d``: its time is ``time_o`` divided by every ``q_i`` whose step splits it, its output is what it produces (a slice, or a full partial sum or
     replica), its parameters its share. ``o@d.in`` (time 0) holds the inputs ``d`` receives for
     ``o``; ``o@d.out`` (time 0) holds ``o``'s outputs once re-laid out. Edges carry the bytes the
     conversions move between partner devices, priced like the problem's edges."""
@@ -242,7 +242,8 @@ def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
     link = p.link
     nodes: list[dict[str, Any]] = []
     pair: dict[tuple[str, str], list[float]] = {}  # (src, dst) -> [bytes, time]
-    ids = [str(x) for x in p.ids]
+    ids = [str(o) for o in range(p.n)]  # shard ids by node index (user ids may clash once stringified)
+    names = [str(x) for x in p.ids]
 
     def add_edge(a: str, b: str, nbytes: float, time: float) -> None:
         acc = pair.setdefault((a, b), [0.0, 0.0])
@@ -267,10 +268,10 @@ def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
         has_out = any(c > 0 for row in relayout for c in row)
         holder[o] = ".out" if has_out else ""
         for d in range(k):
-            nodes.append({"id": f"{ids[o]}@{d}", "time": float(p.time[o]) * work,
+            nodes.append({"id": f"{ids[o]}@{d}", "name": f"{names[o]}@{d}", "time": float(p.time[o]) * work,
                           "out_bytes": float(p.out_bytes[o]) * produced, "param_bytes": float(p.param_bytes[o]) * param_share})
             if has_out:
-                nodes.append({"id": f"{ids[o]}@{d}.out", "time": 0.0, "out_bytes": float(p.out_bytes[o]) * stored, "param_bytes": 0.0})
+                nodes.append({"id": f"{ids[o]}@{d}.out", "name": f"{names[o]}@{d}.out", "time": 0.0, "out_bytes": float(p.out_bytes[o]) * stored, "param_bytes": 0.0})
                 add_edge(f"{ids[o]}@{d}", f"{ids[o]}@{d}.out", 0.0, 0.0)
                 for s, t in enumerate(op.outputs):
                     for i in steps:
@@ -289,7 +290,7 @@ def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
         for d in range(k):
             me = f"{ids[o]}@{d}"
             if gather:
-                nodes.append({"id": me + ".in", "time": 0.0, "out_bytes": recv, "param_bytes": 0.0})
+                nodes.append({"id": me + ".in", "name": f"{names[o]}@{d}.in", "time": 0.0, "out_bytes": recv, "param_bytes": 0.0})
                 add_edge(me + ".in", me, 0.0, 0.0)
             for s, t in enumerate(op.inputs):
                 if t < 0:
