@@ -84,8 +84,8 @@ def search_table() -> None:
 
 
 def joint_table() -> None:
-    print("| graph | nodes | k | recursive cost | recursive s | joint DP cost | joint DP s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| graph | nodes | k | recursive cost | recursive s | joint DP cost | joint DP exact | joint DP s |")
+    print("|---|---|---|---|---|---|---|---|")
     for label, build in [("MLP 1 layer", lambda: mlp(64, [64, 64], 16)), ("MLP 2 layers", lambda: mlp(64, [64, 64, 64], 16)),
                          ("ResNet 1 block", lambda: resnet(8, 16, 1, 8, 16))]:
         prob = build()
@@ -95,9 +95,9 @@ def joint_table() -> None:
             plan, _ = recursive_plan(g, k)
             rs = time.monotonic() - t0
             t1 = time.monotonic()
-            jplan, jcost = joint_plan(g, k)
+            jplan, jcost, exact = joint_plan(g, k)
             js = time.monotonic() - t1
-            print(f"| {label} | {prob.n} | {k} | {plan_cost(g, plan):.0f} | {rs:.2f} | {plan_cost(g, jplan):.0f} | {js:.2f} |", flush=True)
+            print(f"| {label} | {prob.n} | {k} | {plan_cost(g, plan):.0f} | {rs:.2f} | {plan_cost(g, jplan):.0f} | {exact} | {js:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

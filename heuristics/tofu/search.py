@@ -180,9 +180,11 @@ def _strategy_sequences(g: PGraph, o: int, factors: Sequence[int]) -> list[tuple
     return _sequences(ext0, options, shrink, factors)
 
 
-def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None) -> tuple[Plan, float]:
+def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None,
+               max_cells: int = 1 << 22) -> tuple[Plan, float, bool]:
     """The non-recursive DP: each variable's value is its whole sequence of layouts over the steps,
-    each operator's its sequence of strategies; exact over all plans of the (tied) model."""
+    each operator's its sequence of strategies; exact over all plans of the (tied) model unless a
+    table would exceed ``max_cells`` (then conditioned: the third value is False)."""
     factors = list(factors) if factors is not None else factorize(k)
     classes = tie_classes(g, tie)
     shapes, _ = initial_shapes(g)
@@ -196,13 +198,13 @@ def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | 
         return sum(op_step_cost(g, o, seq[i], {t: lay[t][i] for t in lay}, q) for i, q in enumerate(factors))
 
     fac = [_op_factor(g, o, classes, doms, strats[o], seq_cost) for o in range(len(g.ops))]
-    res = solve_factors([len(d) for d in doms], fac, max_cells=1 << 22)
+    res = solve_factors([len(d) for d in doms], fac, max_cells=max_cells)
     seqs = [doms[classes[t]][res.assignment[classes[t]]] for t in range(len(g.tensors))]
     lay_t = {t: seqs[t] for t in range(len(g.tensors))}
     chosen = [_choose(strats[o], lambda s, o=o: seq_cost(o, s, lay_t)) for o in range(len(g.ops))]
     plan = Plan(factors, [[seqs[t][i] for t in range(len(g.tensors))] for i in range(len(factors))],
                 [[chosen[o][i] for o in range(len(g.ops))] for i in range(len(factors))])
-    return plan, res.cost
+    return plan, res.cost, res.exact
 
 
 def exhaustive_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None,
