@@ -373,3 +373,11 @@ def test_recursion_loses_optimality_when_small_dims_run_out():
     joint, best, exact = joint_plan(g, 8)
     assert exact and plan_cost(g, joint) == pytest.approx(best)
     assert plan_cost(g, plan) == pytest.approx(96.0) and best == pytest.approx(80.0)
+
+
+def test_batch_norm_by_channel_or_batch():
+    d = describe(meta("aten.native_batch_norm", [(8, 4, 5, 5), (4,), (4,)], [(8, 4, 5, 5), (4,), (4,)]))
+    s = strategies(d)
+    assert s["c"] == ([("split", 1), ("split", 0), ("split", 0)], [("split", 1), ("split", 0), ("split", 0)])
+    # by batch: the per-channel statistics are partial sums (synchronised batch norm)
+    assert s["n"] == ([("split", 0), WHOLE, WHOLE], [("split", 0), PARTIAL, PARTIAL])

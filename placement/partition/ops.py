@@ -275,17 +275,24 @@ def _layer_norm_backward(ins: list, outs: list) -> OpDesc:
 
 
 def _channel_norm(ins: list, outs: list) -> OpDesc:
-    """Batch norm (forward and backward): statistics sum over batch and space, so only the channel
-    dimension (dim 1 of activations, dim 0 of per-channel vectors) is split."""
+    """Batch norm (forward and backward) as synchronised batch norm: split by channel (dim 1 of
+    activations, dim 0 of per-channel vectors), or by batch, each worker then holding partial
+    per-channel sums (statistics, weight and bias gradients) that are all-reduced: the small
+    reduction a synchronised batch norm performs, charged on the per-channel outputs."""
     V = _Vars()
 
     def dims(s: Sequence[int]) -> Dims:
         if len(s) >= 2:
-            return V.dims([None, "c"] + [None] * (len(s) - 2), s)
+            return V.dims(["n", "c"] + [None] * (len(s) - 2), s)
         return V.dims(["c"] * len(s), s)
 
-    return OpDesc(V.extents, tuple(None if s is None else dims(s) for s in ins),
-                  tuple(((dims(s) if s is not None else ()), frozenset()) for s in outs))
+    out = []
+    for s in outs:
+        if s is None:
+            out.append(((), frozenset()))
+        else:
+            out.append((dims(s), frozenset({"n"}) if len(s) < 2 else frozenset()))
+    return OpDesc(V.extents, tuple(None if s is None else dims(s) for s in ins), tuple(out))
 
 
 def _pool(ins: list, outs: list) -> OpDesc:
