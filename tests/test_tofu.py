@@ -381,3 +381,9 @@ def test_batch_norm_by_channel_or_batch():
     assert s["c"] == ([("split", 1), ("split", 0), ("split", 0)], [("split", 1), ("split", 0), ("split", 0)])
     # by batch: the per-channel statistics are partial sums (synchronised batch norm)
     assert s["n"] == ([("split", 0), WHOLE, WHOLE], [("split", 0), PARTIAL, PARTIAL])
+
+
+def test_layer_norm_forward_splits_outer_dims():
+    d = describe(meta("aten.native_layer_norm", [(2, 8, 16), (16,), (16,)], [(2, 8, 16), (2, 8, 1), (2, 8, 1)]))
+    assert d.extents == {"d0": 2, "d1": 8}  # the normalised dim stays whole
+    assert strategies(d)["d1"] == ([("split", 1), WHOLE, WHOLE], [("split", 1)] * 3)

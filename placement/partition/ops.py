@@ -240,7 +240,9 @@ def _layer_norm(ins: list, outs: list) -> OpDesc:
     V = _Vars()
     names = _outer_dims(x, inner)
     dx = V.dims(names, x)
-    outs_d = [(V.dims(names[:len(s)] + [None] * (len(s) - len(names)) if len(s) > len(names) else names[:len(s)], s), frozenset()) for s in outs]
+    # y has x's shape; mean and rstd have x's rank with the normalised dims of extent 1.
+    outs_d = [((V.dims(names, s) if s is not None and len(s) == len(x) else tuple(None for _ in (s or ()))), frozenset())
+              for s in outs]
     params = tuple(None if s is None else tuple(None for _ in s) for s in ins[1:])
     return OpDesc(V.extents, (dx,) + params, tuple(outs_d))
 
@@ -258,9 +260,8 @@ def _layer_norm_backward(ins: list, outs: list) -> OpDesc:
     for pos, s in enumerate(ins):
         if s is None:
             in_dims.append(None)
-        elif pos < 4 and len(s) == len(g):
-            in_dims.append(V.dims(names[:len(s) - inner] + [None] * inner, s) if pos < 2 else
-                           V.dims(names[:len(s) - inner] + [None] * inner, s))
+        elif pos < 4 and len(s) == len(g):  # grad, x, mean, rstd
+            in_dims.append(V.dims(names, s))
         else:
             in_dims.append(tuple(None for _ in s))
     out: list = []
