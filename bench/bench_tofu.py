@@ -80,7 +80,7 @@ def search_table() -> None:
         evaluate_plan(g, plan, "static")
         ev = time.monotonic() - t1
         print(f"| {label} | {prob.n} | {len(g.tensors)} | {info.variables} | 8 | {secs:.2f} | {info.exact_steps} | "
-              f"{info.max_frontier} | {ev:.2f} |", flush=True)
+              f"{info.largest_table} | {ev:.2f} |", flush=True)
 
 
 def joint_table() -> None:

@@ -51,7 +51,7 @@ def plan_summary(g: PGraph, plan: Plan, pe: PlanEvaluation, info: SearchInfo | N
     }
     if info is not None:
         out["search"] = {"step_costs": info.step_costs, "exact_steps": info.exact_steps,
-                         "max_frontier_states": info.max_frontier, "variables": info.variables, "seconds": info.seconds}
+                         "largest_dp_table": info.largest_table, "variables": info.variables, "seconds": info.seconds}
     return out
 
 def tofu(problem: Problem, opts: SolveOptions) -> Solution:

@@ -32,7 +32,7 @@ class DPResult:
     cost: float
     assignment: list[int]  # value index per variable
     exact: bool
-    max_frontier: int  # entries of the largest table built
+    largest_table: int  # entries of the largest table built
     stopped: bool = False  # ``stop`` fired: the assignment is meaningless
 
 

@@ -33,7 +33,7 @@ class SearchInfo:
     factors: list[int]
     step_costs: list[float] = field(default_factory=list)
     exact_steps: list[bool] = field(default_factory=list)
-    max_frontier: int = 0
+    largest_table: int = 0
     variables: int = 0
     seconds: float = 0.0
 
@@ -89,7 +89,7 @@ def _never() -> bool:
 
 def solve_step(g: PGraph, classes: list[int], shapes: list, extents: list[dict[str, int]], q: int,
                max_cells: int = 1 << 18, stop: Callable[[], bool] = _never) -> tuple[list[Any], list[Any], float, bool, int]:
-    """One recursive step: (layout per tensor, strategy per node, cost, exact, widest frontier).
+    """One recursive step: (layout per tensor, strategy per node, cost, exact, entries of the largest DP table).
     ``stop`` is polled every 64 operators; when it returns True, :class:`SearchStopped` is raised."""
     doms = class_domains(g, classes, shapes, q)
     strats = [op_strategies(g, o, extents[o], q) for o in range(len(g.ops))]
@@ -104,7 +104,7 @@ def solve_step(g: PGraph, classes: list[int], shapes: list, extents: list[dict[s
         raise SearchStopped("stopped during the DP")
     layouts = [doms[classes[t]][res.assignment[classes[t]]] for t in range(len(g.tensors))]
     chosen = [_choose(strats[o], lambda s, o=o: cost(o, s, layouts)) for o in range(len(g.ops))]
-    return layouts, chosen, res.cost, res.exact, res.max_frontier
+    return layouts, chosen, res.cost, res.exact, res.largest_table
 
 
 def recursive_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None,
@@ -123,7 +123,7 @@ def recursive_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int
         plan.strategies.append(chosen)
         info.step_costs.append(cost)
         info.exact_steps.append(exact)
-        info.max_frontier = max(info.max_frontier, widest)
+        info.largest_table = max(info.largest_table, widest)
         apply_step(shapes, extents, layouts, chosen, q)
     info.seconds = time.monotonic() - t0
     return plan, info
