@@ -387,3 +387,41 @@ def test_layer_norm_forward_splits_outer_dims():
     d = describe(meta("aten.native_layer_norm", [(2, 8, 16), (16,), (16,)], [(2, 8, 16), (2, 8, 1), (2, 8, 1)]))
     assert d.extents == {"d0": 2, "d1": 8}  # the normalised dim stays whole
     assert strategies(d)["d1"] == ([("split", 1), WHOLE, WHOLE], [("split", 1)] * 3)
+
+
+# ----- hybrid: some operators kept whole on one device ---------------------------------------------
+
+@pytest.mark.parametrize("model", ["static", "peak"])
+def test_hybrid_with_every_operator_placed_is_the_placement(model):
+    """The plan evaluator on a plan that keeps every operator whole is the placement evaluator."""
+    from placement.evaluator import evaluate
+    from placement.partition.graph import with_placed
+
+    prob = mlp(8, [16, 16], 4).with_devices(3)
+    rng = np.random.default_rng(5)
+    placement = rng.integers(0, 3, prob.n)
+    g = with_placed(build_graph(prob), {o: int(placement[o]) for o in range(prob.n)})
+    plan = Plan([3], [[REPLICA] * len(g.tensors)], [[None] * prob.n])
+    pe = evaluate_plan(g, plan, model)
+    ev = evaluate(prob, placement, memory_model=model)
+    assert pe.makespan == pytest.approx(ev.makespan)
+    assert np.allclose(pe.evaluation.static_memory, ev.static_memory)
+    assert np.allclose(pe.evaluation.peak_memory, ev.peak_memory)
+
+
+def test_hybrid_hand_example():
+    """x and W partitioned by rows over 2 devices, mm kept whole on device 1: it gathers the half
+    of x and of W held by device 0; relu (partitioned by rows) fetches its half of y from device 1."""
+    from placement.partition.graph import with_placed
+
+    g = with_placed(build_graph(hand_problem()), {2: 1})
+    rows = ("split", 0)
+    plan = Plan([2], [[rows, rows, REPLICA, rows]], [[None, None, None, "d0"]])
+    pe = evaluate_plan(g, plan, "static")
+    # gathers: x 64 + W 32 bytes into device 1; relu's half of y (64 bytes) to device 0.
+    assert pe.comm_bytes == 64 + 32 + 64
+    # x's half arrives at 1 + 64/16 = 5 (W's at 3); mm [5, 15); y's half reaches device 0 at
+    # 15 + 1 + 64/16 = 20; relu's halves: device 1 [15, 16), device 0 [20, 21).
+    assert pe.makespan == pytest.approx(21.0)
+    # device 1: x 64 + W 32 + gathered 96 + y 128 + z 64; device 0: x 64 + W 32 + fetched 64 + z 64.
+    assert pe.evaluation.static_memory.tolist() == [224.0, 384.0]

@@ -32,11 +32,12 @@ class Tensor:
 
 @dataclass
 class POp:
-    role: str  # "source", "sink" or "op"
+    role: str  # "source", "sink", "op", or "placed" (kept whole on ``device``: the hybrid)
     desc: OpDesc | None
     inputs: list[int]  # tensor per input slot (-1: not produced in the graph)
     outputs: list[int]  # tensor per output slot
     in_maps: list[list[int | None] | None] = field(default_factory=list)  # per slot: tensor dim of each slot dim (None: same)
+    device: int = -1  # the device of a "placed" operator
 
 
 @dataclass
@@ -140,3 +141,11 @@ def dim_map(seen: tuple[int, ...], shape: tuple[int, ...]) -> list[int | None]:
         res[len(seen) - s] = len(shape) - s
         s += 1
     return res
+
+
+def with_placed(g: PGraph, placed: dict[int, int]) -> PGraph:
+    """A copy of ``g`` where the operators in ``placed`` are kept whole on the given device (a
+    hybrid plan): the search leaves them alone and the plan evaluator runs each on its device."""
+    ops = [POp("placed", None, list(op.inputs), list(op.outputs), list(op.in_maps), placed[o]) if o in placed else op
+           for o, op in enumerate(g.ops)]
+    return PGraph(g.problem, g.tensors, ops, g.consumers)

@@ -95,7 +95,7 @@ def conv_out(form: Any, layout: Layout, q: int) -> float:
 def needs(g: PGraph, node: int, var: str | None, layouts: Sequence[Layout]) -> list[Any]:
     """Per input slot, what each worker needs under strategy ``var`` (sinks take any layout)."""
     op = g.ops[node]
-    if op.role == "sink":
+    if op.role in ("sink", "placed"):  # placed: its inputs are gathered whole outside the steps
         return [layouts[t] if t >= 0 else REPLICA for t in op.inputs]
     if op.desc is None or var is None:
         return [WHOLE] * len(op.inputs)
@@ -113,7 +113,7 @@ def needs(g: PGraph, node: int, var: str | None, layouts: Sequence[Layout]) -> l
 def forms(g: PGraph, node: int, var: str | None, layouts: Sequence[Layout]) -> list[Any]:
     """Per output, what each worker produces under strategy ``var`` (sources: their layout)."""
     op = g.ops[node]
-    if op.role == "source":
+    if op.role in ("source", "placed"):
         return [layouts[t] for t in op.outputs]
     if op.desc is None or var is None or len(op.desc.outputs) != len(op.outputs):
         return [REPLICA] * len(op.outputs)
@@ -252,7 +252,14 @@ def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
 
     steps = range(len(factors))
     holder: dict[int, str] = {}  # tensor's producer node name suffix: "" or ".out"
+    fixed: dict[tuple[str, str], float] = {}  # edges between placed operators: the problem's own comm
+    extra = 0.0  # bytes moved to and from placed operators (outside the steps' conversions)
     for o, op in enumerate(g.ops):
+        if op.role == "placed":
+            nodes.append({"id": f"{ids[o]}@{op.device}", "name": f"{names[o]}@{op.device}", "time": float(p.time[o]),
+                          "out_bytes": float(p.out_bytes[o]), "param_bytes": float(p.param_bytes[o])})
+            holder[o] = ""
+            continue
         strat = [plan.strategies[i][o] for i in steps]
         split_steps = [i for i in steps if strat[i] is not None and op.role == "op" and op.desc is not None]
         work = 1.0 / math.prod(factors[i] for i in split_steps) if op.role == "op" else 1.0 / k
@@ -281,21 +288,40 @@ def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
                         per = c * g.tensors[t].nbytes / k / (factors[i] - 1)
                         for src in _partners(k, factors, i, d):
                             add_edge(f"{ids[o]}@{src}", f"{ids[o]}@{d}.out", per, g.comm_time(t, per))
+    def shards(u: int) -> list[str]:
+        op_u = g.ops[u]
+        return [f"{ids[u]}@{op_u.device}"] if op_u.role == "placed" else [f"{ids[u]}@{d}{holder[u]}" for d in range(k)]
+
     for o, op in enumerate(g.ops):
+        if op.role == "placed":
+            extra += _gather_whole(g, plan, o, op.device, ids, names, holder, nodes, add_edge)
+            continue
         need = [needs(g, o, plan.strategies[i][o], plan.layouts[i]) for i in steps]
-        moved = [[conv_in(plan.layouts[i][t], need[i][s], factors[i]) if t >= 0 else 0.0 for i in steps]
+        from_placed = [t >= 0 and g.ops[g.tensors[t].producer].role == "placed" for t in op.inputs]
+        moved = [[conv_in(plan.layouts[i][t], need[i][s], factors[i]) if t >= 0 and not from_placed[s] else 0.0 for i in steps]
                  for s, t in enumerate(op.inputs)]
         recv = sum(moved[s][i] * g.tensors[t].nbytes / k for s, t in enumerate(op.inputs) if t >= 0 for i in steps)
-        gather = recv > 0
+        # A tensor of a placed producer: each device fetches the region it needs from that device.
+        fetch = [_fraction([need[i][s] for i in steps], factors) * g.tensors[t].nbytes if from_placed[s] else 0.0
+                 for s, t in enumerate(op.inputs)]
         for d in range(k):
             me = f"{ids[o]}@{d}"
-            if gather:
-                nodes.append({"id": me + ".in", "name": f"{names[o]}@{d}.in", "time": 0.0, "out_bytes": recv, "param_bytes": 0.0})
+            here = recv + sum(f for s, f in enumerate(fetch) if f > 0 and g.ops[g.tensors[op.inputs[s]].producer].device != d)
+            if here > 0:
+                nodes.append({"id": me + ".in", "name": f"{names[o]}@{d}.in", "time": 0.0, "out_bytes": here, "param_bytes": 0.0})
                 add_edge(me + ".in", me, 0.0, 0.0)
             for s, t in enumerate(op.inputs):
                 if t < 0:
                     continue
                 u = g.tensors[t].producer
+                if from_placed[s]:
+                    a = g.ops[u].device
+                    if a == d or fetch[s] <= 0:
+                        add_edge(f"{ids[u]}@{a}", me, 0.0, 0.0)
+                    else:
+                        add_edge(f"{ids[u]}@{a}", me + ".in", fetch[s], g.comm_time(t, fetch[s]))
+                        extra += fetch[s]
+                    continue
                 src_local = f"{ids[u]}@{d}{holder[u]}"
                 if not any(moved[s]):
                     add_edge(src_local, me, 0.0, 0.0)
@@ -308,20 +334,63 @@ def expand(g: PGraph, plan: Plan) -> tuple[Problem, np.ndarray]:
                     per = c * g.tensors[t].nbytes / k / (factors[i] - 1)
                     for src in _partners(k, factors, i, d):
                         add_edge(f"{ids[u]}@{src}{holder[u]}", me + ".in", per, g.comm_time(t, per))
-    # Tensors that reach a consumer outside node_meta's slots (no slot recorded) still order it.
     for e in range(p.m):
         u, v = int(p.src[e]), int(p.dst[e])
-        if not any(t in g.ops[v].inputs for t in g.ops[u].outputs):
-            for d in range(k):
-                add_edge(f"{ids[u]}@{d}{holder[u]}", f"{ids[v]}@{d}", 0.0, 0.0)
+        if g.ops[u].role == "placed" and g.ops[v].role == "placed":
+            a, b = g.ops[u].device, g.ops[v].device
+            key = (f"{ids[u]}@{a}", f"{ids[v]}@{b}")
+            fixed[key] = max(fixed.get(key, 0.0), float(p.comm[e]) if a != b else 0.0)
+        elif not any(t in g.ops[v].inputs for t in g.ops[u].outputs):
+            # Tensors that reach a consumer outside node_meta's slots (no slot recorded) still order it.
+            targets = shards(v) if g.ops[v].role == "placed" else [f"{ids[v]}@{d}" for d in range(k)]
+            for src_name in shards(u):
+                for dst_name in targets:
+                    if g.ops[u].role == "placed" or g.ops[v].role == "placed" or src_name.split("@")[1].split(".")[0] == dst_name.split("@")[1]:
+                        add_edge(src_name, dst_name, 0.0, 0.0)
     edges = []
     for (a, b), (nbytes, time) in pair.items():
         comm = time + (link.latency if link is not None and nbytes > 0 else 0.0)
-        edges.append({"src": a, "dst": b, "comm": comm})
+        edges.append({"src": a, "dst": b, "comm": max(comm, fixed.pop((a, b), 0.0))})
+    edges.extend({"src": a, "dst": b, "comm": c} for (a, b), c in fixed.items())
     mem = p.memory if p.k == k else np.full(k, float(p.memory.max()))
     ex = make_problem(nodes, edges, devices=k, memory=list(mem), name=f"{p.name}/partitioned-{k}")
     placement = np.array([int(str(nid).rsplit("@", 1)[1].split(".")[0]) for nid in ex.ids], dtype=np.int64)
+    ex.attrs["hybrid_bytes"] = extra
     return ex, placement
+
+
+def _gather_whole(g: PGraph, plan: Plan, o: int, b: int, ids: list[str], names: list[str], holder: dict[int, str],
+                  nodes: list[dict[str, Any]], add_edge: Any) -> float:
+    """Inputs of an operator placed on device ``b`` that come from partitioned producers: ``b``
+    gathers each tensor whole (its own share is local, the rest comes evenly from the others).
+    Placed-to-placed inputs are the problem's own edges. Returns the bytes moved."""
+    k = plan.k
+    total = 0.0
+    recv = 0.0
+    wanted: list[tuple[int, float]] = []
+    for t in g.ops[o].inputs:
+        if t < 0 or g.ops[g.tensors[t].producer].role == "placed":
+            continue
+        own = _fraction([plan.layouts[i][t] for i in range(len(plan.factors))], plan.factors)
+        need = g.tensors[t].nbytes * (1.0 - own)
+        wanted.append((t, need))
+        recv += need
+    me = f"{ids[o]}@{b}"
+    if recv > 0:
+        nodes.append({"id": me + ".in", "name": f"{names[o]}@{b}.in", "time": 0.0, "out_bytes": recv, "param_bytes": 0.0})
+        add_edge(me + ".in", me, 0.0, 0.0)
+    for t, need in wanted:
+        u = g.tensors[t].producer
+        if need <= 0 or k == 1:
+            add_edge(f"{ids[u]}@{b}{holder[u]}", me, 0.0, 0.0)
+            continue
+        per = need / (k - 1)
+        add_edge(f"{ids[u]}@{b}{holder[u]}", me + ".in", 0.0, 0.0)
+        for d in range(k):
+            if d != b:
+                add_edge(f"{ids[u]}@{d}{holder[u]}", me + ".in", per, g.comm_time(t, per))
+        total += need
+    return total
 
 
 def evaluate_plan(g: PGraph, plan: Plan, memory_model: str = "static") -> PlanEvaluation:
@@ -333,4 +402,4 @@ def evaluate_plan(g: PGraph, plan: Plan, memory_model: str = "static") -> PlanEv
     one = p.with_devices(1, memory=math.inf) if not p.has_allowed else p
     single = float(evaluate(one, np.zeros(p.n, dtype=np.int64), memory_model=memory_model).memory[0]) if p.k == 1 or not p.has_allowed \
         else float(np.sum(p.param_bytes + p.out_bytes))
-    return PlanEvaluation(plan_cost(g, plan), ev, ex, single, replicated)
+    return PlanEvaluation(plan_cost(g, plan) + float(ex.attrs.get("hybrid_bytes", 0.0)), ev, ex, single, replicated)
