@@ -27,7 +27,7 @@ from heuristics.list_scheduling import etf, heft, m_etf, m_topo
 from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
 from heuristics.random_feasible import random_feasible
-from heuristics.tofu import tofu
+from heuristics.tofu import tofu, tofu_hybrid
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -85,6 +85,9 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("tofu", PARTITION, MAKESPAN,
                "Tofu: split every operator over all devices (recursive DP over layouts, needs node_meta); "
                "reports a partitioned plan", tofu),
+    MethodInfo("tofu-hybrid", PARTITION, MAKESPAN,
+               "partition the operators needing over half a device (Tofu's DP), place the rest whole (PARDNN); "
+               "reports a hybrid plan", tofu_hybrid),
     # ----- max-load (pipelined throughput, Tarnawski et al.) ---------------------------------------
     MethodInfo("dp", EXACT, MAX_LOAD,
                "Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over "

@@ -61,7 +61,7 @@ class RunResult:
         return gap(self.evaluation.makespan, self.lower_bound) if self.evaluation is not None else None
 
     def report(self, problem: Problem, memory_model: str) -> dict[str, Any]:
-        if self.partition is not None or self.method == "tofu":
+        if self.partition is not None or self.method in ("tofu", "tofu-hybrid"):
             return self._partition_report(problem, memory_model)
         if self.objective_name != "makespan":
             return self._objective_report(problem)
@@ -160,7 +160,7 @@ def run(
     """Run ``method`` on ``problem`` and return the judged result (never raises for lack of time)."""
     opts = opts or SolveOptions()
     if objective == "makespan" and method in methods() and method_info(method).kind == "partition":
-        return run_partitioned(problem, opts, progress)
+        return run_partitioned(problem, opts, progress, method)
     if (method == "auto" and objective == "makespan" and problem.node_meta is not None and opts.extra.get("auto_partition", True)
             and problem.n * problem.k <= AUTO_PARTITION_MAX_SHARDS):
         return run_auto_with_partitioning(problem, opts, progress)
@@ -270,27 +270,32 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
                      value=value, split=np.asarray(sol.info["split"]), breakdown=breakdown, interrupted=opts.stop.is_set())
 
 
-def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:
-    """Operator partitioning (Tofu): run the search, re-evaluate the plan with the plan evaluator
-    (placement.partition.plan, which runs placement.evaluator on the plan's shard graph) and check
-    the claimed makespan against it. Placement lower bounds do not apply to a partitioned plan."""
+def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None,
+                    method: str = "tofu") -> RunResult:
+    """Operator partitioning (Tofu, or its hybrid with placement): run the method, re-evaluate the
+    plan with the plan evaluator (placement.partition.plan, which runs placement.evaluator on the
+    plan's shard graph) and check the claimed makespan against it. Placement lower bounds do not
+    apply to a partitioned plan."""
     t0 = time.monotonic()
-    sol = _call("tofu", problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
-    history = [{"method": "tofu", "status": sol.status, "seconds": sol.seconds}]
+    sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    history = [{"method": method, "status": sol.status, "seconds": sol.seconds}]
     plan, g = sol.info.get("plan"), sol.info.get("graph")
     if plan is None or g is None:
-        return RunResult("unknown", "tofu", sol, None, 0.0, time.monotonic() - t0, reason=sol.reason or "no plan", history=history)
+        return RunResult("unknown", method, sol, None, 0.0, time.monotonic() - t0, reason=sol.reason or "no plan", history=history)
     pe = evaluate_plan(g, plan, opts.memory_model)
     if sol.objective is not None and not math.isclose(sol.objective, pe.makespan, rel_tol=1e-6, abs_tol=1e-9):
-        raise RuntimeError(f"tofu claims makespan {sol.objective!r} but the plan evaluator computes {pe.makespan!r}")
+        raise RuntimeError(f"{method} claims makespan {sol.objective!r} but the plan evaluator computes {pe.makespan!r}")
     part = plan_summary(g, plan, pe, None)
-    part["search"] = sol.info["partition"].get("search")
+    claimed = sol.info.get("partition", {})
+    for key in ("kind", "search", "partitioned_operators", "placed"):
+        if key in claimed:
+            part[key] = claimed[key]
     fits = pe.feasible(problem)
     status = "heuristic" if fits else "unknown"
     reason = "" if fits else sol.reason
     if progress:
-        progress(f"tofu: {status} makespan={pe.makespan:.6g} max device memory={float(pe.memory.max()):.6g}")
-    return RunResult(status, "tofu", sol, None, 0.0, time.monotonic() - t0, reason=reason, history=history,
+        progress(f"{method}: {status} makespan={pe.makespan:.6g} max device memory={float(pe.memory.max()):.6g}")
+    return RunResult(status, method, sol, None, 0.0, time.monotonic() - t0, reason=reason, history=history,
                      value=pe.makespan, partition=part, interrupted=opts.stop.is_set())
 
 

@@ -425,3 +425,22 @@ def test_hybrid_hand_example():
     assert pe.makespan == pytest.approx(21.0)
     # device 1: x 64 + W 32 + gathered 96 + y 128 + z 64; device 0: x 64 + W 32 + fetched 64 + z 64.
     assert pe.evaluation.static_memory.tolist() == [224.0, 384.0]
+
+
+def test_tofu_hybrid_partitions_what_does_not_fit_and_places_the_rest():
+    base = mlp(256, [64], 8).with_devices(16)
+    g = build_graph(base)
+    plan, _ = recursive_plan(g, 16)
+    cap = 4.0 * float(evaluate_plan(g, plan).memory.max())
+    prob = base.with_devices(16, memory=cap)
+    res = run(prob, "tofu-hybrid", SolveOptions(time_limit=20))
+    part = res.partition
+    big = [str(prob.ids[o]) for o in range(prob.n)
+           if prob.param_bytes[o] + prob.out_bytes[o] + sum(g.tensors[t].nbytes for t in set(g.ops[o].inputs) if t >= 0) > cap / 2]
+    assert sorted(part["partitioned_operators"]) == sorted(big) and big
+    assert part["placed_operators"] == prob.n - len(big)
+    assert res.status == "heuristic" and max(part["static_memory"]) <= cap
+    sol = res.solution
+    assert res.value == pytest.approx(evaluate_plan(sol.info["graph"], sol.info["plan"], "static").makespan)
+    roomy = mlp(16, [32, 32], 8).with_devices(2)
+    assert "nothing to partition" in run(roomy, "tofu-hybrid").reason

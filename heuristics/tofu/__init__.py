@@ -9,50 +9,20 @@ shard graph), which the orchestrator recomputes and compares.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from placement.partition.graph import PGraph, build_graph
-from placement.partition.ops import REPLICA
-from placement.partition.plan import Plan, PlanEvaluation, evaluate_plan
+from placement.partition.graph import build_graph
+from placement.partition.plan import evaluate_plan
 from placement.problem import Problem, ProblemError
 from placement.solution import Solution, SolveOptions
 
-from .search import SearchInfo, SearchStopped, recursive_plan
+from .hybrid import tofu_hybrid
+from .search import SearchStopped, recursive_plan
+from .summary import plan_summary
 
 # Measured: evaluate_plan takes about 80 us per shard node (n x k) on the project's machine.
 EVAL_SECONDS_PER_SHARD = 1e-4
 
-__all__ = ["tofu", "plan_summary", "recursive_plan"]
-
-def _layout_text(lay: Any) -> str:
-    return "replica" if lay == REPLICA else f"dim{lay[1]}"
-
-def plan_summary(g: PGraph, plan: Plan, pe: PlanEvaluation, info: SearchInfo | None = None) -> dict[str, Any]:
-    """The report's ``partition`` section: what was split how, and what it costs."""
-    p = g.problem
-    per_dev = pe.memory
-    out: dict[str, Any] = {
-        "kind": "partitioned plan (Tofu): every operator split over all devices, not a placement",
-        "factors": plan.factors,
-        "communication_bytes": pe.comm_bytes,
-        "single_device_memory": pe.single_memory,
-        "max_device_memory": float(per_dev.max()) if per_dev.size else 0.0,
-        "memory_vs_single_over_k": float(per_dev.max() * plan.k / pe.single_memory) if pe.single_memory > 0 else None,
-        "static_memory": pe.evaluation.static_memory.tolist(),
-        "peak_memory": pe.evaluation.peak_memory.tolist(),
-        "replicated_operators": pe.replicated_ops,
-        "undescribed_operators": sorted({str((p.node_meta[o] or {}).get("op")) for o, op in enumerate(g.ops)
-                                         if op.role == "op" and op.desc is None}),
-        "shard_graph": {"nodes": pe.expanded.n, "edges": pe.expanded.m},
-        "strategy": {str(p.ids[o]): [s for s in (plan.strategies[i][o] for i in range(len(plan.factors)))]
-                     for o, op in enumerate(g.ops) if op.role == "op"},
-        "layout": {f"{p.ids[t.producer]}:{t.slot}": [_layout_text(plan.layouts[i][ti]) for i in range(len(plan.factors))]
-                   for ti, t in enumerate(g.tensors)},
-    }
-    if info is not None:
-        out["search"] = {"step_costs": info.step_costs, "exact_steps": info.exact_steps,
-                         "largest_dp_table": info.largest_table, "variables": info.variables, "seconds": info.seconds}
-    return out
+__all__ = ["tofu", "tofu_hybrid", "plan_summary", "recursive_plan"]
 
 def tofu(problem: Problem, opts: SolveOptions) -> Solution:
     """Tofu's recursive search over all ``problem.k`` devices, evaluated as a partitioned plan."""

@@ -31,7 +31,7 @@ def tie_classes(g: PGraph, tie: bool = True) -> list[int]:
                 continue
             members = [t for t in op.inputs if t >= 0] + list(op.outputs)
             shape = g.tensors[op.outputs[0]].shape if op.outputs else None
-            members = [t for t in members if g.tensors[t].shape == shape]
+            members = [t for t in members if g.tensors[t].shape == shape and g.ops[g.tensors[t].producer].role != "placed"]
             for t in members[1:]:
                 a, b = find(members[0]), find(t)
                 if a != b:

@@ -47,6 +47,9 @@ def class_domains(g: PGraph, classes: list[int], shapes: list, q: int) -> list[l
     doms = []
     for c in range(len(rep)):
         shape = shapes[rep[c]]
+        if g.ops[g.tensors[rep[c]].producer].role == "placed":  # whole on its device: no layout to choose
+            doms.append([REPLICA])
+            continue
         opts = [("split", d) for d in range(len(shape))] if shape is not None else []
         opts = [lay for lay in opts if layout_ok(shape, lay, q)]
         doms.append(opts or [REPLICA])

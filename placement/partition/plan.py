@@ -124,7 +124,8 @@ def op_step_cost(g: PGraph, node: int, var: str | None, layouts: Sequence[Layout
     """Bytes one operator's conversions move at one step (all groups together)."""
     total = 0.0
     for t, need in zip(g.ops[node].inputs, needs(g, node, var, layouts)):
-        if t >= 0:
+        # A placed producer's tensor is fetched from its device (expand counts it), not converted.
+        if t >= 0 and g.ops[g.tensors[t].producer].role != "placed":
             total += conv_in(layouts[t], need, q) * g.tensors[t].nbytes
     for t, form in zip(g.ops[node].outputs, forms(g, node, var, layouts)):
         total += conv_out(form, layouts[t], q) * g.tensors[t].nbytes
