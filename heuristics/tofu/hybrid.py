@@ -5,7 +5,8 @@ place the rest whole.
    run it whole) exceeds ``fraction`` of the smallest device are partitioned over all devices;
    every other operator is to be placed whole.
 2. The others are placed by PARDNN on a reduced problem: the same graph without the partitioned
-   operators, each device's capacity lowered by its share (1/k) of the partitioned bytes.
+   operators, each device's capacity lowered by its share (1/k) of the partitioned bytes, each
+   placed consumer of a partitioned tensor charged for gathering it whole.
 3. Tofu's recursive DP lays out the partitioned operators' tensors (placed operators' tensors stay
    whole on their device) and the plan evaluator measures the whole hybrid: partitioned producers
    are gathered whole by placed consumers, placed producers' regions fetched by partitioned ones,
@@ -37,12 +38,14 @@ def oversized(g: PGraph, fraction: float = DEFAULT_FRACTION) -> np.ndarray:
     return np.flatnonzero(p.param_bytes + p.out_bytes + inputs > fraction * float(p.memory.min()))
 
 
-def rest_problem(problem: Problem, keep: np.ndarray, reserve: float) -> Problem:
-    """``problem`` restricted to the nodes ``keep`` (edges among them), capacities minus ``reserve``."""
+def rest_problem(problem: Problem, keep: np.ndarray, reserve: float, gathered: np.ndarray) -> Problem:
+    """``problem`` restricted to the nodes ``keep`` (edges among them), capacities minus ``reserve``;
+    ``gathered[o]`` (bytes of partitioned tensors node ``o`` gathers whole) is added to its output so
+    that the placement makes room for it on ``o``'s device."""
     pos = {int(o): i for i, o in enumerate(keep)}
     nodes = []
     for o in keep.tolist():
-        rec = {"id": o, "time": float(problem.time[o]), "out_bytes": float(problem.out_bytes[o]),
+        rec = {"id": o, "time": float(problem.time[o]), "out_bytes": float(problem.out_bytes[o] + gathered[o]),
                "param_bytes": float(problem.param_bytes[o])}
         if problem.allowed[o] is not None:
             rec["devices"] = list(problem.allowed[o])
@@ -71,8 +74,12 @@ def tofu_hybrid(problem: Problem, opts: SolveOptions) -> Solution:
     keep = np.setdiff1d(np.arange(problem.n), big)
     reserve = float(np.sum(problem.param_bytes[big] + problem.out_bytes[big])) / problem.k
     placed: dict[int, int] = {}
+    part = np.zeros(problem.n, dtype=bool)
+    part[big] = True
+    gathered = np.array([sum(g.tensors[t].nbytes * (1 - 1 / problem.k) for t in set(op.inputs)
+                             if t >= 0 and part[g.tensors[t].producer]) for op in g.ops])
     if keep.size:
-        sub = rest_problem(problem, keep, reserve)
+        sub = rest_problem(problem, keep, reserve, gathered)
         sol = pardnn(sub, opts)
         if sol.placement is None:
             return Solution(name, "unknown", seconds=time.monotonic() - t0,
