@@ -287,7 +287,7 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
         raise RuntimeError(f"{method} claims makespan {sol.objective!r} but the plan evaluator computes {pe.makespan!r}")
     part = plan_summary(g, plan, pe, None)
     claimed = sol.info.get("partition", {})
-    for key in ("kind", "search", "partitioned_operators", "placed"):
+    for key in ("kind", "search", "partitioned_operators", "placed", "note"):
         if key in claimed:
             part[key] = claimed[key]
     fits = pe.feasible(problem)
@@ -306,20 +306,37 @@ AUTO_PARTITION_MAX_SHARDS = 200_000
 def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:
     """``auto`` on a graph with operator semantics: Tofu's partitioned plan (seconds) first, then the
     placement pipeline in the time left; the answer with the lower makespan among those that fit
-    wins, and the report says which and why (``partition.choice`` or the tofu entry of ``phases``)."""
+    wins, and the report says which and why (``partition.choice`` or the tofu entry of ``phases``).
+
+    A partitioned plan runs every operator on every device, so it cannot honour allowed devices
+    (then it is not tried) and does not model colocation groups (then it is taken only when no
+    placement is found)."""
+    if problem.has_allowed:
+        placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
+        placed.history = placed.history + [{"method": "tofu", "status": "skipped",
+                                            "choice": "nodes restricted to some devices: a partitioned plan runs every operator everywhere"}]
+        return placed
     part = run_partitioned(problem, opts, progress)
     placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
     p_ok, t_ok = placed.answered, part.answered
-    if t_ok and (not p_ok or part.value < placed.evaluation.makespan):
+    grouped = bool(problem.groups)
+    if t_ok and (not p_ok or (part.value < placed.evaluation.makespan and not grouped)):
         why = (f"partitioned plan makespan {part.value:.6g} < best placement {placed.evaluation.makespan:.6g}" if p_ok else
                f"no whole-operator placement found ({placed.status}: {placed.reason or 'none fits'}); the partitioned plan fits")
+        if grouped:
+            why += "; the graph's colocation groups are not modelled by a partitioned plan"
         part.method = "auto:tofu"
         part.partition["choice"] = why
         part.history = placed.history + part.history
         part.seconds = placed.seconds + part.seconds
         return part
-    why = (f"best placement makespan {placed.evaluation.makespan:.6g} <= partitioned plan {part.value:.6g}" if p_ok and t_ok else
-           f"the partitioned plan does not fit or failed ({part.status}: {part.reason})")
+    if p_ok and t_ok and grouped:
+        why = (f"the graph has colocation groups, which a partitioned plan does not model: placement kept "
+               f"(makespan {placed.evaluation.makespan:.6g}; partitioned plan {part.value:.6g})")
+    elif p_ok and t_ok:
+        why = f"best placement makespan {placed.evaluation.makespan:.6g} <= partitioned plan {part.value:.6g}"
+    else:
+        why = f"the partitioned plan does not fit or failed ({part.status}: {part.reason})"
     placed.history = placed.history + [{"method": "tofu", "status": part.status, "makespan": part.value, "choice": why}]
     placed.seconds += part.seconds
     return placed

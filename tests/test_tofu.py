@@ -444,3 +444,20 @@ def test_tofu_hybrid_partitions_what_does_not_fit_and_places_the_rest():
     assert res.value == pytest.approx(evaluate_plan(sol.info["graph"], sol.info["plan"], "static").makespan)
     roomy = mlp(16, [32, 32], 8).with_devices(2)
     assert "nothing to partition" in run(roomy, "tofu-hybrid").reason
+
+
+def test_partitioning_respects_what_it_cannot_model():
+    """Allowed devices: tofu refuses and auto does not try it; colocation groups: auto keeps a
+    placement that fits and says why."""
+    prob = mlp(256, [64], 8).with_devices(16)
+    restricted = replace(prob, allowed=[(0,)] + [None] * (prob.n - 1))
+    res = run(restricted, "tofu")
+    assert res.status == "unknown" and "devices" in res.reason
+    assert [h for h in run(restricted, "auto", SolveOptions(time_limit=10)).history if h.get("method") == "tofu"][0]["status"] == "skipped"
+    groups = np.full(prob.n, -1)
+    groups[[0, 1]] = 0
+    grouped = replace(prob, colocate=groups, colocate_names=["g"])
+    res = run(grouped, "auto", SolveOptions(time_limit=10))
+    assert res.method != "auto:tofu" and res.evaluation is not None
+    entry = [h for h in res.history if h.get("method") == "tofu"][0]
+    assert "colocation" in entry["choice"]

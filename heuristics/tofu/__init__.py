@@ -27,6 +27,9 @@ __all__ = ["tofu", "tofu_hybrid", "plan_summary", "recursive_plan"]
 def tofu(problem: Problem, opts: SolveOptions) -> Solution:
     """Tofu's recursive search over all ``problem.k`` devices, evaluated as a partitioned plan."""
     t0 = time.monotonic()
+    if problem.has_allowed:
+        return Solution("tofu", "unknown", seconds=time.monotonic() - t0,
+                        reason="some nodes may use only some devices; a partitioned plan runs every operator on every device")
     try:
         g = build_graph(problem)
     except ProblemError as exc:
@@ -43,6 +46,8 @@ def tofu(problem: Problem, opts: SolveOptions) -> Solution:
                         reason=f"a plan was found but evaluating its {len(g.ops) * problem.k} shard nodes would outlast the time limit")
     pe = evaluate_plan(g, plan, opts.memory_model)
     summary = plan_summary(g, plan, pe, info)
+    if problem.groups:
+        summary["note"] = "the graph's colocation groups are not modelled: every operator runs on every device"
     fits = pe.feasible(problem)
     reason = "" if fits else (f"the partitioned plan needs {float(pe.memory.max()):.6g} bytes on a device, "
                               f"capacity {float(problem.memory.min()):.6g}")

@@ -62,6 +62,9 @@ def tofu_hybrid(problem: Problem, opts: SolveOptions) -> Solution:
     """Partition the operators that do not fit, place the rest with PARDNN; a partitioned plan."""
     t0 = time.monotonic()
     name = "tofu-hybrid"
+    if problem.has_allowed:
+        return Solution(name, "unknown", seconds=time.monotonic() - t0,
+                        reason="some nodes may use only some devices; the hybrid partitions operators over every device")
     try:
         g = build_graph(problem)
     except ProblemError as exc:
