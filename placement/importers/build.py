@@ -1,0 +1,98 @@
+"""Nodes and edges with tensor identity, assembled into a validated :class:`Problem`.
+
+Importers add operators and the tensors flowing between them; one producer feeding one consumer
+several tensors becomes one edge whose bytes are the sum over the distinct tensors (a tensor used
+at several input positions is sent once), with every ``(src_output, dst_inputs)`` pair kept in the
+edge's ``tensors`` record (placement/problem.py, ``edge_meta``).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..formats.native import native_text
+from ..problem import Link, Problem, ProblemError, make_problem
+
+
+@dataclass
+class _Edge:
+    tensors: dict[int | None, list[int]] = field(default_factory=dict)  # src_output -> dst_inputs
+    nbytes: dict[int | None, float] = field(default_factory=dict)  # src_output -> bytes
+
+
+class GraphBuilder:
+    """Collects node records (native-format fields) and tensor uses, then builds the Problem."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+        self._index: dict[str, int] = {}
+        self._edges: dict[tuple[str, str], _Edge] = {}
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self._index
+
+    def node(self, node_id: str, **fields_: Any) -> dict[str, Any]:
+        """Add a node; fields are the native JSON node fields (time, out_bytes, param_bytes, ...)."""
+        rec = {"id": node_id, "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0}
+        rec.update({k: v for k, v in fields_.items() if v is not None})
+        self._index[node_id] = len(self.nodes)
+        self.nodes.append(rec)
+        return rec
+
+    def record(self, node_id: str) -> dict[str, Any]:
+        return self.nodes[self._index[node_id]]
+
+    def use(self, src: str, dst: str, nbytes: float, src_output: int | None = None, dst_input: int | None = None) -> None:
+        """``dst`` reads output ``src_output`` of ``src`` (``nbytes`` bytes) at input ``dst_input``."""
+        if src == dst:
+            return
+        e = self._edges.setdefault((src, dst), _Edge())
+        slots = e.tensors.setdefault(src_output, [])
+        if dst_input is not None and dst_input not in slots:
+            slots.append(dst_input)
+        e.nbytes[src_output] = max(e.nbytes.get(src_output, 0.0), float(nbytes))
+
+    def edge_records(self) -> list[dict[str, Any]]:
+        out = []
+        for (src, dst), e in self._edges.items():
+            rec: dict[str, Any] = {"src": src, "dst": dst, "bytes": sum(e.nbytes.values())}
+            parts = [({"src_output": k} if k is not None else {}) | {"dst_inputs": sorted(v)} for k, v in e.tensors.items()]
+            rec.update(parts[0])
+            if len(parts) > 1:
+                rec["tensors"] = parts
+            out.append(rec)
+        return out
+
+    def problem(self, *, name: str, link: Link, memory: float, devices: int = 1, attrs: dict[str, Any] | None = None) -> Problem:
+        return make_problem(self.nodes, self.edge_records(), devices=devices, memory=memory, link=link, name=name, attrs=attrs)
+
+
+def check_output_path(path: str | Path) -> Path:
+    """Fail before any work when the output cannot be written there."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ProblemError(f"-o: directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ProblemError(f"-o: {str(path)!r} is a directory")
+    return path
+
+
+def write_native(problem: Problem, path: str | Path) -> None:
+    """Write the native JSON atomically (gzipped when the name ends in .gz)."""
+    path = Path(path)
+    data = native_text(problem).encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
