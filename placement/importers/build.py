@@ -56,11 +56,26 @@ class GraphBuilder:
             slots.append(dst_input)
         e.nbytes[src_output] = max(e.nbytes.get(src_output, 0.0), float(nbytes))
 
+    def consumers(self, src: str, src_output: int | None) -> list[str]:
+        """The nodes reading output ``src_output`` of ``src``."""
+        return [dst for (u, dst), e in self._edges.items() if u == src and src_output in e.tensors]
+
+    def reroute(self, src: str, src_output: int | None, new_src: str) -> None:
+        """Every read of output ``src_output`` of ``src`` now reads output 0 of ``new_src``."""
+        for (u, dst), e in list(self._edges.items()):
+            if u != src or src_output not in e.tensors:
+                continue
+            slots, nbytes = e.tensors.pop(src_output), e.nbytes.pop(src_output)
+            if not e.tensors:
+                del self._edges[(u, dst)]
+            for j in slots or [None]:
+                self.use(new_src, dst, nbytes, 0, j)
+
     def edge_records(self) -> list[dict[str, Any]]:
         out = []
         for (src, dst), e in self._edges.items():
             rec: dict[str, Any] = {"src": src, "dst": dst, "bytes": sum(e.nbytes.values())}
-            parts = [({"src_output": k} if k is not None else {}) | {"dst_inputs": sorted(v)} for k, v in e.tensors.items()]
+            parts = [({"src_output": k} if k is not None else {}) | ({"dst_inputs": sorted(v)} if v else {}) for k, v in e.tensors.items()]
             rec.update(parts[0])
             if len(parts) > 1:
                 rec["tensors"] = parts

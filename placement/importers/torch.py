@@ -56,6 +56,7 @@ class Capture:
     owner: dict[str, str]
     phase: dict[str, str]
     param_nodes: dict[str, str] = field(default_factory=dict)  # parameter name -> node id
+    arguments: list[Any] = field(default_factory=list)  # the traced function's flat arguments
 
 
 def _import_torch():
@@ -402,12 +403,13 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     _phases(gm, b, ref, outputs, phase, op_nodes, train)
     _colocate(b, ref, writes_into, phase, op_nodes)
+    _split_saved_outputs(b, phase, op_nodes)
     _times(b, gm, op_nodes, cost, spec, flat)
     kind = "training step" if train else "inference"
     unit = "ms (CPU-measured)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
     prob = b.problem(name=name, link=spec.link(), memory=spec.memory, devices=devices,
                      attrs={"format": "torch", "time_unit": unit, "capture": kind, "optimizer": optimizer if train else None})
-    return Capture(gm, prob, owner, phase, param_nodes)
+    return Capture(gm, prob, owner, phase, param_nodes, flat)
 
 
 def _phases(gm: Any, b: GraphBuilder, ref: dict[Any, _Ref], outputs: Any, phase: dict[str, str], op_nodes: list[Any], train: bool) -> None:
@@ -469,6 +471,35 @@ def _colocate(b: GraphBuilder, ref: dict[Any, _Ref], writes_into: dict[str, list
         if anchors and len(group) > 1 and sum(phase[m] == "param" for m in anchors) <= 1:
             for m in group:
                 b.record(m)["colocate"] = anchors[0]
+
+
+def _split_saved_outputs(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any]) -> None:
+    """A forward op's outputs that only the backward reads (batch norm's saved mean and inverse
+    std, dropout's mask, attention's logsumexp) live until the backward, while its main output dies
+    with its next forward reader; one node frees all its outputs together, so each such output
+    moves to a zero-time ``<op>:saved<k>`` node colocated with the op, holding it until its last
+    reader."""
+    for node in op_nodes:
+        nid = node.name
+        val = node.meta.get("val")
+        if phase.get(nid) != "forward" or not isinstance(val, (list, tuple)):
+            continue
+        outs = [(k, t) for k, t in enumerate(val) if _is_tensor(t)]
+        readers = {k: b.consumers(nid, k) for k, _ in outs}
+        forward_read = {k for k, r in readers.items() if any(phase.get(x) == "forward" for x in r)}
+        if not forward_read:
+            continue
+        for k, t in outs:
+            if k in forward_read or not readers[k]:
+                continue
+            rec = b.record(nid)
+            group = rec.setdefault("colocate", nid)
+            holder = f"{nid}:saved{k}"
+            b.node(holder, out_bytes=_fresh_bytes(t), colocate=group, op="saved", inputs=[_desc(t)], outputs=[_desc(t)])
+            phase[holder] = "forward"
+            b.reroute(nid, k, holder)
+            b.use(nid, holder, _fresh_bytes(t), k, 0)
+            rec["out_bytes"] -= _fresh_bytes(t)
 
 
 def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[str, float], spec: DeviceSpec, flat: list[Any]) -> None:
@@ -533,6 +564,64 @@ def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int =
     with torch.no_grad():
         Timer(gm).run(*real)
     return times
+
+
+# ----- what PyTorch itself measures ----------------------------------------------------------------
+
+def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam",
+                       loss_fn: Callable | None = None) -> dict[str, float]:
+    """The peak of live tensor bytes during one eager step of ``model`` on this CPU, as PyTorch's
+    own allocator reports it (torch.profiler's memory events), for checking an imported graph's
+    peak memory. The step runs on a copy, after a warm-up step, in the steady state the problem
+    models: weights, gradients (zeroed in place, not freed) and torch.optim's state persist.
+
+    Returns {"peak": persistent + the highest running sum of allocations during the step,
+    "persistent": bytes live before it (weights, gradients, optimizer state, buffers, inputs)}."""
+    torch = _import_torch()
+    import copy
+
+    from torch.profiler import ProfilerActivity, profile
+
+    model = copy.deepcopy(model)
+    model.train(train)
+    args, kwargs = _normalise_inputs(example_inputs)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = None
+    if train:
+        opt = torch.optim.Adam(params, lr=LR, foreach=False) if optimizer == "adam" else torch.optim.SGD(params, lr=LR, foreach=False)
+
+    def step() -> None:
+        if not train:
+            with torch.no_grad():
+                model(*args, **kwargs)
+            return
+        out = model(*args, **kwargs)
+        loss = loss_fn(out) if loss_fn is not None else default_loss(out)
+        loss.backward()
+        opt.step()
+
+    step()
+    if opt is not None:
+        opt.zero_grad(set_to_none=False)
+    live = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in list(model.parameters()) + list(model.buffers()) + _flat_tensors((args, kwargs))}
+    for p in params:
+        if p.grad is not None:
+            live[p.grad.untyped_storage().data_ptr()] = p.grad.untyped_storage().nbytes()
+    if opt is not None:
+        for state in opt.state.values():
+            for t in state.values():
+                if _is_tensor(t):
+                    live[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    persistent = float(sum(live.values()))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    running = top = 0.0
+    for _, nbytes in events:
+        running += nbytes
+        top = max(top, running)
+    return {"peak": persistent + top, "persistent": persistent}
 
 
 # ----- public API -------------------------------------------------------------------------------
