@@ -47,7 +47,8 @@ class GraphBuilder:
         return self.nodes[self._index[node_id]]
 
     def use(self, src: str, dst: str, nbytes: float, src_output: int | None = None, dst_input: int | None = None) -> None:
-        """``dst`` reads output ``src_output`` of ``src`` (``nbytes`` bytes) at input ``dst_input``."""
+        """``dst`` reads output ``src_output`` of ``src`` (``nbytes`` bytes) at input ``dst_input``;
+        without either, ``dst`` only has to wait for ``src``."""
         if src == dst:
             return
         e = self._edges.setdefault((src, dst), _Edge())
@@ -75,8 +76,10 @@ class GraphBuilder:
         out = []
         for (src, dst), e in self._edges.items():
             rec: dict[str, Any] = {"src": src, "dst": dst, "bytes": sum(e.nbytes.values())}
-            parts = [({"src_output": k} if k is not None else {}) | ({"dst_inputs": sorted(v)} if v else {}) for k, v in e.tensors.items()]
-            rec.update(parts[0])
+            parts = [({"src_output": k} if k is not None else {}) | ({"dst_inputs": sorted(v)} if v else {})
+                     for k, v in e.tensors.items() if k is not None or v]  # (None, []): an ordering-only use
+            if parts:
+                rec.update(parts[0])
             if len(parts) > 1:
                 rec["tensors"] = parts
             out.append(rec)

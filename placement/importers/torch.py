@@ -238,18 +238,21 @@ def _op_name(target: Any) -> str:
     return getattr(target, "__name__", str(target))
 
 
-def _alias(target: Any) -> tuple[bool, list[int]]:
-    """(is a pure view, positions of arguments the op writes in place) from the op's schema."""
+def _alias(target: Any) -> tuple[bool, list[int], list[bool]]:
+    """From the op's schema: is it a pure view; the positions of the arguments it writes in place;
+    per return, is it a fresh tensor (not an alias of an argument)."""
     schema = getattr(target, "_schema", None)
     if schema is None:
-        return False, []
+        return False, [], []
     writes = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
     rets = schema.returns
     view = bool(rets) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
-    return view, writes
+    return view, writes, [r.alias_info is None for r in rets]
 
 
 VIEW_LIKE = {"aten._unsafe_view", "aten.lift_fresh"}  # view-like by implementation, not by schema
+# Ops that update arguments in place without saying so in their schema: batch norm's running stats.
+UNDECLARED_WRITES = {"aten.native_batch_norm": (3, 4), "aten.cudnn_batch_norm": (3, 4), "aten.miopen_batch_norm": (3, 4)}
 
 
 def _tensor_args(node: Any) -> list[Any]:
@@ -327,6 +330,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     b = GraphBuilder()
     ref: dict[Any, _Ref] = {}  # FX node -> where its value lives
     writes_into: dict[str, list[str]] = {}  # op node -> producers of the tensors it writes in place
+    storage: dict[str, tuple[str, int | None]] = {}  # in-place op -> (producer, output) of the tensor it returns
     owner: dict[str, str] = {}
     phase: dict[str, str] = {}
     param_nodes: dict[str, str] = {}
@@ -376,7 +380,8 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
             owner[node.name] = base.node
             continue
         op = _op_name(node.target)
-        is_view, writes = _alias(node.target)
+        is_view, writes, fresh = _alias(node.target)
+        writes = writes + [w for w in UNDECLARED_WRITES.get(op, ()) if w < len(node.args) and node.args[w] is not None]
         ins = _tensor_args(node)
         val = node.meta.get("val")
         if (is_view or op in VIEW_LIKE) and ins:
@@ -389,16 +394,24 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
         label = _module_path(node)
         b.node(nid, name=f"{nid} ({label})" if label else None, op=op,
                inputs=[_desc(a.meta["val"]) for a in ins], outputs=[_desc(t) for t in outs],
-               out_bytes=0.0 if writes else sum(_fresh_bytes(t) for t in outs))
+               out_bytes=sum(_fresh_bytes(t) for k, t in enumerate(outs) if k >= len(fresh) or fresh[k]))
         for j, a in enumerate(ins):
             src = ref[a]
-            b.use(src.node, nid, _nbytes(a.meta["val"]), src.out, j)
+            if src.node in storage:  # a tensor written in place: its bytes live at its producer
+                root, out = storage[src.node]
+                b.use(root, nid, _nbytes(a.meta["val"]), out, j)
+                b.use(src.node, nid, 0.0)  # and the read waits for the write
+            else:
+                b.use(src.node, nid, _nbytes(a.meta["val"]), src.out, j)
         ref[node] = _Ref(nid, None) if isinstance(val, (list, tuple)) else _Ref(nid, 0)
         owner[node.name] = nid
         op_nodes.append(node)
         written = [node.args[w] for w in writes if w < len(node.args) and node.args[w] in ref]
         if written:
-            writes_into[nid] = [ref[a].node for a in written]
+            writes_into[nid] = [storage.get(ref[a].node, (ref[a].node, 0))[0] for a in written]
+            if len(fresh) == 1 and not fresh[0]:  # returns the tensor it wrote: readers follow it
+                first = ref[written[0]]
+                storage[nid] = storage.get(first.node, (first.node, first.out))
 
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     _phases(gm, b, ref, outputs, phase, op_nodes, train)
@@ -467,10 +480,14 @@ def _colocate(b: GraphBuilder, ref: dict[Any, _Ref], writes_into: dict[str, list
     for nid in list(uf.parent):
         members.setdefault(uf.find(nid), []).append(nid)
     for group in members.values():
+        if len(group) < 2:
+            continue
         anchors = sorted(m for m in group if m in persistent)
-        if anchors and len(group) > 1 and sum(phase[m] == "param" for m in anchors) <= 1:
-            for m in group:
-                b.record(m)["colocate"] = anchors[0]
+        if sum(phase[m] == "param" for m in anchors) > 1:
+            continue  # something global (e.g. gradient clipping) ties parameters: leave them free
+        name_ = anchors[0] if anchors else group[0]
+        for m in group:
+            b.record(m)["colocate"] = name_
 
 
 def _split_saved_outputs(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any]) -> None:
