@@ -94,7 +94,7 @@ def bert_tiny():
 
 def bert_base_12():
     """BERT-base shape (12 layers, hidden 768) at a short sequence, for the import-time benchmark."""
-    return bert_factory(BertConfig(vocab=30522, hidden=768, layers=12, heads=12, intermediate=3072, max_pos=512, batch=8, seq=128))
+    return bert_factory(BertConfig(vocab=30522, hidden=768, layers=12, heads=12, intermediate=3072, max_pos=512, batch=2, seq=128))
 
 
 @dataclass

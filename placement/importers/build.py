@@ -31,6 +31,7 @@ class GraphBuilder:
         self.nodes: list[dict[str, Any]] = []
         self._index: dict[str, int] = {}
         self._edges: dict[tuple[str, str], _Edge] = {}
+        self._out: dict[str, dict[str, None]] = {}  # src -> its consumers, in insertion order
 
     def __contains__(self, node_id: str) -> bool:
         return node_id in self._index
@@ -51,7 +52,10 @@ class GraphBuilder:
         without either, ``dst`` only has to wait for ``src``."""
         if src == dst:
             return
-        e = self._edges.setdefault((src, dst), _Edge())
+        e = self._edges.get((src, dst))
+        if e is None:
+            e = self._edges[(src, dst)] = _Edge()
+            self._out.setdefault(src, {})[dst] = None
         slots = e.tensors.setdefault(src_output, [])
         if dst_input is not None and dst_input not in slots:
             slots.append(dst_input)
@@ -59,16 +63,16 @@ class GraphBuilder:
 
     def consumers(self, src: str, src_output: int | None) -> list[str]:
         """The nodes reading output ``src_output`` of ``src``."""
-        return [dst for (u, dst), e in self._edges.items() if u == src and src_output in e.tensors]
+        return [dst for dst in self._out.get(src, ()) if src_output in self._edges[(src, dst)].tensors]
 
     def reroute(self, src: str, src_output: int | None, new_src: str) -> None:
         """Every read of output ``src_output`` of ``src`` now reads output 0 of ``new_src``."""
-        for (u, dst), e in list(self._edges.items()):
-            if u != src or src_output not in e.tensors:
-                continue
+        for dst in self.consumers(src, src_output):
+            e = self._edges[(src, dst)]
             slots, nbytes = e.tensors.pop(src_output), e.nbytes.pop(src_output)
             if not e.tensors:
-                del self._edges[(u, dst)]
+                del self._edges[(src, dst)]
+                del self._out[src][dst]
             for j in slots or [None]:
                 self.use(new_src, dst, nbytes, 0, j)
 

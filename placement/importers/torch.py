@@ -417,7 +417,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     _phases(gm, b, ref, outputs, phase, op_nodes, train)
     _colocate(b, ref, writes_into, phase, op_nodes)
     _split_saved_outputs(b, phase, op_nodes)
-    _times(b, gm, op_nodes, cost, spec, flat)
+    _times(b, gm, op_nodes, cost, spec, flat, layout)
     kind = "training step" if train else "inference"
     unit = "ms (CPU-measured)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
     prob = b.problem(name=name, link=spec.link(), memory=spec.memory, devices=devices,
@@ -519,7 +519,8 @@ def _split_saved_outputs(b: GraphBuilder, phase: dict[str, str], op_nodes: list[
             rec["out_bytes"] -= _fresh_bytes(t)
 
 
-def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[str, float], spec: DeviceSpec, flat: list[Any]) -> None:
+def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[str, float], spec: DeviceSpec, flat: list[Any],
+           layout: _Layout) -> None:
     if isinstance(cost, Mapping):
         for node in op_nodes:
             b.record(node.name)["time"] = table_time(cost, node.name, _op_name(node.target))
@@ -527,7 +528,8 @@ def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[st
         for node in op_nodes:
             b.record(node.name)["time"] = _roofline(node, spec)
     elif cost == "measure":
-        measured = measure_ops(gm, flat)
+        first = len(layout.param_names) + len(layout.buffer_names)
+        measured = measure_ops(gm, flat, scratch=range(first, first + len(layout.param_names) * layout.n_states))
         for node in op_nodes:
             b.record(node.name)["time"] = measured[node.name]
     else:
@@ -549,14 +551,17 @@ def _signature(node: Any, args: Any, kwargs: Any) -> tuple:
     return tuple(parts)
 
 
-def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int = 5, min_seconds: float = 0.0) -> dict[str, float]:
+def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int = 5, cache: bool = True,
+                scratch: range = range(0)) -> dict[str, float]:
     """Run the captured graph on real tensors and time every operator on this machine's CPU
     (median of ``repeats`` after ``warmup`` runs, in ms); ops with the same signature are timed
-    once. Inputs are cloned first: the step's in-place updates must not touch the model."""
+    once (``cache=False`` times every op: the benchmark's baseline). The arguments are cloned first,
+    as the step's in-place updates must not touch the model, except those in ``scratch`` (the
+    optimizer states, zeros that are ours), which are zeroed again afterwards."""
     torch = _import_torch()
     from torch.fx import Interpreter
 
-    cache: dict[tuple, float] = {}
+    timed: dict[tuple, float] = {}
     times: dict[str, float] = {}
 
     class Timer(Interpreter):
@@ -564,8 +569,8 @@ def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int =
             if n.op != "call_function" or n.target is operator.getitem:
                 return super().run_node(n)
             args, kwargs = self.fetch_args_kwargs_from_env(n)
-            key = _signature(n, args, kwargs)
-            if key not in cache:
+            key = _signature(n, args, kwargs) if cache else (n.name,)
+            if key not in timed:
                 for _ in range(warmup):
                     n.target(*args, **kwargs)
                 samples = []
@@ -573,13 +578,15 @@ def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int =
                     t0 = time.perf_counter()
                     n.target(*args, **kwargs)
                     samples.append(time.perf_counter() - t0)
-                cache[key] = 1e3 * statistics.median(samples)
-            times[n.name] = cache[key]
+                timed[key] = 1e3 * statistics.median(samples)
+            times[n.name] = timed[key]
             return n.target(*args, **kwargs)
 
-    real = [x.detach().clone() if _is_tensor(x) else x for x in flat]
+    real = [x.detach().clone() if _is_tensor(x) and i not in scratch else x for i, x in enumerate(flat)]
     with torch.no_grad():
         Timer(gm).run(*real)
+        for i in scratch:
+            flat[i].zero_()
     return times
 
 
