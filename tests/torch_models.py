@@ -227,3 +227,28 @@ class MLP(nn.Module):
 def mlp_factory():
     torch.manual_seed(0)
     return MLP(), (torch.randn(2, 8),)
+
+
+def bert_base_layers(layers: int):
+    return bert_factory(BertConfig(vocab=30522, hidden=768, layers=layers, heads=12, intermediate=3072, max_pos=512, batch=2, seq=128))
+
+
+def bert_base_2():
+    return bert_base_layers(2)
+
+
+def bert_base_4():
+    return bert_base_layers(4)
+
+
+def gpt2_12():
+    return gpt2_factory(GPT2Config(vocab=1024, n_embd=128, n_layer=12, n_head=4, n_positions=128, batch=2, seq=64))
+
+
+def gpt2_24():
+    return gpt2_factory(GPT2Config(vocab=1024, n_embd=128, n_layer=24, n_head=4, n_positions=128, batch=2, seq=64))
+
+
+def cnn_bench():
+    """A ResNet-18-like stack (3 stages of 2 blocks) on 32x32 images, batch 16."""
+    return cnn_factory(widths=(32, 64, 128), blocks=2, batch=16, size=32)
