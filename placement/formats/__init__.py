@@ -11,18 +11,16 @@ used: they build on this package (the native writer), not the other way round.
 """
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from pathlib import Path
 
 from ..problem import Problem, ProblemError
 from .fiddle import looks_like_fiddle, problem_from_fiddle
+from .files import read_bytes, read_text
 from .native import looks_like_native, problem_from_native, read_problem, write_problem
 from .pardnn_text import looks_like_dot, read_pardnn
 
 FORMATS = ("native", "fiddle", "pardnn", "pipedream", "onnx")
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def detect_format(path: str | Path) -> str:
@@ -60,32 +58,6 @@ def detect_format(path: str | Path) -> str:
 def _looks_like_onnx(data: bytes) -> bool:
     """A serialised ONNX ModelProto opens with field 1, ir_version: tag 0x08 and a small varint."""
     return len(data) > 2 and data[0] == 0x08 and 0 < data[1] < 0x40
-
-
-def read_bytes(path: str | Path) -> bytes:
-    """The file's bytes, decompressed when it is gzipped."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ProblemError(f"{path}: cannot read: {exc}") from None
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ProblemError(f"{path}: corrupt gzip data: {exc}") from None
-    return data
-
-
-def read_text(path: str | Path) -> str:
-    """The file's text (gzipped or not)."""
-    try:
-        return read_bytes(path).decode()
-    except UnicodeDecodeError as exc:
-        raise ProblemError(f"{path}: cannot read: {exc}") from None
-
 
 
 def _stem(path: Path) -> str:

@@ -103,12 +103,9 @@ def check_output_path(path: str | Path) -> Path:
     return path
 
 
-def write_native(problem: Problem, path: str | Path) -> None:
-    """Write the native JSON atomically (gzipped when the name ends in .gz)."""
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so a failure leaves no half-written output."""
     path = Path(path)
-    data = native_text(problem).encode()
-    if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -118,3 +115,9 @@ def write_native(problem: Problem, path: str | Path) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_native(problem: Problem, path: str | Path) -> None:
+    """Write the native JSON atomically (gzipped when the name ends in .gz)."""
+    data = native_text(problem).encode()
+    write_atomic(path, gzip.compress(data, mtime=0) if Path(path).suffix == ".gz" else data)

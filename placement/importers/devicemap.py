@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..problem import Problem, ProblemError
+from .build import write_atomic
 
 
 def device_names(k: int, devices: Sequence[str] | None = None) -> list[str]:
@@ -114,8 +115,6 @@ def run_split(capture: Any, dmap: Mapping[str, Any], *flat_inputs: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..report import _atomic_write
-
     p = argparse.ArgumentParser(prog="python -m placement.importers.devicemap",
                                 description="Turn solve's JSON report into a device map: node -> device, and each device's order.")
     p.add_argument("report", help="the JSON written by solve --report")
@@ -139,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProblemError as exc:
         print(f"placement.importers.devicemap: error: {exc}", file=sys.stderr)
         return 2
-    _atomic_write(out, json.dumps(dmap, indent=1) + "\n")
+    write_atomic(out, (json.dumps(dmap, indent=1) + "\n").encode())
     return 0
 
 

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..formats import read_bytes
+from ..formats.files import read_bytes
 from ..problem import Problem, ProblemError
 from .build import GraphBuilder
 from .costs import DTYPE_BYTES, load_time_table, table_time

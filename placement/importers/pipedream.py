@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..formats import read_text
+from ..formats.files import read_text
 from ..problem import Problem, ProblemError
 from .build import GraphBuilder, check_output_path, write_native
 from .devicespec import DeviceSpec, device_spec

@@ -696,28 +696,21 @@ def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimi
 # ----- command line -------------------------------------------------------------------------------
 
 def load_factory(spec: str) -> Callable[[], Any]:
-    """``MODULE:FACTORY`` with MODULE an importable name or a .py file path."""
-    import importlib.util
+    """``MODULE:FACTORY`` with MODULE an importable name or a .py file path. This runs the user's
+    own code (with runpy), the one thing a model importer has to load by name."""
+    import runpy
 
     if ":" not in spec:
         raise ProblemError(f"{spec!r}: expected MODULE:FACTORY (a module name or .py path, then a function)")
     mod_name, func = spec.rsplit(":", 1)
+    is_file = mod_name.endswith(".py") or os.sep in mod_name
+    if is_file and not Path(mod_name).exists():
+        raise ProblemError(f"{mod_name}: no such file")
     try:
-        if mod_name.endswith(".py") or os.sep in mod_name:
-            path = Path(mod_name)
-            if not path.exists():
-                raise ProblemError(f"{mod_name}: no such file")
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[path.stem] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(mod_name)
-    except ProblemError:
-        raise
+        namespace = runpy.run_path(mod_name) if is_file else runpy.run_module(mod_name)
     except Exception as exc:
         raise ProblemError(f"{mod_name}: cannot import: {type(exc).__name__}: {exc}") from None
-    factory = getattr(module, func, None)
+    factory = namespace.get(func)
     if not callable(factory):
         raise ProblemError(f"{mod_name}: no function {func!r}")
     return factory
