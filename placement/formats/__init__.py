@@ -34,7 +34,7 @@ def detect_format(path: str | Path) -> str:
     try:
         text = data.decode()
     except UnicodeDecodeError:
-        raise ProblemError(f"{path}: binary, and not an ONNX model; use --format") from None
+        raise ProblemError(f"{path}: cannot read: binary, and not an ONNX model (use --format)") from None
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
