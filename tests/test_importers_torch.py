@@ -363,3 +363,18 @@ def test_solve_on_an_imported_model_respects_colocation(tmp_path):
     assert max(rep["peak_memory"]) <= 0.5 * single
     for name, members in _groups(p).items():
         assert len({rep["placement"][m] for m in members}) == 1, name
+
+
+@pytest.mark.slow
+def test_gpt2_with_48_layers_imports_whole():
+    """The benchmark's 48-block GPT-2 (about 6K nodes): every block's attention, layer norms and
+    update groups are there, and no view survived."""
+    model, inputs, loss_fn = tm.gpt2_48()
+    cap = capture(model, inputs, loss_fn=loss_fn)
+    ops = Counter(_ops(cap))
+    assert ops["aten._scaled_dot_product_flash_attention_for_cpu"] == 48
+    assert ops["aten.native_layer_norm"] == ops["aten.native_layer_norm_backward"] == 2 * 48 + 1
+    assert len(cap.param_nodes) == 4 + 12 * 48
+    assert sum(1 for g in cap.problem.colocate_names if g.startswith("param:")) == 4 + 12 * 48
+    assert not VIEWS & set(ops)
+    assert cap.problem.param_bytes.sum() == 4 * _param_bytes(model)
