@@ -61,9 +61,11 @@ def test_mlp_training_step_checked_by_hand():
                                             "aten.mm", "aten.sum", "aten.threshold_backward", "aten.mm", "aten.sum"])
     assert _ops(cap, "optimizer") == sorted(ADAM_UPDATE * 5)
     assert p.n == 5 + 1 + 6 + 10 + 35
-    # persistent bytes: weight + gradient + Adam's two states
-    assert {nid: p.param_bytes[p.index[f"param:{nid}"]] for nid in W} == {k: 4 * v for k, v in W.items()}
-    assert p.param_bytes.sum() == 4 * sum(W.values())
+    # the weight is the parameter node's output (read until its update); gradient and Adam's two
+    # states are persistent bytes
+    assert {nid: p.out_bytes[p.index[f"param:{nid}"]] for nid in W} == W
+    assert {nid: p.param_bytes[p.index[f"param:{nid}"]] for nid in W} == {k: 3 * v for k, v in W.items()}
+    assert p.param_bytes.sum() == 3 * sum(W.values())
     # activations: [2, 16] float32 = 128 bytes; the logits [2, 4] = 32; the loss 4
     fwd = [p.ids[i] for i in range(p.n) if cap.phase[p.ids[i]] == "forward"]
     assert [p.node_meta[p.index[n]]["outputs"][0]["shape"] for n in fwd] == [[2, 16], [2, 16], [2, 16], [2, 16], [2, 4], []]
@@ -98,9 +100,10 @@ def test_mlp_inference_and_sgd_persistent_bytes():
     model, inputs = tm.mlp_factory()
     inf = capture(model, inputs, train=False)
     assert _ops(inf) == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm"] + ["placeholder.param"] * 5 + ["placeholder.input"])
-    assert inf.problem.param_bytes.sum() == sum(W.values())
+    assert inf.problem.param_bytes.sum() == sum(W.values())  # nothing updates them: persistent
+    assert inf.problem.out_bytes[[inf.problem.index[f"param:{n}"] for n in W]].sum() == 0
     sgd = capture(model, inputs, optimizer="sgd")
-    assert sgd.problem.param_bytes.sum() == 2 * sum(W.values())
+    assert sgd.problem.param_bytes.sum() == sum(W.values())  # the gradients; the weights are outputs
     assert _ops(sgd, "optimizer") == ["aten.add_"] * 5
 
 
@@ -156,6 +159,12 @@ def _param_bytes(model):
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+def _weights_and_states(cap):
+    """Bytes of weights (parameter nodes' outputs) plus persistent bytes (gradients, states, buffers)."""
+    p = cap.problem
+    return p.param_bytes.sum() + sum(p.out_bytes[p.index[n]] for n in cap.param_nodes.values())
+
+
 def test_bert():
     c = tm.BertConfig()
     model, inputs, loss_fn = tm.bert_factory(c)
@@ -170,7 +179,7 @@ def test_bert():
     assert fwd["aten.embedding"] == 3
     bwd = Counter(_ops(cap, "backward"))
     assert bwd["aten._softmax_backward_data"] == c.layers and bwd["aten.native_layer_norm_backward"] == 2 * c.layers + 2
-    assert p.param_bytes.sum() == 4 * _param_bytes(model)
+    assert _weights_and_states(cap) == 4 * _param_bytes(model)
     assert len([g for g in _groups(p) if g.startswith("param:")]) == len(list(model.parameters()))
     assert not VIEWS & set(_ops(cap))
     groups = _groups(p)
@@ -206,7 +215,7 @@ def test_gpt2_block_stack_with_tied_embeddings():
     lerp = next(m for m in wte if p.node_meta[p.index[m]]["op"] == "aten.lerp_")
     grad = [p.ids[u] for u, v in zip(p.src.tolist(), p.dst.tolist()) if p.ids[v] == lerp and not p.ids[u].startswith("param:")]
     assert [p.node_meta[p.index[g]]["op"] for g in grad] == ["aten.add"]
-    assert p.param_bytes.sum() == 4 * _param_bytes(model)
+    assert _weights_and_states(cap) == 4 * _param_bytes(model)
 
 
 def test_cnn_batch_norm_sits_with_its_running_statistics():
@@ -224,7 +233,7 @@ def test_cnn_batch_norm_sits_with_its_running_statistics():
         assert f"buffer:{bn}.running_var" in group
         assert [p.node_meta[p.index[m]]["op"] for m in group].count("aten.native_batch_norm") == 1
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    assert p.param_bytes.sum() == 4 * _param_bytes(model) + buffers
+    assert _weights_and_states(cap) == 4 * _param_bytes(model) + buffers
 
 
 @pytest.mark.parametrize("name, made", [
@@ -377,4 +386,4 @@ def test_gpt2_with_48_layers_imports_whole():
     assert len(cap.param_nodes) == 4 + 12 * 48
     assert sum(1 for g in cap.problem.colocate_names if g.startswith("param:")) == 4 + 12 * 48
     assert not VIEWS & set(ops)
-    assert cap.problem.param_bytes.sum() == 4 * _param_bytes(model)
+    assert _weights_and_states(cap) == 4 * _param_bytes(model)

@@ -334,7 +334,10 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     owner: dict[str, str] = {}
     phase: dict[str, str] = {}
     param_nodes: dict[str, str] = {}
-    per_param = (1 + (1 + layout.n_states if train else 0))  # weight, gradient, optimizer states
+    # Training: the weight is the node's output, read until its update at the step's end (so a copy
+    # on another device is charged there too); gradient and optimizer states are persistent bytes.
+    # Inference: nothing updates the weight, so it is persistent bytes.
+    state_factor = (1 + layout.n_states) if train else 1
     op_nodes: list[Any] = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -343,7 +346,8 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
         role, key = layout.role(pos)
         if role == "param":
             nid = f"param:{key}"
-            b.node(nid, param_bytes=per_param * _fresh_bytes(val), op="placeholder.param",
+            size = _fresh_bytes(val)
+            b.node(nid, param_bytes=state_factor * size, out_bytes=size if train else 0.0, op="placeholder.param",
                    outputs=[_desc(val)] * (1 + layout.n_states))
             param_nodes[key] = nid
             ref[node] = _Ref(nid, 0)
