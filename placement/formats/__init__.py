@@ -52,7 +52,7 @@ def detect_format(path: str | Path) -> str:
 
     if looks_like_pipedream(text):
         return "pipedream"
-    raise ProblemError(f"{path}: cannot tell the format (not JSON, not a Graphviz .dot of \"a\" -> \"b\" edges); use --format")
+    raise ProblemError(f"{path}: cannot tell the format (not JSON, not a Graphviz .dot of \"a\" -> \"b\" edges, not a PipeDream profile, not ONNX); use --format")
 
 
 def _looks_like_onnx(data: bytes) -> bool:
