@@ -423,7 +423,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     _split_saved_outputs(b, phase, op_nodes)
     _times(b, gm, op_nodes, cost, spec, flat, layout)
     kind = "training step" if train else "inference"
-    unit = "ms (CPU-measured)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
+    unit = "ms (measured on this machine's CPU: CPU times, not an accelerator's)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
     prob = b.problem(name=name, link=spec.link(), memory=spec.memory, devices=devices,
                      attrs={"format": "torch", "time_unit": unit, "capture": kind, "optimizer": optimizer if train else None})
     return Capture(gm, prob, owner, phase, param_nodes, flat)
