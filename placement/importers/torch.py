@@ -326,7 +326,6 @@ def _module_path(node: Any) -> str:
 
 def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str | Mapping[str, float], spec: DeviceSpec,
            flat: list[Any], name: str, devices: int) -> Capture:
-    torch = _import_torch()
     b = GraphBuilder()
     ref: dict[Any, _Ref] = {}  # FX node -> where its value lives
     writes_into: dict[str, list[str]] = {}  # op node -> producers of the tensors it writes in place
@@ -418,7 +417,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
                 storage[nid] = storage.get(first.node, (first.node, first.out))
 
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    _phases(gm, b, ref, outputs, phase, op_nodes, train)
+    _phases(ref, outputs, phase, op_nodes, train)
     _colocate(b, ref, writes_into, phase, op_nodes)
     _split_saved_outputs(b, phase, op_nodes)
     _times(b, gm, op_nodes, cost, spec, flat, layout)
@@ -429,7 +428,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     return Capture(gm, prob, owner, phase, param_nodes, flat)
 
 
-def _phases(gm: Any, b: GraphBuilder, ref: dict[Any, _Ref], outputs: Any, phase: dict[str, str], op_nodes: list[Any], train: bool) -> None:
+def _phases(ref: dict[Any, _Ref], outputs: Any, phase: dict[str, str], op_nodes: list[Any], train: bool) -> None:
     """forward: ancestors of the loss (or of the outputs, for inference); backward: the rest of
     what the gradients need; optimizer: the rest."""
     from torch.fx.node import map_arg
