@@ -387,3 +387,28 @@ def test_gpt2_with_48_layers_imports_whole():
     assert sum(1 for g in cap.problem.colocate_names if g.startswith("param:")) == 4 + 12 * 48
     assert not VIEWS & set(ops)
     assert _weights_and_states(cap) == 4 * _param_bytes(model)
+
+
+class _WithLoss(torch.nn.Module):
+    """Returns its own loss, as Hugging Face models do when given labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        return {"logits": logits, "loss": torch.nn.functional.cross_entropy(logits, labels)}
+
+
+def test_default_loss_is_the_outputs_own_loss_else_the_sum():
+    model, x, labels = _WithLoss(), torch.randn(2, 4), torch.tensor([0, 2])
+    own = capture(model, {"x": x, "labels": labels})
+    explicit = capture(model, {"x": x, "labels": labels}, loss_fn=lambda out: out["loss"])
+    assert own.problem.ids == explicit.problem.ids
+    assert "aten.nll_loss_forward" in _ops(own, "forward")
+    # no loss in the output: the sum of its floating-point tensors (here one)
+    pair = capture(torch.nn.Linear(4, 3), (torch.randn(2, 4),), loss_fn=None)
+    assert Counter(_ops(pair, "forward"))["aten.sum"] == 1
+    with pytest.raises(ProblemError, match="loss must be a scalar"):
+        capture(torch.nn.Linear(4, 3), (torch.randn(2, 4),), loss_fn=lambda out: out)
