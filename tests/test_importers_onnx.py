@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 import torch_models as tm  # noqa: E402
 
 from placement.formats import detect_format, load_problem  # noqa: E402
+from placement.importers.onnx import main as onnx_main  # noqa: E402
 from placement.importers.onnx import read_onnx  # noqa: E402
 from placement.problem import ProblemError  # noqa: E402
 from solvers.cli import main as solve_main  # noqa: E402
@@ -128,3 +129,20 @@ def test_garbage_that_looks_like_onnx_is_one_error(tmp_path):
     path.write_bytes(b"\x08\x07\xff\xff\xff\xff garbage")
     with pytest.raises(ProblemError, match="not a readable ONNX model"):
         load_problem(path)
+
+
+def test_cli_with_dims_and_a_time_table(tmp_path, capsys):
+    model, inputs = tm.mlp_factory()
+    path = _export(model, inputs, tmp_path / "dyn.onnx", dynamic_axes={"x": {0: "batch"}})
+    times = tmp_path / "t.json"
+    times.write_text(json.dumps({"Gemm": 2.0, "Relu": 0.5, "MatMul": 1.0}))
+    out = tmp_path / "g.json"
+    assert onnx_main([str(path), "-o", str(out), "--dim", "batch=4", "--cost", str(times)]) == 0
+    p = load_problem(out)
+    assert p.time.tolist() == [0, 2.0, 0.5, 2.0, 0.5, 1.0]
+    assert p.out_bytes.tolist() == [128, 256, 256, 256, 256, 64]  # batch 4
+    capsys.readouterr()
+    bad = tmp_path / "never.json"
+    assert onnx_main([str(path), "-o", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'batch'" in err[0] and not bad.exists()

@@ -1,6 +1,9 @@
 """ONNX in: an ONNX model's graph as a placement problem (needs the ``onnx`` extra).
 
-``solve model.onnx`` reads it directly (detected by content). The model (inference, as ONNX
+    python -m placement.importers.onnx model.onnx -o graph.json [--cost roofline|TIMES.json]
+        [--device-spec h100|a100|FILE] [--dim batch=8 ...]
+
+``solve model.onnx`` reads it directly (detected by content, roofline on the H100). The model (inference, as ONNX
 graphs are) becomes:
 
 - one node per ONNX operator (``op`` = ``onnx.<OpType>``), its input and output shapes and dtypes
@@ -16,13 +19,15 @@ graphs are) becomes:
 """
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..formats.files import read_bytes
 from ..problem import Problem, ProblemError
-from .build import GraphBuilder
+from .build import GraphBuilder, check_output_path, write_native
 from .costs import DTYPE_BYTES, load_time_table, table_time
 from .devicespec import DeviceSpec, device_spec
 
@@ -211,3 +216,37 @@ def read_onnx(path: str | Path, *, cost: str | Mapping[str, float] = "roofline",
         raise ProblemError(f"{path}: ONNX model without a graph")
     name = Path(path.name[:-3]).stem if path.name.endswith(".gz") else path.stem
     return problem_from_onnx(model, cost=cost, spec=spec, dims=dims, name=name)
+
+
+def _dims(pairs: Sequence[str]) -> dict[str, int]:
+    dims = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if not name or not value.isdigit():
+            raise ProblemError(f"--dim {pair!r}: expected NAME=SIZE, e.g. batch=8")
+        dims[name] = int(value)
+    return dims
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m placement.importers.onnx",
+                                description="Convert an ONNX model into a native placement problem (shapes from ONNX shape inference).")
+    p.add_argument("model", help="ONNX model (.onnx; gzipped accepted)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="native JSON to write (.json.gz: gzipped)")
+    p.add_argument("--cost", default="roofline", metavar="roofline|FILE", help="roofline (default) or a JSON time table {node or op name: ms}")
+    p.add_argument("--device-spec", default="h100", metavar="h100|a100|FILE", help="accelerator for the roofline, device memory and links (default h100)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dimension (repeatable)")
+    args = p.parse_args(argv)
+    try:
+        out = check_output_path(args.output)
+        prob = read_onnx(args.model, cost=args.cost, spec=args.device_spec, dims=_dims(args.dim))
+        write_native(prob, out)
+    except ProblemError as exc:
+        print(f"placement.importers.onnx: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{prob.describe()}; times in {prob.attrs['time_unit']}; wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
