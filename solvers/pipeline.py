@@ -32,6 +32,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from . import registry
+from .progress import HEARTBEAT_SECONDS, Heartbeat
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
 # bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
@@ -137,6 +138,14 @@ def pipeline(
 ) -> PipelineResult:
     """Run the phases within ``opts.time_limit`` counted from ``opts.started`` (the CLI sets it when
     the process starts, so loading the graph counts too), leaving :func:`finish_reserve` at the end."""
+    inc = Incumbent(problem, opts.memory_model, verify)
+    interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
+    with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval) as hb:
+        return _pipeline(problem, opts, lower_bound, inc, hb)
+
+
+def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Incumbent, hb: Heartbeat) -> PipelineResult:
+    say = hb.say
     now = time.monotonic()
     t0 = min(opts.started, now)
     total = opts.time_limit
@@ -146,7 +155,6 @@ def pipeline(
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
     table = registry.methods()
-    inc = Incumbent(problem, opts.memory_model, verify)
     bound = lower_bound
     phases: list[Phase] = []
     reasons: list[str] = []
@@ -161,11 +169,11 @@ def pipeline(
         return replace(opts, time_limit=budget, started=time.monotonic(), **changes)
 
     def progress(phase: str) -> None:
-        mk = inc.makespan
-        gap = "-" if mk is None or mk <= 0 else f"{100 * max(0.0, (mk - bound) / mk):.2f}%"
-        say(f"{phase}: incumbent={'-' if mk is None else f'{mk:.6g}'} bound={bound:.6g} gap={gap} elapsed={time.monotonic() - t0:.1f}s")
+        hb.bound = bound
+        say(hb.status(phase))
 
     # 1. Warm start.
+    hb.enter("warm-start")
     ph = Phase("warm-start")
     t = time.monotonic()
     warm_end = None if usable is None else t + warm_seconds(problem, usable, warm_share, opts.memory_model)
@@ -189,6 +197,7 @@ def pipeline(
     ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
     phases.append(ph)
     progress("warm-start")
+    hb.enter("reschedule")
     _reschedule_phase(problem, opts, inc, phases, until(end))
     rescheduled_from = None if inc.best is None else inc.best[0]  # the exact phase may replace it
 
@@ -198,6 +207,7 @@ def pipeline(
     if "cpsat" in table and not proved and not opts.stop.is_set():
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
+        hb.enter("exact" if not coarse else "exact-coarse")
         if not coarse:
             ph = Phase("exact")
             # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
@@ -220,6 +230,7 @@ def pipeline(
         phases.append(ph)
         progress(ph.name)
         if not proved and inc.best is not None and inc.best[0] is not rescheduled_from:
+            hb.enter("reschedule")
             _reschedule_phase(problem, opts, inc, phases, until(end))
 
     # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
@@ -230,19 +241,23 @@ def pipeline(
             t = time.monotonic()
             deadline = t + (budget if budget is not None else 60.0)
             best_ev = inc.best[1]
+            stats = refine_mod.RefineStats()
+            hb.enter("refine", moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
             multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
             if problem.n > multilevel_nodes and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
                 placement, ev = refine_mod.refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                             memory_model=opts.memory_model)
+                                                             memory_model=opts.memory_model, stats=stats)
             elif problem.n > multilevel_nodes:
                 # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
                 # ordered schedule; one evaluation per move, not two, on graphs this big).
                 placement, ev = refine_mod.refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order=True)
+                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order=True,
+                                                  stats=stats)
             else:
                 # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
                 placement, ev = refine_mod.refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order="auto")
+                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order="auto",
+                                                  stats=stats)
             before = inc.makespan
             inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan))
             phases.append(Phase("refine", time.monotonic() - t, inc.makespan, bound, "heuristic",

@@ -62,6 +62,7 @@ class RefineStats:
     end_makespan: float = 0.0
     stopped: str = ""
     judged_by: str = ""  # "fifo", "order" (the kept per-device order) or "both"
+    best_makespan: float | None = None  # the best feasible makespan so far, live (progress lines read it)
 
 
 class _Units:
@@ -413,6 +414,8 @@ class _Search:
             self.stats.accepted += 1
             if self._better(key, self.best_key):
                 self.best, self.best_ev, self.best_key = pl, ev, key
+                if key[0] == 0.0:
+                    self.stats.best_makespan = key[1]
             return True
         return False
 
