@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Callable
 
-HEARTBEAT_SECONDS = 8.0  # under 10 s with room for a thread woken late on a loaded machine
+HEARTBEAT_SECONDS = 7.0  # under 10 s with room for a thread woken late on a loaded machine (8 s gave 9 s gaps)
 
 
 def gap_text(makespan: float | None, bound: float) -> str:
@@ -82,7 +82,7 @@ class Heartbeat:
             self._thread.join(1.0)
 
     def _beat(self) -> None:
-        tick = min(1.0, self.interval / 4)
+        tick = min(0.5, self.interval / 4)
         while not self._done.wait(tick):
             if time.monotonic() - self._last >= self.interval:
                 self.say(self.status())
