@@ -51,8 +51,9 @@ class Trial:
     base: "IncrementalSchedule"
     moves: dict[int, int]  # node -> new device
     start: dict[int, float]  # nodes whose start changed -> new start
-    makespan: float
+    makespan: float  # when not complete: a lower bound of it, at least the cutoff
     recomputed: int  # nodes re-timed (the size of the cone)
+    complete: bool = True  # False: stopped once the makespan was proved at least the cutoff
 
     def placement(self) -> np.ndarray:
         pl = self.base.placement.copy()
@@ -70,6 +71,8 @@ class Trial:
 
     def evaluation(self, memory_model: str = "static") -> Evaluation:
         """The full evaluation of the moved placement under this schedule (memory measured here)."""
+        if not self.complete:
+            raise ValueError("a trial stopped at its cutoff has no complete schedule")
         p = self.base.problem
         pl = self.placement()
         start, finish = self.times()
@@ -92,9 +95,11 @@ class IncrementalSchedule:
         comm = p.comm[eid]
         ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), comm.tolist()
         self._preds = [list(zip(nbr_l[ptr_l[v]:ptr_l[v + 1]], comm_l[ptr_l[v]:ptr_l[v + 1]])) for v in range(p.n)]
-        sptr, snbr, _ = p.succ_ptr
+        sptr, snbr, seid = p.succ_ptr
         sptr_l, snbr_l = sptr.tolist(), snbr.tolist()
         self._succs = [snbr_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
+        scomm_l = p.comm[seid].tolist()
+        self._succ_comm = [scomm_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
         self._dur = p.time.tolist()
         self._rank = p.topo_rank.tolist()
         self.reset(placement, ref_start)
@@ -122,14 +127,42 @@ class IncrementalSchedule:
             self._keys.append([(self._ref[v], self._rank[v]) for v in seq])
         self._prev, self._next = prev, nxt
         self._by_finish = np.argsort(-ev.finish, kind="stable").tolist() if n else []
+        self._tails(order)
+
+    def _tails(self, order: list[list[int]]) -> None:
+        """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
+        edges with their transfer times and device-chain edges), and ``tail_next[v]`` the node it
+        goes through (-1 at the end): the cutoff in :meth:`try_move` is proved along it."""
+        n = self.problem.n
+        pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
+        comm = self._succ_comm
+        tail = [0.0] * n
+        tail_next = [-1] * n
+        seq = np.lexsort((self.problem.topo_rank, np.asarray(self._ref))).tolist()
+        for v in reversed(seq):
+            best, arg = 0.0, -1
+            x = nxt[v]
+            if x >= 0:
+                best, arg = dur[x] + tail[x], x
+            dv = pl[v]
+            for x, c in zip(succs[v], comm[v]):
+                t = dur[x] + tail[x] + (c if pl[x] != dv else 0.0)
+                if t > best:
+                    best, arg = t, x
+            tail[v], tail_next[v] = best, arg
+        self._tail, self._tail_next = tail, tail_next
 
     def commit(self, trial: Trial) -> None:
         """Make the trial's schedule the base, its start times the reference."""
         start, _ = trial.times()
         self.reset(trial.placement(), start)
 
-    def try_move(self, moves: dict[int, int]) -> Trial:
-        """Re-time the schedule after the nodes of ``moves`` (node -> device) change device."""
+    def try_move(self, moves: dict[int, int], cutoff: float = float("inf")) -> Trial:
+        """Re-time the schedule after the nodes of ``moves`` (node -> device) change device.
+
+        With a ``cutoff``, stop as soon as the new makespan is proved at least ``cutoff`` (a node's
+        new finish plus the base tail from it through nodes that did not move; those constraints
+        all hold in the new schedule): the trial is then not ``complete``."""
         pl, ref, rank = self._pl, self._ref, self._rank
         moves = {v: d for v, d in moves.items() if pl[v] != d}
         prev_o: dict[int, int] = {}
@@ -194,6 +227,8 @@ class IncrementalSchedule:
         queued = set(seeds)
         pop, push = heapq.heappop, heapq.heappush
         count = 0
+        tail, tail_next = self._tail, self._tail_next
+        blocked: set[int] = set()  # nodes whose base tail path meets a moved node
         while heap:
             w = pop(heap)[2]
             count += 1
@@ -208,7 +243,16 @@ class IncrementalSchedule:
                     t = a
             if t != base_s[w]:
                 s_new[w] = t
-                f_new[w] = t + dur[w]
+                f_new[w] = fw = t + dur[w]
+                if fw + tail[w] >= cutoff:
+                    path = []
+                    x = w
+                    while x >= 0 and x not in moves and x not in blocked:
+                        path.append(x)
+                        x = tail_next[x]
+                    if x < 0:  # the tail path avoids every moved node: it is a path of the new schedule
+                        return Trial(self, moves, s_new, fw + tail[w], count, complete=False)
+                    blocked.update(path)  # their tail paths meet a moved node: never walk them again
                 for x in succs[w]:
                     if x not in queued:
                         queued.add(x)

@@ -404,9 +404,11 @@ class _Search:
             self._inc.reset(self.cur, self.cur_ev.start)
             self._inc_for = self.cur_ev
         moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
-        trial = self._inc.try_move(moves)
+        feasible = self.cur_key[0] == 0.0
+        need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
+        trial = self._inc.try_move(moves, cutoff=need if feasible else float("inf"))
         ev = None
-        if self.cur_key[0] > 0.0 or trial.makespan < self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1]):
+        if not feasible or (trial.complete and trial.makespan < need):
             ev = trial.evaluation(self.mm)
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1

@@ -47,11 +47,18 @@ def test_random_moves_equal_the_full_evaluator(seed, n, k, fifo, steps, memory_m
     assert np.array_equal(inc.start, base.start)
     for move, commit in steps:
         moves = {v % n: d % k for v, d in move}
-        trial = inc.try_move(moves)
         new_pl = pl.copy()
         for v, d in moves.items():
             new_pl[v] = d
         expected = full(prob, new_pl, ref)
+        cutoff = inc.makespan * (0.5 + (seed % 7) / 10)
+        cut = inc.try_move(moves, cutoff=cutoff)
+        if cut.complete:
+            assert_same(cut, expected, memory_model)
+        else:  # stopped early: only when the makespan really reaches the cutoff, and a true lower bound
+            assert cutoff <= cut.makespan <= expected.makespan
+        trial = inc.try_move(moves)
+        assert trial.complete
         assert_same(trial, expected, memory_model)
         if commit:
             inc.commit(trial)

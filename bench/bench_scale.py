@@ -1,0 +1,101 @@
+"""Scale benchmarks of issue 16: refine's moves per second, and ``solve`` against the best heuristic.
+
+Why: on 10K-200K-node graphs one full evaluation costs 10-100 ms, so local search tried a few
+moves per second; placement/incremental.py re-times only the cone a move affects. This measures
+both sides on the same graphs and starts, and (``solve``) the whole CLI against its warm start.
+
+    python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20] [--memory-model static]
+        refine from ETF's placement for --seconds each: FIFO judged (full evaluations), ordered
+        judged with full evaluations (before), ordered judged incrementally (after); moves/s,
+        accepted moves, makespan reached. One process, one graph at a time: run it under
+        `flock /tmp/bench.lock` and note `uptime`.
+    python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static]
+        `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
+        seconds, makespan, certified gap, the warm start's best member and its makespan.
+
+Prints markdown table rows with the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from heuristics.list_scheduling import etf  # noqa: E402
+from placement.evaluator import evaluate  # noqa: E402
+from placement.formats import load_problem  # noqa: E402
+from placement.solution import SolveOptions  # noqa: E402
+from solvers.refine import RefineStats, refine  # noqa: E402
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def moves(paths: list[str], seconds: float, memory_model: str) -> None:
+    print("| graph | n | K | mode | moves | moves/s | accepted | start -> end makespan | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
+        fifo = evaluate(prob, pl, memory_model=memory_model)
+        for mode, keep, inc in (("fifo, full", False, False), ("ordered, full (before)", True, False),
+                                ("ordered, incremental (after)", True, True)):
+            stats = RefineStats()
+            t = time.monotonic()
+            _, ev = refine(prob, pl, SolveOptions(seed=0), deadline=t + seconds, memory_model=memory_model,
+                           keep_order=keep, start=fifo.start if keep else None, stats=stats, incremental=inc)
+            took = time.monotonic() - t
+            print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {mode} | {stats.evaluations} | "
+                  f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.6g} "
+                  f"| {load()} |", flush=True)
+
+
+def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
+    print("| graph | n | K | model | limit s | wall s | auto makespan | bound | gap | warm start (best member) | vs warm | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "r.json"
+            t = time.monotonic()
+            subprocess.run([sys.executable, "-m", "solvers.cli", path, "--time-limit", str(time_limit), "--report",
+                            str(report), "--memory-model", memory_model, "--quiet"], cwd=ROOT, check=True,
+                           stdout=subprocess.DEVNULL)
+            wall = time.monotonic() - t
+            rep = json.loads(report.read_text())
+        hist = rep.get("history", [])
+        warm = next((h for h in hist if h.get("name") == "warm-start"), {})
+        wm = warm.get("makespan")
+        mk, lb = rep["makespan"], rep["lower_bound"]
+        vs = f"{100 * (mk - wm) / wm:+.2f}%" if wm else "-"
+        print(f"| {Path(path).stem} | {rep.get('nodes', '-')} | {len(rep['static_memory'])} | {memory_model} | {time_limit:g} | "
+              f"{wall:.1f} | {mk:.6g} | {lb:.6g} | {100 * (mk - lb) / mk:.2f}% | {wm if wm is None else f'{wm:.6g}'} "
+              f"({warm.get('note', '-')}) | {vs} | {load()} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("moves", "solve"))
+    ap.add_argument("graphs", nargs="+")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--memory-model", default="static")
+    args = ap.parse_args()
+    if args.what == "moves":
+        moves(args.graphs, args.seconds, args.memory_model)
+    else:
+        solve(args.graphs, args.time_limit, args.memory_model)
+
+
+if __name__ == "__main__":
+    main()
