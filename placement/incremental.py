@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .evaluator import Evaluation, as_placement, evaluate, peak_memory, static_memory
+from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
 from .problem import Problem
 
 
@@ -42,6 +42,21 @@ def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray)
     seq = np.lexsort((problem.topo_rank, ref_start, placement))
     bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
+
+
+def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, order: list[list[int]]) -> bool:
+    """Is ``start`` already the earliest schedule of ``order`` (every start the latest of its input
+    arrivals and its device predecessor's finish, or 0)? Then re-timing it would change nothing:
+    the recurrence has one solution on a DAG. (After an accepted move, the common case.)"""
+    finish = start + problem.time
+    need = np.zeros(problem.n)
+    arrive = finish[problem.src] + edge_delay(problem, placement)
+    np.maximum.at(need, problem.dst, arrive)
+    for seq in order:
+        if len(seq) > 1:
+            a = np.asarray(seq, dtype=np.int64)
+            need[a[1:]] = np.maximum(need[a[1:]], finish[a[:-1]])
+    return bool(np.array_equal(need, start))
 
 
 @dataclass
@@ -110,13 +125,14 @@ class IncrementalSchedule:
         pl = as_placement(p, placement)
         ref = np.asarray(ref_start, dtype=float)
         order = device_order(p, pl, ref)
-        ev = evaluate(p, pl, order=order)
-        self.placement, self.start, self.finish = pl, ev.start, ev.finish
-        self.makespan = ev.makespan
+        start = ref if _is_fixpoint(p, pl, ref, order) else evaluate(p, pl, order=order).start
+        finish = start + p.time
+        self.placement, self.start, self.finish = pl, start, finish
+        self.makespan = float(finish.max()) if p.n else 0.0
         self._pl = pl.tolist()
         self._ref = ref.tolist()
-        self._s = ev.start.tolist()
-        self._f = ev.finish.tolist()
+        self._s = start.tolist()
+        self._f = finish.tolist()
         n = p.n
         prev, nxt = [-1] * n, [-1] * n
         self._seq: list[list[int]] = order
@@ -126,7 +142,7 @@ class IncrementalSchedule:
                 nxt[a], prev[b] = b, a
             self._keys.append([(self._ref[v], self._rank[v]) for v in seq])
         self._prev, self._next = prev, nxt
-        self._by_finish = np.argsort(-ev.finish, kind="stable").tolist() if n else []
+        self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
         self._tails(order)
 
     def _tails(self, order: list[list[int]]) -> None:
@@ -151,6 +167,17 @@ class IncrementalSchedule:
                     best, arg = t, x
             tail[v], tail_next[v] = best, arg
         self._tail, self._tail_next = tail, tail_next
+
+    @property
+    def order(self) -> list[list[int]]:
+        """Each device's nodes in the base schedule's order."""
+        return self._seq
+
+    @property
+    def tail(self) -> np.ndarray:
+        """Per node: the longest path from its finish to the end of the base schedule (graph edges
+        with their transfer times on this placement, and device-chain edges)."""
+        return np.asarray(self._tail)
 
     def commit(self, trial: Trial) -> None:
         """Make the trial's schedule the base, its start times the reference."""

@@ -424,7 +424,7 @@ class _Search:
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
         trial = trial_ev = None
-        if self.incremental:
+        if self.incremental and not reorder:  # a batch move is also judged re-ordered: see below
             trial, ev = self._retime(units, devs)
             if ev is None:
                 return False
