@@ -9,6 +9,8 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
         judged with full evaluations (before), ordered judged incrementally (after); moves/s,
         accepted moves, makespan reached. One process, one graph at a time: run it under
         `flock /tmp/bench.lock` and note `uptime`.
+    python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
+        ``auto`` in-process with each exact phase for big graphs (LNS windows or the coarse solve).
     python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static]
         `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
         seconds, makespan, certified gap, the warm start's best member and its makespan.
@@ -83,9 +85,31 @@ def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
               f"({warm.get('note', '-')}) | {vs} | {load()} |", flush=True)
 
 
+def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[str]) -> None:
+    """``auto`` in this process with opts.extra["big_exact"] = each variant (lns, coarse), same limit."""
+    from solvers.run import run
+
+    print("| graph | n | K | model | limit s | exact phase | warm start | after exact phase | final | bound | gap | phase note | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        for variant in variants:
+            opts = SolveOptions(memory_model=memory_model, time_limit=time_limit, extra={"big_exact": variant})
+            res = run(prob, "auto", opts)
+            ph = {h["name"]: h for h in res.history}
+            warm = ph.get("warm-start", {})
+            ex = ph.get("exact-lns") or ph.get("exact-coarse") or {}
+            mk = res.evaluation.makespan if res.evaluation is not None else float("nan")
+            print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {memory_model} | {time_limit:g} | {variant} | "
+                  f"{warm.get('makespan', float('nan')):.6g} ({warm.get('note', '-')}) | {ex.get('makespan', float('nan')):.6g} | "
+                  f"{mk:.6g} | {res.lower_bound:.6g} | {100 * (mk - res.lower_bound) / mk:.2f}% | {ex.get('note', '-')} | {load()} |",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("moves", "solve"))
+    ap.add_argument("what", choices=("moves", "solve", "ab"))
+    ap.add_argument("--variants", default="lns,coarse")
     ap.add_argument("graphs", nargs="+")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--time-limit", type=float, default=120.0)
@@ -93,6 +117,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "moves":
         moves(args.graphs, args.seconds, args.memory_model)
+    elif args.what == "ab":
+        ab(args.graphs, args.time_limit, args.memory_model, args.variants.split(","))
     else:
         solve(args.graphs, args.time_limit, args.memory_model)
 

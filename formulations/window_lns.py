@@ -46,7 +46,7 @@ from .common import retime
 from .cpsolver import cp_solver
 from .cpsolver import solve as run_cp
 
-MODEL_UNITS = 1e6  # integer units per incumbent makespan when the data are not integers
+MODEL_UNITS = 1e8  # integer units per incumbent makespan when the data are not integers (1e6: rounding ate the gains)
 
 
 @dataclass
@@ -77,6 +77,47 @@ def _scale(values: list[np.ndarray], makespan: float) -> float:
     if all(np.all(np.abs(v - np.round(v)) <= 1e-9) for v in values):
         return 1.0
     return MODEL_UNITS / max(makespan, 1e-12)
+
+
+def _hint_starts(p: Problem, win: np.ndarray, dur: np.ndarray, pl: np.ndarray, finish_int: np.ndarray,
+                 comm_int: np.ndarray, last_before: np.ndarray, in_win: np.ndarray) -> dict[int, int]:
+    """Integer starts of the window's nodes on the incumbent's placement and order, earliest under
+    the model's (rounded-up) data: a feasible solution of the window model to hint it with."""
+    d_of = {v: int(dur[i]) for i, v in enumerate(win.tolist())}
+    ptr, nbr, eid = p.pred_ptr
+    s: dict[int, int] = {}
+    e: dict[int, int] = {}
+    free = {d: (int(finish_int[b]) if b >= 0 else 0) for d, b in enumerate(last_before.tolist())}
+    for v in win.tolist():  # in (start, rank) order: inputs and device predecessors come first
+        dv = int(pl[v])
+        t = free[dv]
+        for j in range(int(ptr[v]), int(ptr[v + 1])):
+            u = int(nbr[j])
+            c = int(comm_int[eid[j]]) if pl[u] != dv else 0
+            t = max(t, (e[u] if in_win[u] else int(finish_int[u])) + c)
+        s[v], e[v] = t, t + d_of[v]
+        free[dv] = e[v]
+    return s
+
+
+def _hint_makespan(p: Problem, win: np.ndarray, hint: dict[int, int], dur: np.ndarray, pl: np.ndarray,
+                   up: Callable[[float], np.ndarray], tail: np.ndarray, first_after: np.ndarray, e_out: np.ndarray,
+                   const_int: int) -> int:
+    """The objective of the hinted solution (the model's M under the incumbent's placement)."""
+    end = {v: hint[v] + int(dur[i]) for i, v in enumerate(win.tolist())}
+    best = max([const_int] + list(end.values()))
+    for j in e_out.tolist():
+        u, w = int(p.src[j]), int(p.dst[j])
+        c = int(up(p.comm[j])) if pl[u] != pl[w] else 0
+        best = max(best, end[u] + c + int(up(p.time[w] + tail[w])))
+    last: dict[int, int] = {}
+    for v in win.tolist():
+        last[int(pl[v])] = max(last.get(int(pl[v]), 0), end[v])
+    for d, e in last.items():
+        a = int(first_after[d])
+        if a >= 0:
+            best = max(best, e + int(up(p.time[a] + tail[a])))
+    return best
 
 
 def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, seq: np.ndarray, opts: SolveOptions,
@@ -129,10 +170,12 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
     roots = np.flatnonzero(after & (np.bincount(dst, minlength=n) == 0))
     if roots.size:
         const.append(float((p.time[roots] + tail[roots]).max()))
-    horizon = int(up(base.makespan)) + 1
+    dur = up(p.time[win])
+    hint = _hint_starts(p, win, dur, pl, up(finish), up(comm), last_before, in_win)
+    rest_max = int(up(float((p.time[after] + tail[after]).max(initial=0.0)))) + int(up(float(comm.max(initial=0.0))))
+    horizon = int(max(hint.values(), default=0)) + int(dur.sum()) + 1
 
     m = cp_model.CpModel()
-    dur = up(p.time[win])
     x: dict[tuple[int, int], cp_model.IntVar] = {}
     s_var: dict[int, cp_model.IntVar] = {}
     e_var: dict[int, cp_model.IntVar] = {}
@@ -192,9 +235,10 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
                 y = m.new_bool_var(f"y{j}_{d}")
                 m.add_implication(y, x[u, d])
                 m.add_implication(y, x[v, d])
+                m.add_hint(y, int(pl[u] == d and pl[v] == d))
                 same.append(y)
         m.add(s_var[v] >= e_var[u] + c - c * sum(same)) if same else m.add(s_var[v] >= e_var[u] + c)
-    mk = m.new_int_var(0, horizon + int(up(max(const))) + 1, "M")
+    mk = m.new_int_var(0, horizon + rest_max + int(up(max(const))) + 1, "M")
     m.add(mk >= int(up(max(const))))
     for v in win.tolist():
         m.add(mk >= e_var[v])
@@ -223,8 +267,11 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
             if terms:
                 m.add(sum(terms) <= room)
     m.minimize(mk)
-    for v in win.tolist():  # hint: the incumbent
-        m.add_hint(s_var[v], int(min(horizon, up(start[v]))))
+    m.add_hint(mk, _hint_makespan(p, win, hint, dur, pl, up, tail, first_after, e_out, const_int=int(up(max(const)))))
+    where_w = {v: i for i, v in enumerate(win.tolist())}
+    for v in win.tolist():  # hint: the incumbent, re-timed with the model's integers
+        m.add_hint(s_var[v], int(hint[v]))
+        m.add_hint(e_var[v], int(hint[v]) + int(dur[where_w[v]]))
         for d in range(k):
             if (v, d) in x:
                 m.add_hint(x[v, d], int(pl[v] == d))

@@ -53,6 +53,10 @@ WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft")
 FINISH_SECONDS = 1.0  # also Python's start-up before the CLI's clock starts (~0.9 s under load) and exit
 FINISH_SECONDS_PER_ELEMENT = 2.5e-5
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
+# Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
+# "coarse" (CP-SAT on a coarsened graph); opts.extra["big_exact"] overrides (bench/results_scale.md).
+BIG_EXACT = "lns"
+LNS_WINDOW = 300  # nodes per LNS window
 COARSE_TARGET = 250  # coarse graph size for the exact phase on bigger graphs (bench/results_coarsen.md)
 REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine on coarse levels first
 BASELINES = ("topo-fill", "greedy-fill", "single")
@@ -207,7 +211,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     if "cpsat" in table and not proved and not opts.stop.is_set():
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
-        hb.enter("exact" if not coarse else "exact-coarse")
+        hb.enter("exact" if not coarse else "exact-big")
         if not coarse:
             ph = Phase("exact")
             # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
@@ -223,6 +227,9 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             inc.offer(sol)
             proved = sol.status == "optimal"
             ph.status = sol.status
+        elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
+            ph = _lns_phase(problem, opts, inc, exact_budget, hb)
+            used_exact = ph.status not in ("", "skipped")
         else:
             ph = _coarse_phase(problem, opts, inc, sub, exact_budget, say)
             used_exact = ph.status not in ("", "skipped")
@@ -320,6 +327,27 @@ def warm_start_methods(problem: Problem, table: dict[str, Any]) -> list[str]:
     if "topo-split" in table and problem.n <= TOPO_SPLIT_MAX_NODES:
         names.append("topo-split")  # the best hint on the msr-fiddle graphs
     return names
+
+
+def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:
+    """CP-SAT on windows of the original graph around the critical path (formulations/window_lns.py),
+    from the incumbent's schedule; the answer is offered with its start times."""
+    ph = Phase("exact-lns")
+    lns_mod = _optional("formulations.window_lns")
+    if lns_mod is None or inc.best is None:
+        ph.status, ph.note = "skipped", "no LNS available" if lns_mod is None else "no incumbent"
+        return ph
+    ev0 = inc.best[1]
+    stats = lns_mod.LnsStats()
+    hb.enter("exact-lns", moves=lambda: stats.windows, best=lambda: stats.best_makespan)
+    deadline = time.monotonic() + (budget if budget is not None else 60.0)
+    window = int(opts.extra.get("lns_window", LNS_WINDOW))
+    placement, ev = lns_mod.lns(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
+                                memory_model=opts.memory_model, window=window, stats=stats)
+    inc.offer(Solution("lns", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
+    ph.status = "feasible"
+    ph.note = f"{stats.windows} windows of {window} nodes, {stats.improved} improved: {stats.start_makespan:.6g} -> {ev.makespan:.6g}"
+    return ph
 
 
 def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Callable[..., SolveOptions],

@@ -61,7 +61,7 @@ def test_auto_heartbeat_names_phases_with_moves_in_refine():
     assert res.feasible
     status = [m for m in map(LINE.match, lines) if m]
     phases = {m["phase"] for m in status}
-    assert {"warm-start", "exact-coarse", "refine"} <= phases
+    assert {"warm-start", "exact-lns", "refine"} <= phases
     beats = [m for m in status if m["phase"] == "refine" and m["moves"] is not None]
     assert beats, "no heartbeat during refine"
     for m in status:
