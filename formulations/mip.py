@@ -19,7 +19,6 @@ from ortools.linear_solver import pywraplp
 
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions, stop_watch
-from solvers.registry import register
 
 from .bruteforce import _reach
 from .mip_peak import PeakModel, add_peak_memory
@@ -268,6 +267,5 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     return finish_solution(problem, opts, "mip", t0, proved, bound, None if found is None else found[1:], info)
 
 
-@register("mip", kind="exact", summary="big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)")
 def mip(problem: Problem, opts: SolveOptions) -> Solution:
     return _solve(problem, opts)

@@ -23,9 +23,9 @@ from placement.problem import Problem, ProblemError
 from placement.report import write_placement, write_report
 from placement.solution import SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
-from placement.units import format_bytes, parse_bytes, parse_memory_list
+from placement.units import format_bytes, parse_memory_list
 
-from . import registry
+from .methods import methods
 from . import run as run_module
 from .run import RunResult, objective_model, run
 
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_methods() -> str:
     rows = [f"{'auto':18} {'pipeline':10} {'makespan':9} warm start (portfolio), exact CP-SAT (coarsened on big graphs), refine; keeps the best"]
-    for name, info in registry.methods().items():
+    for name, info in methods().items():
         rows.append(f"{name:18} {info.kind:10} {info.objective:9} {info.summary}")
     return "\n".join(rows)
 
@@ -114,7 +114,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
             memory = parse_memory_list(args.memory)
         except ValueError as exc:
             raise UsageError(f"--memory: {exc}") from None
-    table = registry.methods()
+    table = methods()
     if args.method != "auto" and args.method not in table:
         raise UsageError(f"--method: unknown method {args.method!r}; see --list-methods")
     if args.objective != "makespan" and args.memory_model != "static":
