@@ -86,7 +86,8 @@ def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
 
 
 def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[str]) -> None:
-    """``auto`` in this process with opts.extra["big_exact"] = each variant (lns, coarse), same limit."""
+    """``auto`` in this process with each variant "big_exact[+big_refine]" (e.g. lns, coarse,
+    lns+ordered: opts.extra of solvers/pipeline.py), same limit."""
     from solvers.run import run
 
     print("| graph | n | K | model | limit s | exact phase | warm start | after exact phase | final | bound | gap | phase note | load |")
@@ -94,7 +95,9 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
     for path in paths:
         prob = load_problem(path)
         for variant in variants:
-            opts = SolveOptions(memory_model=memory_model, time_limit=time_limit, extra={"big_exact": variant})
+            exact, _, big_refine = variant.partition("+")
+            extra = {"big_exact": exact, **({"big_refine": big_refine} if big_refine else {})}
+            opts = SolveOptions(memory_model=memory_model, time_limit=time_limit, extra=extra)
             res = run(prob, "auto", opts)
             ph = {h["name"]: h for h in res.history}
             warm = ph.get("warm-start", {})

@@ -63,6 +63,10 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # "coarse" (CP-SAT on a coarsened graph); opts.extra["big_exact"] overrides (bench/results_scale.md).
 BIG_EXACT = "lns"
 LNS_WINDOW = 300  # nodes per LNS window
+# Above REFINE_MULTILEVEL_NODES, when FIFO is the incumbent's best schedule: "multilevel" (FIFO,
+# coarse levels first) or "ordered" (the original graph, moves judged by the kept order, re-timed
+# incrementally: placement/incremental.py); opts.extra["big_refine"] overrides.
+BIG_REFINE = "multilevel"
 COARSE_TARGET = 250  # coarse graph size for the exact phase on bigger graphs (bench/results_coarsen.md)
 REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine on coarse levels first
 # The linear-time baselines that answer when nothing else did in time.
@@ -250,7 +254,8 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             stats = RefineStats()
             hb.enter("refine", moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
             multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
-            if problem.n > multilevel_nodes and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
+            multilevel = str(opts.extra.get("big_refine", BIG_REFINE)) == "multilevel"
+            if problem.n > multilevel_nodes and multilevel and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
                 placement, ev = refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
                                                              memory_model=opts.memory_model, stats=stats)
             elif problem.n > multilevel_nodes:
