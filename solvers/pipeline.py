@@ -63,6 +63,8 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # "coarse" (CP-SAT on a coarsened graph); opts.extra["big_exact"] overrides (bench/results_scale.md).
 BIG_EXACT = "lns"
 LNS_WINDOW = 300  # nodes per LNS window
+LNS_WINDOW_SECONDS = 5.0  # CP-SAT's limit per window; the phase runs only with time for one after its set-up
+LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
 # Above REFINE_MULTILEVEL_NODES, when FIFO is the incumbent's best schedule: "multilevel" (FIFO,
 # coarse levels first) or "ordered" (the original graph, moves judged by the kept order, re-timed
 # incrementally: placement/incremental.py); opts.extra["big_refine"] overrides.
@@ -336,13 +338,17 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
     if inc.best is None:
         ph.status, ph.note = "skipped", "no incumbent"
         return ph
+    window_seconds = float(opts.extra.get("lns_window_seconds", LNS_WINDOW_SECONDS))
+    if budget is not None and budget < 1.0 + window_seconds + LNS_SETUP_SECONDS_PER_ELEMENT * (problem.n + problem.m):
+        ph.status, ph.note = "skipped", f"{budget:.1f}s left: too little for a window after the set-up"
+        return ph
     ev0 = inc.best[1]
     stats = LnsStats()
     hb.enter("exact-lns", moves=lambda: stats.windows, best=lambda: stats.best_makespan)
     deadline = time.monotonic() + (budget if budget is not None else 60.0)
     window = int(opts.extra.get("lns_window", LNS_WINDOW))
     placement, ev = lns(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
-                        memory_model=opts.memory_model, window=window, stats=stats)
+                        memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats)
     inc.offer(Solution("lns", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
     ph.status = "feasible"
     ph.note = f"{stats.windows} windows of {window} nodes, {stats.improved} improved: {stats.start_makespan:.6g} -> {ev.makespan:.6g}"

@@ -56,12 +56,13 @@ def test_heartbeat_without_a_callback_starts_no_thread():
 def test_auto_heartbeat_names_phases_with_moves_in_refine():
     prob = generate("transformer", 400, seed=3, devices=3, memory_fraction=0.5)
     lines: list[str] = []
-    extra = {"progress_seconds": 0.1, "exact_max_nodes": 50, "coarse_size": 40, "refine_share": 0.5}
+    extra = {"progress_seconds": 0.1, "exact_max_nodes": 50, "refine_share": 0.4, "lns_window": 60, "lns_window_seconds": 0.5}
     res = run(prob, "auto", SolveOptions(time_limit=8, workers=2, extra=extra), progress=lines.append)
     assert res.feasible
     status = [m for m in map(LINE.match, lines) if m]
     phases = {m["phase"] for m in status}
     assert {"warm-start", "exact-lns", "refine"} <= phases
+    assert any(m["phase"] == "exact-lns" and m["moves"] is not None for m in status), "no heartbeat during LNS"
     beats = [m for m in status if m["phase"] == "refine" and m["moves"] is not None]
     assert beats, "no heartbeat during refine"
     for m in status:
