@@ -64,8 +64,8 @@ def moves(paths: list[str], seconds: float, memory_model: str) -> None:
 
 
 def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
-    print("| graph | n | K | model | limit s | wall s | auto makespan | bound | gap | warm start (best member) | vs warm | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| graph | n | K | model | limit s | wall s | auto makespan | bound (which) | gap | best heuristic (member) | vs it | phases | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp) / "r.json"
@@ -75,14 +75,19 @@ def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
                            stdout=subprocess.DEVNULL)
             wall = time.monotonic() - t
             rep = json.loads(report.read_text())
-        hist = rep.get("history", [])
+        hist = rep.get("phases", [])
         warm = next((h for h in hist if h.get("name") == "warm-start"), {})
         wm = warm.get("makespan")
         mk, lb = rep["makespan"], rep["lower_bound"]
         vs = f"{100 * (mk - wm) / wm:+.2f}%" if wm else "-"
-        print(f"| {Path(path).stem} | {rep.get('nodes', '-')} | {len(rep['static_memory'])} | {memory_model} | {time_limit:g} | "
-              f"{wall:.1f} | {mk:.6g} | {lb:.6g} | {100 * (mk - lb) / mk:.2f}% | {wm if wm is None else f'{wm:.6g}'} "
-              f"({warm.get('note', '-')}) | {vs} | {load()} |", flush=True)
+        bounds = rep.get("bounds", {})
+        which = max((k for k in bounds if k != "best"), key=lambda k: bounds[k], default="-")
+        if lb > bounds.get("best", 0.0) * (1 + 1e-9):
+            which = "exact phase"
+        steps = " / ".join(f"{h['name']} {h.get('seconds', 0):.0f}s" for h in hist)
+        print(f"| {Path(path).stem} | {rep['problem']['nodes']} | {rep['problem']['devices']} | {memory_model} | {time_limit:g} | "
+              f"{wall:.1f} | {mk:.6g} | {lb:.6g} ({which}) | {100 * (mk - lb) / mk:.2f}% | {wm if wm is None else f'{wm:.6g}'} "
+              f"({warm.get('note', '-')}) | {vs} | {steps} | {load()} |", flush=True)
 
 
 def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[str]) -> None:
