@@ -9,6 +9,8 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
         judged with full evaluations (before), ordered judged incrementally (after); moves/s,
         accepted moves, makespan reached. One process, one graph at a time: run it under
         `flock /tmp/bench.lock` and note `uptime`.
+    python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400]
+        the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
     python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
         ``auto`` in-process with each exact phase for big graphs (LNS windows or the coarse solve).
     python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static]
@@ -61,6 +63,46 @@ def moves(paths: list[str], seconds: float, memory_model: str) -> None:
             print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {mode} | {stats.evaluations} | "
                   f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.6g} "
                   f"| {load()} |", flush=True)
+
+
+def retime(paths: list[str], count: int, memory_model: str) -> None:
+    """The evaluator alone: ``count`` single-node moves (nodes of the critical path to a random
+    other device) judged by a full ordered evaluation and by IncrementalSchedule.try_move with the
+    incumbent's makespan as cutoff (what refine asks), from ETF's placement and FIFO schedule."""
+    from placement.incremental import IncrementalSchedule, device_order
+
+    print("| graph | n | K | full ordered evaluations/s | incremental moves/s (cutoff) | without cutoff | mean cone (cutoff) | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
+        ref = evaluate(prob, pl, memory_model=memory_model).start
+        inc = IncrementalSchedule(prob, pl, ref)
+        eps = 1e-9 * inc.makespan
+        crit = np.flatnonzero(inc.start + prob.time + inc.tail >= inc.makespan - eps)
+        rng = np.random.default_rng(0)
+        moves = []
+        for v in rng.choice(crit, size=count).tolist():
+            d = int(rng.integers(prob.k - 1))
+            moves.append({int(v): d + (d >= pl[v])})
+        t = time.monotonic()
+        full = max(3, count // 20)
+        for mv in moves[:full]:
+            new = pl.copy()
+            for v, d in mv.items():
+                new[v] = d
+            evaluate(prob, new, order=device_order(prob, new, ref), memory_model=memory_model)
+        full_rate = full / (time.monotonic() - t)
+        rates, cones = [], []
+        for cutoff in (inc.makespan - eps, float("inf")):
+            t = time.monotonic()
+            cone = 0
+            for mv in moves:
+                cone += inc.try_move(mv, cutoff=cutoff).recomputed
+            rates.append(len(moves) / (time.monotonic() - t))
+            cones.append(cone / len(moves))
+        print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {full_rate:.1f} | {rates[0]:.0f} | {rates[1]:.0f} | "
+              f"{cones[0]:.0f} | {load()} |", flush=True)
 
 
 def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
@@ -116,7 +158,8 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("moves", "solve", "ab"))
+    ap.add_argument("what", choices=("moves", "retime", "solve", "ab"))
+    ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--variants", default="lns,coarse")
     ap.add_argument("graphs", nargs="+")
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -125,6 +168,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "moves":
         moves(args.graphs, args.seconds, args.memory_model)
+    elif args.what == "retime":
+        retime(args.graphs, args.count, args.memory_model)
     elif args.what == "ab":
         ab(args.graphs, args.time_limit, args.memory_model, args.variants.split(","))
     else:
