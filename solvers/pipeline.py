@@ -1,15 +1,19 @@
-"""The ``auto`` pipeline: warm start, exact solve (coarsened when the graph is big), refine.
+"""The ``auto`` pipeline: warm start, exact solve (by windows when the graph is big), refine.
 
 1. Warm start: the heuristic portfolio on the original graph; its best feasible placement is the
    fallback answer at every moment.
 2. Exact phase: CP-SAT on the original graph when it is small enough (its proved bound is then
-   valid for the original problem), otherwise on a coarsened graph hinted with the warm start
-   restricted to it (a coarse optimum is only a good placement: its bound does not count).
+   valid for the original problem), otherwise on windows of a few hundred nodes of the original
+   graph against the fixed rest of the incumbent (formulations/window_lns.py, docs/scale.md), or
+   with ``big_exact="coarse"`` on a coarsened graph hinted with the warm start restricted to it (a
+   coarse optimum is only a good placement: its bound does not count).
 3. Refine: local moves on the original graph, judged by the evaluator, memory kept feasible.
 
 Between them, the incumbent's placement is re-scheduled by priority lists (solvers/reschedule.py:
 FIFO on a placement that holds a long critical chain on one device, as PARDNN's does, delays
 critical nodes), after the warm start and again when the exact phase changed the incumbent.
+
+A status line is printed at least every HEARTBEAT_SECONDS in every phase (solvers/progress.py).
 
 Every candidate is judged by the one evaluator on the original graph; the answer is the best of
 them, so the pipeline never returns worse than its warm start.
