@@ -214,6 +214,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
                     m.add(x[v, d] == x[rep, d])
 
     def lit(v: int, d: int) -> cp_model.IntVar | int:
+        """v's placement literal for device d, or 0 when d is not one of v's devices."""
         return x.get((v, d), 0)
 
     for d in range(k):
@@ -222,7 +223,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         u, v = int(src[j]), int(dst[j])
         t = int(up(finish[u]))
         c = int(up(comm[j]))
-        m.add(s_var[v] >= t + c - c * lit(v, int(pl[u])) if (v, int(pl[u])) in x else s_var[v] >= t + c)
+        m.add(s_var[v] >= t + c - c * lit(v, int(pl[u])))  # no transfer when v joins u's device
     for j in e_ww.tolist():
         u, v = int(src[j]), int(dst[j])
         c = int(up(comm[j]))
@@ -237,7 +238,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
                 m.add_implication(y, x[v, d])
                 m.add_hint(y, int(pl[u] == d and pl[v] == d))
                 same.append(y)
-        m.add(s_var[v] >= e_var[u] + c - c * sum(same)) if same else m.add(s_var[v] >= e_var[u] + c)
+        m.add(s_var[v] >= e_var[u] + c - c * sum(same))
     mk = m.new_int_var(0, horizon + rest_max + int(up(max(const))) + 1, "M")
     m.add(mk >= int(up(max(const))))
     for v in win.tolist():
@@ -247,7 +248,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         rest = int(up(p.time[w] + tail[w]))
         c = int(up(comm[j]))
         dw = int(pl[w])
-        m.add(mk >= e_var[u] + c + rest - c * lit(u, dw) if (u, dw) in x else mk >= e_var[u] + c + rest)
+        m.add(mk >= e_var[u] + c + rest - c * lit(u, dw))
     for d in range(k):
         a = first_after[d]
         if a >= 0:
