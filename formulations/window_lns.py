@@ -198,13 +198,13 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         devs = [pinned[v]] if v in pinned else [d for d in range(k) if mask[v, d]]
         lits = []
         for d in devs:
-            lit = m.new_bool_var(f"x{v}_{d}")
-            x[v, d] = lit
-            lits.append(lit)
-            intervals[d].append(m.new_optional_interval_var(s_var[v], int(dur[i]), e_var[v], lit, f"i{v}_{d}"))
+            on_d = m.new_bool_var(f"x{v}_{d}")
+            x[v, d] = on_d
+            lits.append(on_d)
+            intervals[d].append(m.new_optional_interval_var(s_var[v], int(dur[i]), e_var[v], on_d, f"i{v}_{d}"))
             b = last_before[d]
             if b >= 0:
-                m.add(s_var[v] >= int(up(finish[b]))).only_enforce_if(lit)
+                m.add(s_var[v] >= int(up(finish[b]))).only_enforce_if(on_d)
         m.add_exactly_one(lits)
         g = int(p.colocate[v])
         if g >= 0 and v not in pinned:
