@@ -133,8 +133,8 @@ def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
 
 
 def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[str]) -> None:
-    """``auto`` in this process with each variant "big_exact[+big_refine]" (e.g. lns, coarse,
-    lns+ordered: opts.extra of solvers/pipeline.py), same limit."""
+    """``auto`` in this process with each variant "big_exact[+big_refine][+key=value...]" (e.g. lns,
+    coarse, lns+ordered, lns+refine_share=0.5: opts.extra of solvers/pipeline.py), same limit."""
     from solvers.run import run
 
     print("| graph | n | K | model | limit s | exact phase | warm start | after exact phase | final | bound | gap | phase note | load |")
@@ -142,8 +142,17 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
     for path in paths:
         prob = load_problem(path)
         for variant in variants:
-            exact, _, big_refine = variant.partition("+")
-            extra = {"big_exact": exact, **({"big_refine": big_refine} if big_refine else {})}
+            exact, *more = variant.split("+")
+            extra: dict = {"big_exact": exact}
+            for item in more:  # "ordered" (big_refine) or key=value (a number when it parses)
+                key, eq, val = item.partition("=")
+                if not eq:
+                    extra["big_refine"] = key
+                else:
+                    try:
+                        extra[key] = float(val)
+                    except ValueError:
+                        extra[key] = val
             opts = SolveOptions(memory_model=memory_model, time_limit=time_limit, extra=extra)
             res = run(prob, "auto", opts)
             ph = {h["name"]: h for h in res.history}
