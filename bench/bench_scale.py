@@ -66,8 +66,8 @@ def moves(paths: list[str], seconds: float, memory_model: str) -> None:
 
 
 def retime(paths: list[str], count: int, memory_model: str) -> None:
-    """The evaluator alone: ``count`` single-node moves (nodes of the critical path to a random
-    other device) judged by a full ordered evaluation and by IncrementalSchedule.try_move with the
+    """The evaluator alone: ``count`` single-unit moves (a node of the critical path, with its
+    colocation group, to a random other device) judged by a full ordered evaluation and by IncrementalSchedule.try_move with the
     incumbent's makespan as cutoff (what refine asks), from ETF's placement and FIFO schedule."""
     from placement.incremental import IncrementalSchedule, device_order
 
@@ -84,7 +84,9 @@ def retime(paths: list[str], count: int, memory_model: str) -> None:
         moves = []
         for v in rng.choice(crit, size=count).tolist():
             d = int(rng.integers(prob.k - 1))
-            moves.append({int(v): d + (d >= pl[v])})
+            d += d >= pl[v]
+            group = prob.groups[prob.colocate[v]] if prob.colocate[v] >= 0 else [v]  # colocated nodes move together
+            moves.append({int(x): d for x in group})
         t = time.monotonic()
         full = max(3, count // 20)
         for mv in moves[:full]:
