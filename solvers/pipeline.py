@@ -105,6 +105,7 @@ class PipelineResult:
     phases: list[Phase] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     used_exact: bool = False
+    infeasible: bool = False  # proved for the original problem (never by a coarsened graph)
 
 
 class Incumbent:
@@ -198,7 +199,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         sol = WARM_START[name](problem, sub(budget))
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
-                                  [sol.reason])
+                                  [sol.reason], infeasible=True)
         if inc.offer(sol) is None and sol.reason:
             reasons.append(sol.reason)
     if inc.best is None:
@@ -231,7 +232,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             used_exact = True
             if sol.status == "infeasible":
                 phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
-                return PipelineResult(None, bound, False, phases, [sol.reason], True)
+                return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
             if sol.lower_bound is not None:
                 bound = max(bound, float(sol.lower_bound))
             inc.offer(sol)
@@ -243,6 +244,8 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         else:
             ph = _coarse_phase(problem, opts, inc, sub, exact_budget, say)
             used_exact = ph.status not in ("", "skipped")
+            if inc.best is None and ph.note:
+                reasons.append(f"exact-coarse: {ph.note}")
         ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
         phases.append(ph)
         progress(ph.name)
@@ -375,7 +378,11 @@ def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Cal
             hint = Solution("warm-start", "heuristic", placement=np.asarray(restricted))
     remaining = None if budget is None else max(0.0, budget - (time.monotonic() - t))
     sol = cpsat(co.coarse, sub(remaining, hint=hint))
-    ph.status = "feasible" if sol.placement is not None else sol.status
+    # Merging nodes can make packing impossible when the original graph fits: an infeasible
+    # coarse graph proves nothing about the original one.
+    ph.status = "feasible" if sol.placement is not None else "unknown"
+    if sol.status == "infeasible":
+        ph.note += "; the coarse graph is infeasible (not a proof for the original graph)"
     if sol.placement is not None:
         mapped = np.asarray(co.project(sol.placement))
         # The coarse schedule's device order is never slower on the original than the coarse
