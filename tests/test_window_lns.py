@@ -83,3 +83,21 @@ def test_lns_on_a_generated_graph_is_never_worse_and_keeps_memory(family):
     assert ev.feasible(prob)
     check(prob, got, ev.start, "static")
     assert stats.best_makespan == ev.makespan
+
+
+def test_auto_with_lns_and_no_incumbent_claims_nothing(monkeypatch):
+    """Without a warm start the LNS phase has nothing to improve: auto must not call the problem
+    infeasible (a perfect packing exists) nor return an answer it does not have."""
+    from solvers import pipeline
+    from solvers.run import run
+    from tests.test_exactness import packing_problem
+
+    p = packing_problem(2)
+    monkeypatch.setattr(pipeline, "warm_start_methods", lambda problem: [])
+    monkeypatch.setattr(pipeline, "BASELINES", {})
+    res = run(p, "auto", SolveOptions(time_limit=10, workers=1))
+    assert res.status != "infeasible"
+    phases = {ph["name"]: ph for ph in res.history}
+    assert phases["exact-lns"]["status"] == "skipped"
+    if res.evaluation is not None:
+        check(p, res.evaluation.placement, res.evaluation.start, "static")
