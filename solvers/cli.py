@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Place a DNN operator graph on K memory-limited devices and report the makespan, memory per "
                     "device, a valid lower bound and the gap. With no GRAPH, solves the shipped default example.",
     )
-    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, or a PARDNN .dot (or its directory)")
+    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, a PARDNN .dot (or its directory), a PipeDream graph.txt or an ONNX model; any of them gzipped")
     p.add_argument("--devices", type=int, metavar="K", help="number of devices (overrides the file)")
     p.add_argument("--memory", metavar="SIZE", help="memory per device: bytes, 16GB (=16e9), 16GiB (=16*2^30), or a comma list, one per device (overrides the file)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default="static", help="static: params + outputs of a device's nodes (default); peak: peak over time of live tensors (PARDNN Eq. 2)")
