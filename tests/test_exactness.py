@@ -100,6 +100,7 @@ def test_auto_never_promotes_a_coarse_infeasibility(monkeypatch):
     monkeypatch.setattr(pipeline, "BASELINES", {})
     opts = SolveOptions(time_limit=20, workers=1)
     opts.extra["coarse_size"] = 8
+    opts.extra["big_exact"] = "coarse"  # the coarse exact phase (window LNS is the default since issue 16)
     res = run(p, "auto", opts)
     assert res.status != "infeasible"
     assert any(ph["name"] == "exact-coarse" for ph in res.history)
