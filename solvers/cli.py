@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from formulations.maxload.heuristics import read_split
 from placement.evaluator import MEMORY_MODELS
 from placement.explain import explain, explain_text
 from placement.formats import FORMATS, load_problem
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Place a DNN operator graph on K memory-limited devices and report the makespan, memory per "
                     "device, a valid lower bound and the gap. With no GRAPH, solves the shipped default example.",
     )
-    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, or a PARDNN .dot (or its directory)")
+    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, a PARDNN .dot (or its directory), a PipeDream graph.txt or an ONNX model; any of them gzipped")
     p.add_argument("--devices", type=int, metavar="K", help="number of devices (overrides the file)")
     p.add_argument("--memory", metavar="SIZE", help="memory per device: bytes, 16GB (=16e9), 16GiB (=16*2^30), or a comma list, one per device (overrides the file)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default="static", help="static: params + outputs of a device's nodes (default); peak: peak over time of live tensors (PARDNN Eq. 2)")
@@ -74,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected from the content)")
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
-    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
+    p.add_argument("--split", metavar="FILE", help="--method expert: the split to evaluate (JSON: a device per node index, or node id -> device; CPU core c as -1 - c)")
+    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory to keep free (default 0): a soft target for heuristics; exact methods keep it and prove optimal/infeasible only for the stated capacities")
     p.add_argument("--frontier", action="store_true", help="sweep memory per device from the memory lower bound up: the makespan-memory curve (table, --report, --plot)")
     p.add_argument("--points", type=int, default=8, metavar="N", help="frontier points (default 8)")
     p.add_argument("--plot", metavar="FILE", help="with --frontier: write the curve as a PNG (needs matplotlib: pip install '.[plot]')")
@@ -163,6 +165,13 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
                         seed=args.seed, reserve=args.reserve, verbose=args.verbose)
     if args.coarse_size is not None:
         opts.extra["coarse_size"] = args.coarse_size
+    if (args.split is None) != (args.method != "expert"):
+        raise UsageError("--method expert needs --split FILE" if args.split is None else "--split is read only by --method expert")
+    if args.split is not None:
+        try:
+            opts.extra["split"] = read_split(problem, args.split)
+        except (OSError, ValueError, TypeError) as exc:
+            raise UsageError(f"--split {args.split}: {exc}") from None
     return problem, opts
 
 
@@ -184,6 +193,14 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
             lines.append(f"{row['device']:7} {row.get('load', 0):9.4g} {row.get('compute', 0):9.4g} {row.get('comm', 0):9.4g}   {mem:>10}   {cap:>10}")
         for row in result.breakdown.get("subgraphs", []) if result.breakdown else []:
             lines.append("  " + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if not isinstance(v, (list, dict))))
+    elif result.partition is not None:
+        part = result.partition
+        lines.append(f"partitioned plan (Tofu) over {problem.k} devices, factors {part['factors']}: makespan {result.value:.6g}, "
+                     f"communication {format_bytes(part['communication_bytes'])}")
+        lines.append(f"max device memory {format_bytes(part['max_device_memory'])} = "
+                     f"{part['memory_vs_single_over_k']:.3f} x (single device {format_bytes(part['single_device_memory'])}) / {problem.k}")
+        if part.get("undescribed_operators"):
+            lines.append(f"run whole on every device (no description): {', '.join(part['undescribed_operators'])}")
     elif result.evaluation is not None:
         ev = result.evaluation
         g = result.gap
@@ -226,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["explain"] = explain(problem, result.evaluation)
     if args.report:
         write_report(args.report, report)
-    if args.out and result.answered:
+    if args.out and result.answered and (result.evaluation is not None or result.split is not None):
         write_placement(args.out, problem, result.evaluation.placement if result.evaluation is not None else result.split)
     if result.evaluation is not None and args.trace:
         write_chrome_trace(args.trace, problem, result.evaluation)

@@ -27,6 +27,7 @@ from heuristics.list_scheduling import etf, heft, m_etf, m_topo
 from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
 from heuristics.random_feasible import random_feasible
+from heuristics.tofu import tofu, tofu_hybrid
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -36,13 +37,13 @@ Method = Callable[[Problem, SolveOptions], Solution]
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
-    kind: str  # "heuristic" or "exact"
+    kind: str  # "heuristic", "exact" or "partition" (a partitioned plan, not a placement)
     objective: str  # "makespan", "max-load" or "latency"
     summary: str
     func: Method
 
 
-HEURISTIC, EXACT = "heuristic", "exact"
+HEURISTIC, EXACT, PARTITION = "heuristic", "exact", "partition"
 MAKESPAN, MAX_LOAD, LATENCY = "makespan", "max-load", "latency"
 
 TABLE: tuple[MethodInfo, ...] = (
@@ -52,7 +53,7 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("mip", EXACT, MAKESPAN,
                "big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)", mip),
     MethodInfo("brute", EXACT, MAKESPAN,
-               f"enumerates every placement and device order (tiny instances, at most {BRUTE_MAX_NODES} nodes)", brute),
+               f"enumerates every placement and device order, exact for static and peak memory (tiny instances, at most {BRUTE_MAX_NODES} nodes)", brute),
     # ----- makespan: heuristics ------------------------------------------------------------------
     MethodInfo("portfolio", HEURISTIC, MAKESPAN,
                "run the heuristics that fit the time limit, keep the best memory-feasible one", portfolio),
@@ -80,6 +81,13 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),
+    # ----- makespan: operator partitioning (answers are partitioned plans, not placements) ---------
+    MethodInfo("tofu", PARTITION, MAKESPAN,
+               "Tofu: split every operator over all devices (recursive DP over layouts, needs node_meta); "
+               "reports a partitioned plan", tofu),
+    MethodInfo("tofu-hybrid", PARTITION, MAKESPAN,
+               "partition the operators needing over half a device (Tofu's DP), place the rest whole (PARDNN); "
+               "reports a hybrid plan", tofu_hybrid),
     # ----- max-load (pipelined throughput, Tarnawski et al.) ---------------------------------------
     MethodInfo("dp", EXACT, MAX_LOAD,
                "Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over "
@@ -99,7 +107,7 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("pipedream", HEURISTIC, MAX_LOAD,
                "PipeDream-style DP on the graph with branchings contracted into a path of blocks", pipedream),
     MethodInfo("expert", HEURISTIC, MAX_LOAD,
-               "a hand-made split read from opts.extra['split_file'], evaluated for max-load", expert),
+               "a hand-made split (solve --split FILE), evaluated for max-load", expert),
     # ----- latency (single sample through CPU memory, Tarnawski et al.) ------------------------------
     MethodInfo("latency-cpsat", EXACT, LATENCY,
                "Tarnawski et al. latency IP (Figs. 3/4, q subgraphs per accelerator) in CP-SAT, warm-started", latency_cpsat),

@@ -3,6 +3,11 @@
 - ``native``: the project's JSON (placement/schema/problem.schema.json).
 - ``fiddle``: the msr-fiddle JSON of Tarnawski et al.
 - ``pardnn``: PARDNN's .dot plus node::value side files.
+- ``pipedream``: PipeDream profiler graph.txt files (placement/importers/pipedream.py).
+- ``onnx``: ONNX models (placement/importers/onnx.py, needs the ``onnx`` extra).
+
+Any file may be gzipped (recognised by its magic bytes). The importers are imported where they are
+used: they build on this package (the native writer), not the other way round.
 """
 from __future__ import annotations
 
@@ -11,10 +16,11 @@ from pathlib import Path
 
 from ..problem import Problem, ProblemError
 from .fiddle import looks_like_fiddle, problem_from_fiddle
+from .files import read_bytes, read_text
 from .native import looks_like_native, problem_from_native, read_problem, write_problem
 from .pardnn_text import looks_like_dot, read_pardnn
 
-FORMATS = ("native", "fiddle", "pardnn")
+FORMATS = ("native", "fiddle", "pardnn", "pipedream", "onnx")
 
 
 def detect_format(path: str | Path) -> str:
@@ -22,7 +28,13 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
         return "pardnn"
-    text = _read_text(path)
+    data = read_bytes(path)
+    if _looks_like_onnx(data):
+        return "onnx"
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise ProblemError(f"{path}: cannot read: binary, and not an ONNX model (use --format)") from None
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -36,16 +48,21 @@ def detect_format(path: str | Path) -> str:
         raise ProblemError(f"{path}: JSON but neither the native format (needs 'nodes' and 'devices'/'edges') nor msr-fiddle (needs 'maxFPGAs')")
     if looks_like_dot(text):
         return "pardnn"
-    raise ProblemError(f"{path}: cannot tell the format (not JSON, not a Graphviz .dot of \"a\" -> \"b\" edges); use --format")
+    from ..importers.pipedream import looks_like_pipedream
+
+    if looks_like_pipedream(text):
+        return "pipedream"
+    raise ProblemError(f"{path}: cannot tell the format (not JSON, not a Graphviz .dot of \"a\" -> \"b\" edges, not a PipeDream profile, not ONNX); use --format")
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{path}: cannot read: {exc}") from None
+def _looks_like_onnx(data: bytes) -> bool:
+    """A serialised ONNX ModelProto opens with field 1, ir_version: tag 0x08 and a small varint."""
+    return len(data) > 2 and data[0] == 0x08 and 0 < data[1] < 0x40
+
+
+def _stem(path: Path) -> str:
+    """graph.json -> graph; graph.json.gz -> graph."""
+    return Path(path.name[:-3]).stem if path.name.endswith(".gz") else path.stem
 
 
 def load_problem(path: str | Path, fmt: str | None = None) -> Problem:
@@ -56,9 +73,17 @@ def load_problem(path: str | Path, fmt: str | None = None) -> Problem:
     fmt = fmt or detect_format(path)
     if fmt == "pardnn":
         return read_pardnn(path)
+    if fmt == "pipedream":
+        from ..importers.pipedream import read_pipedream
+
+        return read_pipedream(path)
+    if fmt == "onnx":
+        from ..importers.onnx import read_onnx
+
+        return read_onnx(path)
     if fmt not in FORMATS:
         raise ProblemError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    text = _read_text(path)
+    text = read_text(path)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -66,8 +91,8 @@ def load_problem(path: str | Path, fmt: str | None = None) -> Problem:
     if fmt == "fiddle":
         if not looks_like_fiddle(doc):
             raise ProblemError(f"{path}: not msr-fiddle JSON (needs 'maxFPGAs' and 'nodes')")
-        return problem_from_fiddle(doc, name=path.stem)
-    return problem_from_native(doc, name=path.stem)
+        return problem_from_fiddle(doc, name=_stem(path))
+    return problem_from_native(doc, name=_stem(path))
 
 
-__all__ = ["FORMATS", "detect_format", "load_problem", "read_problem", "write_problem"]
+__all__ = ["FORMATS", "detect_format", "load_problem", "read_bytes", "read_problem", "read_text", "write_problem"]
