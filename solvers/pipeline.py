@@ -206,6 +206,13 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                                   [sol.reason], infeasible=True)
         if inc.offer(sol) is None and sol.reason:
             reasons.append(sol.reason)
+    left = until(end)
+    if inc.best is None and (left is None or left > 0.0):
+        # Nothing fits yet (memory binds): every other phase needs an incumbent, so the portfolio
+        # gets the rest of the time, for the members the warm budget skipped.
+        sol = portfolio(problem, sub(left))
+        if inc.offer(sol) is None and sol.reason:
+            reasons.append(sol.reason)
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
         # baselines still answer, late rather than never.
