@@ -173,6 +173,7 @@ class Problem:
         k = self.k if count is None else int(count)
         if k < 1:
             raise ProblemError(f"device count must be at least 1, got {k}")
+        check_device_count(k)
         if memory is None:
             mem = self.memory if k == self.k else np.full(k, float(self.memory.max()) if self.k else math.inf)
         else:
@@ -227,10 +228,34 @@ def _memory_array(memory: Sequence[float] | float, k: int) -> np.ndarray:
     return mem
 
 
+# Limits on what a problem may hold. Beyond them the arithmetic the methods rely on breaks down:
+# totals of times overflow or lose all precision (bounds, CP-SAT's scaled data), byte counts leave
+# the 64-bit integers the exact models count in, and models grow with nodes x devices.
+MAX_DEVICES = 100_000
+MAX_TOTAL_TIME = 1e100  # sum of all node times plus all edge comms
+MAX_TOTAL_BYTES = 2.0**62  # sum of all param_bytes and out_bytes (4.6e18 bytes)
+
+
+def check_device_count(k: int, what: str = "devices") -> None:
+    """Refuse device counts no model or heuristic here can hold (10^6 devices once ran out of 23 GB)."""
+    if k > MAX_DEVICES:
+        raise ProblemError(f"{what}: {k} devices is more than this tool supports (at most {MAX_DEVICES})")
+
+
+def _key(value: Any, what: str) -> str | int:
+    """An id or group key: a string or an integer (JSON objects, lists, floats and booleans are not)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, np.integer)):
+        raise ProblemError(f"{what}: must be a string or an integer, got {value!r}")
+    return int(value) if isinstance(value, np.integer) else value
+
+
 def _check_number(value: Any, what: str, *, allow_inf: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ProblemError(f"{what}: expected a number, got {value!r}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # a JSON integer of hundreds of digits
+        x = math.inf
     if math.isnan(x):
         raise ProblemError(f"{what}: is NaN")
     if math.isinf(x) and not allow_inf:
@@ -238,6 +263,28 @@ def _check_number(value: Any, what: str, *, allow_inf: bool = False) -> float:
     if x < 0:
         raise ProblemError(f"{what}: is negative ({x})")
     return x
+
+
+def _check_totals(ids: list[NodeId], cols: dict[str, list[float]], src: list[int], dst: list[int], comm: list[float]) -> None:
+    """Refuse data whose totals overflow: a time of 1e308 once gave an infinite makespan, NaN start
+    times and ``Infinity`` in the JSON report. The message names the largest contributor."""
+    time, cm = np.asarray(cols["time"]), np.asarray(comm)
+    with np.errstate(over="ignore"):
+        total = float(time.sum()) + float(cm.sum())
+    if not total <= MAX_TOTAL_TIME:
+        i, j = int(time.argmax()), int(cm.argmax()) if cm.size else -1
+        if j >= 0 and cm[j] > time[i]:
+            where = f"edge {ids[src[j]]!r} -> {ids[dst[j]]!r} field 'comm'"
+        else:
+            where = f"node {ids[i]!r} field 'time'"
+        raise ProblemError(f"{where}: too large: node times and edge comms add up to {total:.3g}, more than {MAX_TOTAL_TIME:.0e}")
+    mem = np.asarray(cols["param_bytes"]) + np.asarray(cols["out_bytes"])
+    with np.errstate(over="ignore"):
+        total = float(mem.sum())
+    if not total <= MAX_TOTAL_BYTES:
+        i = int(mem.argmax())
+        fld = "param_bytes" if cols["param_bytes"][i] >= cols["out_bytes"][i] else "out_bytes"
+        raise ProblemError(f"node {ids[i]!r} field {fld!r}: too large: the nodes' bytes add up to {total:.3g}, more than {MAX_TOTAL_BYTES:.3g}")
 
 
 def make_problem(
@@ -263,6 +310,7 @@ def make_problem(
     ids: list[NodeId] = []
     names: list[str] = []
     index: dict[NodeId, int] = {}
+    spelled: dict[str, int] = {}
     cols = {"time": [], "out_bytes": [], "param_bytes": []}  # type: dict[str, list[float]]
     group_of: list[int] = []
     group_index: dict[Any, int] = {}
@@ -273,6 +321,7 @@ def make_problem(
         k = devices
         if k < 1:
             raise ProblemError(f"devices: count must be at least 1, got {k}")
+        check_device_count(k)
         mem = _memory_array(memory, k)
         device_names = [f"dev{d}" for d in range(k)]
     else:
@@ -280,6 +329,7 @@ def make_problem(
         if not devs:
             raise ProblemError("devices: the list is empty")
         k = len(devs)
+        check_device_count(k)
         device_names = [str(d.get("name", f"dev{i}")) for i, d in enumerate(devs)]
         mem = np.array([_check_number(d.get("memory", math.inf), f"devices[{i}].memory", allow_inf=True) for i, d in enumerate(devs)])
     for d in range(k):
@@ -295,9 +345,16 @@ def make_problem(
             raise ProblemError(f"nodes[{pos}]: id must be a string or an integer, got {nid!r}")
         if nid in index:
             raise ProblemError(f"node {nid!r}: duplicate id (nodes[{index[nid]}] and nodes[{pos}])")
+        if str(nid) in spelled:  # reports and placement files key nodes by str(id)
+            other = spelled[str(nid)]
+            raise ProblemError(f"node {str(nid)!r}: nodes[{other}] and nodes[{pos}] have the same id as text ({ids[other]!r} and {nid!r})")
         index[nid] = pos
+        spelled[str(nid)] = pos
         ids.append(nid)
-        names.append(str(rec.get("name", nid)))
+        label = rec.get("name", nid)
+        if "name" in rec and not isinstance(label, str):
+            raise ProblemError(f"node {nid!r} field 'name': expected a string, got {label!r}")
+        names.append(str(label))
         for fld in cols:
             if fld not in rec:
                 raise ProblemError(f"node {nid!r}: missing field {fld!r}")
@@ -306,7 +363,10 @@ def make_problem(
         if grp is None:
             group_of.append(-1)
         else:
+            grp = _key(grp, f"node {nid!r} field 'colocate'")
             if grp not in group_index:
+                if str(grp) in group_names:
+                    raise ProblemError(f"node {nid!r}: colocation key {str(grp)!r} is used both as an integer and as a string")
                 group_index[grp] = len(group_names)
                 group_names.append(str(grp))
             group_of.append(group_index[grp])
@@ -332,6 +392,7 @@ def make_problem(
         for fld in ("src", "dst"):
             if fld not in rec:
                 raise ProblemError(f"edges[{pos}]: missing field {fld!r}")
+            _key(rec[fld], f"edges[{pos}] field {fld!r}")
             if rec[fld] not in index:
                 raise ProblemError(f"edges[{pos}] ({rec.get('src')!r} -> {rec.get('dst')!r}): unknown node {rec[fld]!r} in field {fld!r}")
         u, v = index[rec["src"]], index[rec["dst"]]
@@ -340,14 +401,14 @@ def make_problem(
             raise ProblemError(f"graph has a cycle: {label} is a self-loop")
         if "comm" in rec:
             c = _check_number(rec["comm"], f"{label} field 'comm'")
-            b = float(rec["bytes"]) if "bytes" in rec else math.nan
-            if "bytes" in rec:
-                _check_number(rec["bytes"], f"{label} field 'bytes'")
+            b = _check_number(rec["bytes"], f"{label} field 'bytes'") if "bytes" in rec else math.nan
         elif "bytes" in rec:
             b = _check_number(rec["bytes"], f"{label} field 'bytes'")
             if link is None:
                 raise ProblemError(f"{label}: gives 'bytes' but the problem has no 'link' (latency, bandwidth) to price it")
             c = float(link.comm(b))
+            if not math.isfinite(c):
+                raise ProblemError(f"{label}: comm = latency + bytes / bandwidth = {b!r} / {link.bandwidth!r} is too large (not finite)")
         else:
             raise ProblemError(f"{label}: needs 'comm' or 'bytes'")
         if (u, v) in seen:
@@ -362,6 +423,9 @@ def make_problem(
         ebytes.append(b)
 
     n = len(ids)
+    if n == 0:
+        raise ProblemError("nodes: the list is empty (nothing to place)")
+    _check_totals(ids, cols, src, dst, comm)
     extra = {key: np.asarray(list(vals)) for key, vals in (node_attrs or {}).items()}
     for key, arr in extra.items():
         if arr.shape[0] != n:

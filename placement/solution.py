@@ -17,6 +17,30 @@ import numpy as np
 STATUSES = ("optimal", "feasible", "heuristic", "infeasible", "unknown")
 
 
+class BestSoFar:
+    """The best verified answer of a run so far and the best proved bound, kept where the ``solve``
+    command can read them even while a method is still running: when a phase does not stop in
+    time (a solver deaf to its stop, a model still being built), the command reports this answer
+    rather than none. Thread-safe; the orchestrator publishes, the command reads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answer: tuple[Any, Any] | None = None
+        self._bound: float | None = None
+
+    def publish(self, answer: tuple[Any, Any] | None = None, bound: float | None = None) -> None:
+        """Record a better answer (a (Solution, Evaluation) pair) and/or a proved lower bound."""
+        with self._lock:
+            if answer is not None:
+                self._answer = answer
+            if bound is not None and (self._bound is None or bound > self._bound):
+                self._bound = bound
+
+    def get(self) -> tuple[tuple[Any, Any] | None, float | None]:
+        with self._lock:
+            return self._answer, self._bound
+
+
 @dataclass
 class SolveOptions:
     """Options shared by all methods.
@@ -37,6 +61,8 @@ class SolveOptions:
     started: float = field(default_factory=time.monotonic)
     # Set by Ctrl-C / SIGTERM: methods stop at their next check and return their best answer.
     stop: threading.Event = field(default_factory=threading.Event)
+    # Shared by every copy of these options (dataclasses.replace keeps the reference).
+    best_so_far: BestSoFar = field(default_factory=BestSoFar)
 
     def remaining(self) -> float | None:
         """Seconds left of the time limit (None when unlimited; 0 once a stop was requested)."""

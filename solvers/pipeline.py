@@ -94,8 +94,10 @@ class PipelineResult:
 class Incumbent:
     """The best feasible answer so far, judged on the original graph."""
 
-    def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation]):
+    def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation],
+                 publish: Callable[[tuple[Solution, Evaluation]], None] | None = None):
         self.problem, self.memory_model, self.verify = problem, memory_model, verify
+        self.publish = publish  # told every new best (the solve command's watchdog reads it)
         self.best: tuple[Solution, Evaluation] | None = None
         self.check_seconds = 0.0  # the longest verification so far: what judging one more answer costs
 
@@ -109,6 +111,8 @@ class Incumbent:
             return None
         if self.best is None or ev.makespan < self.best[1].makespan - 1e-12:
             self.best = (sol, ev)
+            if self.publish is not None:
+                self.publish(self.best)
         return ev
 
     def hint(self) -> Solution | None:
@@ -146,7 +150,7 @@ def pipeline(
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
     table = registry.methods()
-    inc = Incumbent(problem, opts.memory_model, verify)
+    inc = Incumbent(problem, opts.memory_model, verify, publish=lambda best: opts.best_so_far.publish(best))
     bound = lower_bound
     phases: list[Phase] = []
     reasons: list[str] = []
@@ -210,6 +214,7 @@ def pipeline(
                 return PipelineResult(None, bound, False, phases, [sol.reason], True)
             if sol.lower_bound is not None:
                 bound = max(bound, float(sol.lower_bound))
+                opts.best_so_far.publish(bound=bound)
             inc.offer(sol)
             proved = sol.status == "optimal"
             ph.status = sol.status

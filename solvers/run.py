@@ -10,7 +10,7 @@ import math
 import time
 
 import numpy as np
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from placement.bounds import infeasibility, lower_bounds
@@ -20,6 +20,7 @@ from placement.report import _clean, build_report, gap
 from placement.solution import Solution, SolveOptions
 
 from . import registry
+from .pipeline import finish_reserve
 
 
 
@@ -120,6 +121,28 @@ def _check_bound(bound: float, makespan: float) -> None:
         raise RuntimeError(f"lower bound {bound!r} exceeds the feasible makespan {makespan!r}: a bound is invalid")
 
 
+def method_options(problem: Problem, opts: SolveOptions) -> SolveOptions:
+    """The options one method runs with: the limit still counts from ``opts.started`` (the process's
+    start, so loading counts) and leaves :func:`finish_reserve` for checking and writing the answer."""
+    if opts.time_limit is None:
+        return replace(opts, started=time.monotonic())
+    return replace(opts, time_limit=max(0.0, opts.time_limit - finish_reserve(problem, opts.time_limit)))
+
+
+def interrupted_result(problem: Problem, opts: SolveOptions, method: str, why: str, objective: str = "makespan") -> RunResult:
+    """What to report when the run did not return in time (see the ``solve`` command's watchdog):
+    the best verified answer published so far, never a claim of optimality it cannot show."""
+    answer, bound = opts.best_so_far.get()
+    lb = bound if bound is not None else 0.0
+    seconds = time.monotonic() - opts.started
+    if answer is None or objective != "makespan":
+        return RunResult("unknown", method, None, None, lb, seconds, reason=why, interrupted=True, objective_name=objective)
+    sol, ev = answer
+    status = "optimal" if ev.makespan <= lb * (1 + 1e-9) else "heuristic"
+    return RunResult(status, f"{method}:{sol.method}" if method == "auto" else sol.method, sol, ev, min(lb, ev.makespan),
+                     seconds, reason=why, interrupted=True)
+
+
 def _call(name: str, problem: Problem, opts: SolveOptions) -> Solution:
     return registry.get(name).func(problem, opts)
 
@@ -139,6 +162,7 @@ def run(
     say = progress or (lambda msg: None)
     lbs = lower_bounds(problem)
     lb = lbs.best
+    opts.best_so_far.publish(bound=lb)
     why = infeasibility(problem, opts.memory_model)
     if why:
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict())
@@ -165,7 +189,7 @@ def run(
     proved_lb = lb
     history: list[dict[str, Any]] = []
     reasons: list[str] = []
-    sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    sol = _call(method, problem, method_options(problem, opts))
     entry: dict[str, Any] = {"method": method, "status": sol.status, "seconds": sol.seconds}
     history.append(entry)
     if sol.status == "infeasible":
@@ -216,7 +240,7 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
     info = registry.get(name)
     if info.objective != objective:
         raise KeyError(f"method {name!r} optimises {info.objective}, not {objective}")
-    sol = info.func(problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    sol = info.func(problem, method_options(problem, opts))
     history = [{"method": name, "status": sol.status, "seconds": sol.seconds}]
     seconds = time.monotonic() - t0
     bound = float(sol.lower_bound) if sol.lower_bound is not None else 0.0

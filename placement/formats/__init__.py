@@ -6,10 +6,10 @@
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..problem import Problem, ProblemError
+from .files import parse_json, read_text
 from .fiddle import looks_like_fiddle, problem_from_fiddle
 from .native import looks_like_native, problem_from_native, read_problem, write_problem
 from .pardnn_text import looks_like_dot, read_pardnn
@@ -22,51 +22,49 @@ def detect_format(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
         return "pardnn"
-    text = _read_text(path)
+    return _detect(read_text(path), path)[0]
+
+
+def _detect(text: str, path: Path) -> tuple[str, object]:
+    """(format, the parsed JSON document or None)."""
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProblemError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        doc = parse_json(text, path)
         if looks_like_fiddle(doc):
-            return "fiddle"
+            return "fiddle", doc
         if looks_like_native(doc):
-            return "native"
+            return "native", doc
         raise ProblemError(f"{path}: JSON but neither the native format (needs 'nodes' and 'devices'/'edges') nor msr-fiddle (needs 'maxFPGAs')")
     if looks_like_dot(text):
-        return "pardnn"
+        return "pardnn", None
+    if not stripped:
+        raise ProblemError(f"{path}: the file is empty")
     raise ProblemError(f"{path}: cannot tell the format (not JSON, not a Graphviz .dot of \"a\" -> \"b\" edges); use --format")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise ProblemError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{path}: cannot read: {exc}") from None
 
 
 def load_problem(path: str | Path, fmt: str | None = None) -> Problem:
     """Read a problem in any supported format (detected by content unless ``fmt`` is given)."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise ProblemError(f"{path}: no such file or directory")
-    fmt = fmt or detect_format(path)
+    if fmt is not None and fmt not in FORMATS:
+        raise ProblemError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if path.is_dir() or fmt == "pardnn":
+        return read_pardnn(path)
+    text = read_text(path)
+    doc = None
+    if fmt is None:
+        fmt, doc = _detect(text, path)
     if fmt == "pardnn":
         return read_pardnn(path)
-    if fmt not in FORMATS:
-        raise ProblemError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    text = _read_text(path)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProblemError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if doc is None:
+        doc = parse_json(text, path)
     if fmt == "fiddle":
         if not looks_like_fiddle(doc):
             raise ProblemError(f"{path}: not msr-fiddle JSON (needs 'maxFPGAs' and 'nodes')")
         return problem_from_fiddle(doc, name=path.stem)
+    if not isinstance(doc, dict):
+        raise ProblemError(f"{path}: not native JSON (the document must be an object)")
     return problem_from_native(doc, name=path.stem)
 
 
