@@ -17,6 +17,12 @@ import numpy as np
 STATUSES = ("optimal", "feasible", "heuristic", "infeasible", "unknown")
 
 
+class OutOfTime(Exception):
+    """Raised by :meth:`SolveOptions.check_time` once the limit has passed or a stop was requested:
+    work that cannot return a partial answer (building a model) is abandoned, and the method
+    returns its best answer so far (its hint) instead."""
+
+
 class BestSoFar:
     """The best verified answer of a run so far and the best proved bound, kept where the ``solve``
     command can read them even while a method is still running: when a phase does not stop in
@@ -75,6 +81,11 @@ class SolveOptions:
     def out_of_time(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0.0
+
+    def check_time(self) -> None:
+        """Raise :class:`OutOfTime` when out of time or stopped (cheap: call it in build loops)."""
+        if self.stop.is_set() or self.out_of_time():
+            raise OutOfTime("stopped" if self.stop.is_set() else "time limit reached")
 
 
 @contextlib.contextmanager
