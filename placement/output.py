@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -31,12 +32,14 @@ def _umask() -> int:
 
 
 def _target(path: Path) -> tuple[Path, os.stat_result | None]:
-    """The file actually written (symlinks followed) and its stat, or None if it does not exist yet."""
-    real = Path(os.path.realpath(path))
+    """The file a rename would replace (symlinks followed) and the stat of what ``path`` reaches
+    (None if nothing yet). /dev/stdout reaches a pipe through a name that is no file: stat it, do
+    not resolve it."""
     try:
-        return real, os.stat(real)
-    except FileNotFoundError:
-        return real, None
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    return Path(os.path.realpath(path)), st
 
 
 def _reason(exc: OSError) -> str:
@@ -60,7 +63,7 @@ def check_writable(path: str | Path) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{str(path)!r} is a directory")
     if _in_place(path, st):
-        if not os.access(real, os.W_OK):
+        if not os.access(path, os.W_OK):
             raise OutputError(f"cannot write {str(path)!r}: permission denied")
         return
     folder = real.parent
@@ -80,7 +83,8 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     raw = data.encode() if isinstance(data, str) else data
     real, st = _target(path)
     if _in_place(path, st):
-        _write_in_place(path, raw)
+        assert st is not None
+        _write_in_place(path, raw, st)
         return
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     try:
@@ -107,9 +111,24 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         raise
 
 
-def _write_in_place(path: Path, raw: bytes) -> None:
+def _standard_stream(st: os.stat_result) -> int | None:
+    """1 or 2 when ``st`` is this process's stdout or stderr (e.g. ``/dev/stdout``), else None."""
+    for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
+        try:
+            if os.path.samestat(os.fstat(fd), st):
+                stream.flush()
+                return fd
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _write_in_place(path: Path, raw: bytes, st: os.stat_result) -> None:
+    """Write into what ``path`` reaches. Our own stdout/stderr is written through its open
+    descriptor, sharing its offset with what the program prints (``--report /dev/stdout > f``)."""
+    own = _standard_stream(st)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)  # appended: a redirected stdout keeps what came before
+        fd = own if own is not None else os.open(path, os.O_WRONLY | os.O_APPEND)
     except OSError as exc:
         raise OutputError(f"cannot write {str(path)!r}: {_reason(exc)}") from None
     try:
@@ -121,5 +140,6 @@ def _write_in_place(path: Path, raw: bytes) -> None:
     except OSError as exc:
         raise OutputError(f"cannot write {str(path)!r}: {_reason(exc)}") from None
     finally:
-        os.close(fd)
+        if own is None:
+            os.close(fd)
 

@@ -42,6 +42,9 @@ def _clean(x: Any) -> Any:
     return x
 
 
+json_safe = _clean
+
+
 def build_report(
     problem: Problem,
     *,

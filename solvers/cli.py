@@ -22,7 +22,7 @@ from placement.explain import explain, explain_text
 from placement.formats import FORMATS, load_problem
 from placement.problem import Problem, ProblemError, check_device_count
 from placement.output import OutputError, check_writable
-from placement.report import unwritable_id, write_placement, write_report
+from placement.report import json_safe, unwritable_id, write_placement, write_report
 from placement.solution import SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_bytes, parse_memory_list
@@ -297,7 +297,7 @@ class Command:
         self.stage = "writing the outputs"
         report = result.report(problem, opts.memory_model)
         if result.evaluation is not None:
-            report["explain"] = explain(problem, result.evaluation)
+            report["explain"] = json_safe(explain(problem, result.evaluation))  # unlimited capacity is inf
         try:
             if args.report:
                 write_report(args.report, report)
