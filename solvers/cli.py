@@ -6,6 +6,11 @@ written).
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # first of all: Ctrl-C during the imports below is one line too
+    from solvers.entry import install_early_handlers
+
+    install_early_handlers()
+
 import argparse
 import math
 import os
@@ -369,10 +374,6 @@ def _one_line(text: str) -> str:
 
 
 if __name__ == "__main__":
-    command = Command()
-    code = command.main(None)
-    if command.abandoned:  # a solver thread still runs in native code: end without waiting for it
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    from solvers.entry import run_command
+
+    run_command()
