@@ -151,7 +151,8 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     units = Units.of_problem(problem)
     usable = usable_capacity(problem, reserve)
     if use_two:
-        placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)))
+        placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)),
+                                            out_of_time=opts.out_of_time)
         info["residual_moved"] = moved
     if use_one:
         rem = opts.remaining()
