@@ -3,6 +3,7 @@ for every makespan method at growing sizes, and the latency from SIGINT to exit 
 Never run by CI. Serialise timed runs with the bench lock:
 
     flock /tmp/bench.lock python3 bench/bench_limits.py limits --sizes 1000 10000 100000 200000 --time-limit 5 10 20 20
+    flock /tmp/bench.lock python3 bench/bench_limits.py limits --sizes --files G.json --methods auto --time-limit 20 --extra "--memory-model peak"
     flock /tmp/bench.lock python3 bench/bench_limits.py sigint --sizes 10000 100000 --time-limit 30
 
 ``limits``: one fresh ``python -m solvers.cli`` process per (method, size), its wall time from
@@ -88,10 +89,11 @@ def cmd_limits(args: argparse.Namespace) -> None:
     print("| nodes | limit s | method | wall s | over | exit | status | note |")
     print("|---|---|---|---|---|---|---|---|")
     worst = 0.0
-    for nodes, limit in zip(args.sizes, limits):
-        path = graph(args.workdir, nodes, args.devices)
+    runs = [(graph(args.workdir, nodes, args.devices), str(nodes), limit) for nodes, limit in zip(args.sizes, limits)]
+    runs += [(Path(f), Path(f).stem, limits[0]) for f in args.files or []]
+    for path, nodes, limit in runs:
         for method in methods:
-            row = solve(path, method, limit, args.workdir / "report.json", kill_after=limit * 3 + 60)
+            row = solve(path, method, limit, args.workdir / "report.json", extra=args.extra.split(), kill_after=limit * 3 + 60)
             tol = max(0.05 * limit, 1.0)
             over = row["wall"] - limit
             worst = max(worst, over / tol)
@@ -144,6 +146,8 @@ def main() -> None:
         if name == "limits":
             s.add_argument("--time-limit", type=float, nargs="+", default=[5.0])
             s.add_argument("--methods", nargs="*")
+            s.add_argument("--files", nargs="*", help="problem files to run beside the generated sizes (at the first limit)")
+            s.add_argument("--extra", default="", help="more solve options, e.g. '--memory-model peak'")
         else:
             s.add_argument("--time-limit", type=float, default=30.0)
             s.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.5, 0.8, 0.95])

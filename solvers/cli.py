@@ -349,7 +349,9 @@ class Command:
                 box["error"] = exc
 
         limit = float(args.time_limit)
-        soft = self.started + limit - 0.5 * finish_reserve(problem, limit)
+        # The run plans to end when the finish reserve begins; past that it is asked to stop, and
+        # STOP_GRACE later it is abandoned: the reserve pays for the report either way.
+        soft = self.started + limit - finish_reserve(problem, limit)
         worker = threading.Thread(target=target, name="solve", daemon=True)
         worker.start()
         while worker.is_alive():
