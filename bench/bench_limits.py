@@ -140,7 +140,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     for name in ("limits", "sigint"):
         s = sub.add_parser(name)
-        s.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+        s.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000])
         s.add_argument("--devices", type=int, default=4)
         s.add_argument("--workdir", type=Path, default=Path("/tmp/bench_limits"))
         if name == "limits":
