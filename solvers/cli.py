@@ -248,8 +248,10 @@ class Command:
     limit) is abandoned and the best verified answer published so far is reported instead;
     ``abandoned`` then tells the caller to end the process without waiting for that thread."""
 
-    def __init__(self) -> None:
-        self.started = process_started()
+    def __init__(self, started: float | None = None) -> None:
+        # The clock of --time-limit: the process's start when this is the program (entry.py), the
+        # call's start when main() is called from other code (a test, a notebook).
+        self.started = time.monotonic() if started is None else started
         self.stage = "loading"
         self.stop = threading.Event()
         self.signalled_at: float | None = None  # the first Ctrl-C or SIGTERM while solving

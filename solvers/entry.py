@@ -25,9 +25,9 @@ def install_early_handlers() -> None:
 def run_command() -> None:
     """Run ``solve`` and end the process with its status. When a solver thread was abandoned (it
     did not stop in time), the process ends without waiting for it (os._exit, after flushing)."""
-    from .cli import Command
+    from .cli import Command, process_started
 
-    command = Command()
+    command = Command(started=process_started())
     code = command.main(None)
     if command.abandoned:
         sys.stdout.flush()
