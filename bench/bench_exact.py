@@ -28,7 +28,7 @@ from placement.evaluator import check  # noqa: E402
 from placement.formats.fiddle import read_fiddle  # noqa: E402
 from placement.problem import Problem  # noqa: E402
 from placement.solution import Solution, SolveOptions  # noqa: E402
-from solvers.registry import get  # noqa: E402
+from solvers.methods import get  # noqa: E402
 
 FIDDLE = Path(__file__).resolve().parents[2] / "shared/workloads/msr-fiddle/latency-inputs/OperatorGraphs"
 GRAPHS = ("bert_l-3_inference", "bert_l-6_inference", "resnet50_inference", "bert_l-12_inference")

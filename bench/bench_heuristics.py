@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from placement.bounds import makespan_lower_bound  # noqa: E402
 from placement.evaluator import evaluate  # noqa: E402
 from placement.solution import SolveOptions  # noqa: E402
-from solvers.registry import get  # noqa: E402
+from solvers.methods import get  # noqa: E402
 
 METHODS = ["pardnn", "pardnn[I+II]", "pardnn[II]", "pardnn[none]", "etf", "m-etf", "heft", "critical-path", "linear-clustering",
            "m-topo", "greedy-fill", "single", "random"]

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from formulations.latency import solve_latency_cpsat  # noqa: E402
-from formulations.latency_bounds import latency_lower_bound  # noqa: E402
-from heuristics.tarnawski import greedy_split  # noqa: E402
+from formulations.latency.exact import solve_latency_cpsat  # noqa: E402
+from formulations.latency.bounds import latency_lower_bound  # noqa: E402
+from formulations.latency.heuristics import greedy_split  # noqa: E402
 from placement.formats.fiddle import read_fiddle  # noqa: E402
 from placement.objectives import evaluate_latency  # noqa: E402
 from placement.solution import SolveOptions  # noqa: E402

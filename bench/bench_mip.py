@@ -25,7 +25,7 @@ from placement.evaluator import check  # noqa: E402
 from placement.generate import generate  # noqa: E402
 from placement.problem import Problem  # noqa: E402
 from placement.solution import Solution, SolveOptions  # noqa: E402
-from solvers.registry import get  # noqa: E402
+from solvers.methods import get  # noqa: E402
 
 
 def warm_start(problem: Problem, memory_model: str, seconds: float = 10.0) -> Solution | None:

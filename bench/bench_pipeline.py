@@ -34,7 +34,7 @@ from placement.formats import load_problem  # noqa: E402
 from placement.formats.native import write_problem  # noqa: E402
 from placement.generate import generate  # noqa: E402
 from placement.solution import SolveOptions  # noqa: E402
-from solvers import registry  # noqa: E402
+from solvers import methods as registry  # noqa: E402
 from solvers.run import run  # noqa: E402
 
 LATENCY = ROOT.parent / "shared" / "workloads" / "msr-fiddle" / "latency-inputs" / "OperatorGraphs"

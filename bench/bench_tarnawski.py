@@ -107,8 +107,8 @@ def noncontiguous(limit: float, only: str | None) -> None:
 
 
 def latency(limit: float, only: str | None) -> None:
-    from formulations import latency as lat
-    from solvers.registry import get
+    from formulations.latency import exact as lat
+    from solvers.methods import get
 
     for f, pub in LATENCY:
         if only and only not in f:

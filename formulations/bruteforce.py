@@ -22,7 +22,6 @@ import numpy as np
 from placement.evaluator import check, peak_memory
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .common import device_classes, finish_solution, infeasible_reason, longest_starts, units, with_reserve
 
@@ -144,7 +143,6 @@ def enumerate_best(problem: Problem, memory_model: str = "static", deadline: flo
     return best, True
 
 
-@register("brute", kind="exact", summary=f"enumerates every placement and device order (tiny instances, at most {MAX_NODES} nodes)")
 def brute(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     problem = with_reserve(problem, opts)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -23,40 +22,11 @@ from placement.evaluator import ScheduleError, check, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
+from .pathbound import path_lower_bound
+from .units import Units, units  # noqa: F401  (re-exported for the models)
+
 # Relative gap under which a solver's proved optimum counts as "optimal" for the real problem.
 OPTIMAL_RTOL = 1e-6
-
-
-@dataclass
-class Units:
-    """Placement units: ``of[i]`` is node i's unit, ``members[g]`` the nodes of unit g (sorted).
-
-    Units are numbered in increasing order of their lowest node index."""
-
-    of: np.ndarray
-    members: list[np.ndarray]
-
-    @property
-    def count(self) -> int:
-        return len(self.members)
-
-
-def units(problem: Problem) -> Units:
-    of = np.full(problem.n, -1, dtype=np.int64)
-    members: list[np.ndarray] = []
-    seen: dict[int, int] = {}
-    groups = problem.groups
-    for i in range(problem.n):
-        g = int(problem.colocate[i])
-        if g < 0:
-            of[i] = len(members)
-            members.append(np.array([i]))
-        elif g not in seen:
-            seen[g] = len(members)
-            mem = np.sort(groups[g])
-            of[mem] = len(members)
-            members.append(mem)
-    return Units(of, members)
 
 
 def with_reserve(problem: Problem, opts: SolveOptions) -> Problem:
@@ -176,7 +146,6 @@ def lower_bound(problem: Problem, memory_model: str, path_bound: bool = True) ->
     except ImportError:  # pragma: no cover - bounds.py is part of the foundation
         lb = float(max(problem.time.sum() / problem.k, problem.time.max())) if problem.n else 0.0
     if path_bound:
-        from .pathbound import path_lower_bound
         lb = max(lb, path_lower_bound(problem, memory_model))
     return lb
 

@@ -24,7 +24,6 @@ from ortools.sat.python import cp_model
 from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
-from solvers.registry import register
 
 from .cpsolver import cp_solver, set_params
 from .cpsolver import solve as run_cp
@@ -542,6 +541,5 @@ def _trace(solver: cp_model.CpSolver, trace: object, t0: float, factor: float) -
     return _Progress()
 
 
-@register("cpsat", kind="exact", summary="CP-SAT makespan model (optional intervals, NoOverlap, static or peak memory); proves optimality")
 def cpsat(problem: Problem, opts: SolveOptions) -> Solution:
     return _solve(problem, opts)

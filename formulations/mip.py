@@ -19,7 +19,6 @@ from ortools.linear_solver import pywraplp
 
 from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions, stop_watch
-from solvers.registry import register
 
 from .bruteforce import _reach
 from .mip_peak import PeakModel, add_peak_memory
@@ -306,6 +305,5 @@ def _build_and_solve(problem: Problem, opts: SolveOptions, solver: pywraplp.Solv
     return finish_solution(problem, opts, "mip", t0, proved, bound, None if found is None else found[1:], info)
 
 
-@register("mip", kind="exact", summary="big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)")
 def mip(problem: Problem, opts: SolveOptions) -> Solution:
     return _solve(problem, opts)

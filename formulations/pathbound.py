@@ -24,7 +24,7 @@ import numpy as np
 
 from placement.problem import Problem
 
-from .common import units
+from .units import units
 
 
 def _best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) -> list[int]:

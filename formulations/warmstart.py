@@ -16,7 +16,6 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .common import units
 
@@ -101,7 +100,6 @@ def contiguous_splits(problem: Problem, order: np.ndarray | None = None, anchor:
     return [pl for _, pl in out]
 
 
-@register("topo-split", kind="heuristic", summary="best contiguous split of a topological order into <= K memory-feasible segments (warm start)")
 def topo_split(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     best: tuple[float, np.ndarray] | None = None

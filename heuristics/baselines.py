@@ -18,7 +18,6 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 
 def _units(problem: Problem) -> list[np.ndarray]:
@@ -77,7 +76,6 @@ def _solution(problem: Problem, opts: SolveOptions, name: str, placement: np.nda
     return Solution(name, "heuristic", placement=placement, objective=ev.makespan, seconds=time.monotonic() - t0)
 
 
-@register("topo-fill", kind="heuristic", summary="topological order, each device filled to an equal share of memory (m-TOPO)")
 def topo_fill(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     cap = problem.memory * (1.0 - opts.reserve)
@@ -86,14 +84,12 @@ def topo_fill(problem: Problem, opts: SolveOptions) -> Solution:
     return _solution(problem, opts, "topo-fill", fill(problem, share), t0, "topo-fill: some node or colocation group fits on no device")
 
 
-@register("greedy-fill", kind="heuristic", summary="topological order, each device filled up to its capacity (Tarnawski's greedy)")
 def greedy_fill(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     cap = problem.memory * (1.0 - opts.reserve)
     return _solution(problem, opts, "greedy-fill", fill(problem, cap), t0, "greedy-fill: some node or colocation group fits on no device")
 
 
-@register("single", kind="heuristic", summary="every node on the largest device (only when it fits)")
 def single(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     mask = problem.allowed_mask().all(axis=0)

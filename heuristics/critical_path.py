@@ -15,7 +15,6 @@ import numpy as np
 
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .list_scheduling import _fail, _result, insertion_schedule, run_with_accounting, upward_rank_order
 from .pardnn.graph import Graph, weighted_levels
@@ -38,7 +37,6 @@ def critical_path_nodes(problem: Problem) -> np.ndarray:
     return np.asarray(path, dtype=np.int64)
 
 
-@register("critical-path", kind="heuristic", summary="Mayer et al. 2017: critical path on one device, the rest earliest-finish, memory check")
 def critical_path(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     pinned = np.full(problem.n, -1, dtype=np.int64)

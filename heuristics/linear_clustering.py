@@ -22,7 +22,6 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .pardnn.graph import Graph, top_levels
 from .pardnn.pipeline import heuristic_one, repair_constraints
@@ -65,7 +64,6 @@ def glb(problem: Problem, sl: Slicing, capacity: np.ndarray) -> np.ndarray:
     return pl
 
 
-@register("linear-clustering", kind="heuristic", summary="Kim's linear clustering + GLB cluster mapping, static-memory check")
 def linear_clustering(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     rem = opts.remaining()

@@ -32,7 +32,6 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .pardnn.graph import Graph, bottom_levels
 
@@ -266,7 +265,6 @@ def run_with_accounting(schedule, problem: Problem, opts: SolveOptions, inputs_f
     return dev, order, bad, {"input_accounting": False}
 
 
-@register("etf", kind="heuristic", summary="Earliest Time First list scheduling with a static-memory check")
 def etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
@@ -276,7 +274,6 @@ def etf(problem: Problem, opts: SolveOptions) -> Solution:
     return _result(problem, opts, "etf", dev, order, t0, info)
 
 
-@register("m-etf", kind="heuristic", summary="Baechi's m-ETF: ETF charging received input tensors to the receiving device's memory")
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
@@ -286,7 +283,6 @@ def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     return _result(problem, opts, "m-etf", dev, order, t0, info)
 
 
-@register("heft", kind="heuristic", summary="HEFT: upward-rank order, earliest-finish device with gap insertion, memory check")
 def heft(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     prio = upward_rank_order(problem)
@@ -298,7 +294,6 @@ def heft(problem: Problem, opts: SolveOptions) -> Solution:
     return _result(problem, opts, "heft", dev, order, t0, info)
 
 
-@register("m-topo", kind="heuristic", summary="Baechi's m-TOPO: the topological equal-share fill of heuristics.baselines (alias of topo-fill)")
 def m_topo(problem: Problem, opts: SolveOptions) -> Solution:
     """Baechi's m-TOPO walks a topological order and fills each device up to total memory / K,
     which is exactly ``topo-fill`` in heuristics/baselines.py; this is that method under its name."""

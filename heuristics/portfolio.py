@@ -16,12 +16,25 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from typing import Callable
+
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import get, register
 
-ORDER = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft", "critical-path", "pardnn-balanced", "m-etf",
-         "linear-clustering", "random")
+from .baselines import greedy_fill, single
+from .critical_path import critical_path
+from .linear_clustering import linear_clustering
+from .list_scheduling import etf, heft, m_etf, m_topo
+from .pardnn import pardnn, pardnn_balanced
+from .random_feasible import random_feasible
+
+# The members in the order they run, under their method names.
+MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
+    "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
+    "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
+    "linear-clustering": linear_clustering, "random": random_feasible,
+}
+ORDER = tuple(MEMBERS)
 
 
 def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:
@@ -40,7 +53,6 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     return evaluate + rates.get(method, 1e-4) * size + extra
 
 
-@register("portfolio", kind="heuristic", summary="run the heuristics that fit the time limit, keep the best memory-feasible one")
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     members: list[dict] = []
@@ -55,7 +67,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
         sub = replace(opts, time_limit=rem, started=time.monotonic(), hint=None)
         t = time.monotonic()
         try:
-            sol = get(name).func(problem, sub)
+            sol = MEMBERS[name](problem, sub)
         except Exception as exc:  # noqa: BLE001 - one broken member must not sink the portfolio
             members.append({"method": name, "status": "error", "makespan": None, "feasible": False,
                             "seconds": time.monotonic() - t, "reason": f"{type(exc).__name__}: {exc}"})

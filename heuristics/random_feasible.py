@@ -14,7 +14,6 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .pardnn.overflow import Units
 
@@ -37,7 +36,6 @@ def random_placement(problem: Problem, rng: np.random.Generator, reserve: float 
     return pl
 
 
-@register("random", kind="heuristic", summary="random placement that respects static memory (seeded sanity anchor)")
 def random_feasible(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     for attempt in range(ATTEMPTS):

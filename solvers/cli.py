@@ -7,7 +7,7 @@ written).
 from __future__ import annotations
 
 if __name__ == "__main__":  # first of all: Ctrl-C during the imports below is one line too
-    from solvers.entry import install_early_handlers
+    from solvers.early_signals import install_early_handlers
 
     install_early_handlers()
 
@@ -30,9 +30,9 @@ from placement.output import OutputError, check_writable
 from placement.report import json_safe, unwritable_id, write_placement, write_report
 from placement.solution import SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
-from placement.units import format_bytes, parse_bytes, parse_memory_list
+from placement.units import format_bytes, parse_memory_list
 
-from . import registry
+from .methods import methods
 from . import run as run_module
 from .pipeline import finish_reserve
 from .run import RunResult, interrupted_result, objective_model, run
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_methods() -> str:
     rows = [f"{'auto':18} {'pipeline':10} {'makespan':9} warm start (portfolio), exact CP-SAT (coarsened on big graphs), refine; keeps the best"]
-    for name, info in registry.methods().items():
+    for name, info in methods().items():
         rows.append(f"{name:18} {info.kind:10} {info.objective:9} {info.summary}")
     return "\n".join(rows)
 
@@ -144,7 +144,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
             memory = parse_memory_list(args.memory)
         except ValueError as exc:
             raise UsageError(f"--memory: {exc}") from None
-    table = registry.methods()
+    table = methods()
     if args.method != "auto" and args.method not in table:
         raise UsageError(f"--method: unknown method {args.method!r}; see --list-methods")
     if args.objective != "makespan" and args.memory_model != "static":
@@ -249,7 +249,7 @@ class Command:
     ``abandoned`` then tells the caller to end the process without waiting for that thread."""
 
     def __init__(self, started: float | None = None) -> None:
-        # The clock of --time-limit: the process's start when this is the program (entry.py), the
+        # The clock of --time-limit: the process's start when this is the program (run_as_program), the
         # call's start when main() is called from other code (a test, a notebook).
         self.started = time.monotonic() if started is None else started
         self.stage = "loading"
@@ -377,7 +377,18 @@ def _one_line(text: str) -> str:
     return " ".join(text.split("\n")) if "\n" in text else text
 
 
-if __name__ == "__main__":
-    from solvers.entry import run_command
+def run_as_program() -> NoReturn:
+    """Run ``solve`` as the program and end the process with its status. The time limit counts
+    from the process's start. When a solver thread was abandoned (it did not stop in time), the
+    process ends without waiting for it (os._exit, after flushing)."""
+    command = Command(started=process_started())
+    code = command.main(None)
+    if command.abandoned:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
-    run_command()
+
+if __name__ == "__main__":
+    run_as_program()

@@ -20,18 +20,23 @@ ETF and HEFT fit, refine REFINE_SHARE at the end, the exact phase what lies betw
 """
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 
+from formulations.cpsat import cpsat
+from formulations.warmstart import topo_split
+from heuristics.baselines import greedy_fill, single, topo_fill
+from heuristics.portfolio import estimate_seconds, portfolio
+from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from . import registry
+from .refine import refine, refine_multilevel
+from .reschedule import reschedule
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
 # bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
@@ -54,18 +59,13 @@ FINISH_SECONDS_PER_ELEMENT = 2.5e-5
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 COARSE_TARGET = 250  # coarse graph size for the exact phase on bigger graphs (bench/results_coarsen.md)
 REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine on coarse levels first
-BASELINES = ("topo-fill", "greedy-fill", "single")
+# The linear-time baselines that answer when nothing else did in time.
+BASELINES: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
+    "topo-fill": topo_fill, "greedy-fill": greedy_fill, "single": single}
+# The warm start's methods by name (which of them run: warm_start_methods).
+WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split}
 RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
-
-
-def _optional(module: str) -> Any | None:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return None
 
 
 @dataclass
@@ -149,7 +149,6 @@ def pipeline(
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
-    table = registry.methods()
     inc = Incumbent(problem, opts.memory_model, verify, publish=lambda best: opts.best_so_far.publish(best))
     bound = lower_bound
     phases: list[Phase] = []
@@ -173,11 +172,11 @@ def pipeline(
     ph = Phase("warm-start")
     t = time.monotonic()
     warm_end = None if usable is None else t + warm_seconds(problem, usable, warm_share, opts.memory_model)
-    for name in warm_start_methods(problem, table):
+    for name in warm_start_methods(problem):
         budget = until(warm_end)
         if budget is not None and budget <= 0.0:
             break  # topo-split would not watch the clock
-        sol = table[name].func(problem, sub(budget))
+        sol = WARM_START[name](problem, sub(budget))
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
                                   [sol.reason])
@@ -186,8 +185,8 @@ def pipeline(
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
         # baselines still answer, late rather than never.
-        for name in (b for b in BASELINES if b in table):
-            if inc.offer(table[name].func(problem, sub(None))) is not None:
+        for baseline in BASELINES.values():
+            if inc.offer(baseline(problem, sub(None))) is not None:
                 break
     ph.seconds, ph.makespan, ph.status = time.monotonic() - t, inc.makespan, "heuristic"
     ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
@@ -199,7 +198,7 @@ def pipeline(
     # 2. Exact phase.
     proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
     used_exact = False
-    if "cpsat" in table and not proved and not opts.stop.is_set():
+    if not proved and not opts.stop.is_set():
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
         if not coarse:
@@ -207,7 +206,7 @@ def pipeline(
             # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
             # search when the hint's gap is large; the option in opts.extra wins.
             extra = {"schedule": "auto", **opts.extra}
-            sol = table["cpsat"].func(problem, sub(exact_budget, hint=inc.hint(), extra=extra))
+            sol = cpsat(problem, sub(exact_budget, hint=inc.hint(), extra=extra))
             used_exact = True
             if sol.status == "infeasible":
                 phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
@@ -228,8 +227,7 @@ def pipeline(
             _reschedule_phase(problem, opts, inc, phases, until(end))
 
     # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
-    refine_mod = _optional("solvers.refine")
-    if refine_mod is not None and inc.best is not None and not proved and inc.makespan > bound * (1 + 1e-9):
+    if inc.best is not None and not proved and inc.makespan > bound * (1 + 1e-9):
         budget = until(None if end is None else end - inc.check_seconds)
         if budget is None or budget > 0.05:
             t = time.monotonic()
@@ -237,16 +235,16 @@ def pipeline(
             best_ev = inc.best[1]
             multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
             if problem.n > multilevel_nodes and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
-                placement, ev = refine_mod.refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
+                placement, ev = refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
                                                              memory_model=opts.memory_model)
             elif problem.n > multilevel_nodes:
                 # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
                 # ordered schedule; one evaluation per move, not two, on graphs this big).
-                placement, ev = refine_mod.refine(problem, best_ev.placement, sub(budget), deadline=deadline,
+                placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
                                                   memory_model=opts.memory_model, start=best_ev.start, keep_order=True)
             else:
                 # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
-                placement, ev = refine_mod.refine(problem, best_ev.placement, sub(budget), deadline=deadline,
+                placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
                                                   memory_model=opts.memory_model, start=best_ev.start, keep_order="auto")
             before = inc.makespan
             inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan))
@@ -268,8 +266,7 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
                       left: float | None) -> None:
     """Offer the incumbent's placement re-scheduled by priority lists (solvers/reschedule.py), when
     the time left pays for it several times over."""
-    mod = _optional("solvers.reschedule")
-    if mod is None or inc.best is None or opts.stop.is_set():
+    if inc.best is None or opts.stop.is_set():
         return
     if left is not None and left < 3 * RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m) + inc.check_seconds:
         return
@@ -280,7 +277,7 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
     def stop() -> bool:  # after a list: is there time for another one, three times over?
         return opts.stop.is_set() or (left is not None and 4 * (time.monotonic() - t) > left)
 
-    for name, order, ev in mod.reschedule(problem, best.placement, opts.memory_model, stop=stop):
+    for name, order, ev in reschedule(problem, best.placement, opts.memory_model, stop=stop):
         inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=ev.placement, order=order, objective=ev.makespan))
     won = inc.best[0].method if inc.best[1] is not best else "incumbent kept"
     phases.append(Phase("reschedule", time.monotonic() - t, inc.makespan, status="heuristic",
@@ -296,18 +293,15 @@ def _method_name(sol: Solution) -> str:
 def warm_seconds(problem: Problem, usable: float, share: float, memory_model: str) -> float:
     """The warm start's budget: ``share`` of the usable time, stretched up to WARM_MAX_SHARE when
     the portfolio's estimate for its members up to PARDNN needs more (with 25% to spare)."""
-    portfolio = _optional("heuristics.portfolio")
-    if portfolio is None:
-        return share * usable
-    need = sum(portfolio.estimate_seconds(name, problem.n, problem.m, problem.k, memory_model) for name in WARM_FIRST)
+    need = sum(estimate_seconds(name, problem.n, problem.m, problem.k, memory_model) for name in WARM_FIRST)
     return max(share * usable, min(WARM_MAX_SHARE * usable, 1.25 * need))
 
 
-def warm_start_methods(problem: Problem, table: dict[str, Any]) -> list[str]:
-    """The heuristics of the warm start, in order: the portfolio (or the baselines without it), then
+def warm_start_methods(problem: Problem) -> list[str]:
+    """The heuristics of the warm start (keys of WARM_START), in order: the portfolio, then
     topo-split on graphs small enough for its quadratic DP (it does not watch the clock)."""
-    names = ["portfolio"] if "portfolio" in table else [b for b in BASELINES if b in table]
-    if "topo-split" in table and problem.n <= TOPO_SPLIT_MAX_NODES:
+    names = ["portfolio"]
+    if problem.n <= TOPO_SPLIT_MAX_NODES:
         names.append("topo-split")  # the best hint on the msr-fiddle graphs
     return names
 
@@ -315,14 +309,10 @@ def warm_start_methods(problem: Problem, table: dict[str, Any]) -> list[str]:
 def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Callable[..., SolveOptions],
                   budget: float | None, say: Callable[[str], None]) -> Phase:
     """CP-SAT on a coarsened graph, hinted by the warm start; the answer is mapped back and offered."""
-    coarsen_mod = _optional("placement.coarsen")
     ph = Phase("exact-coarse")
-    if coarsen_mod is None:
-        ph.status, ph.note = "skipped", "no coarsening available"
-        return ph
     t = time.monotonic()
     target = int(opts.extra.get("coarse_size", COARSE_TARGET))
-    co = coarsen_mod.coarsen(problem, target, seed=opts.seed)
+    co = coarsen(problem, target, seed=opts.seed)
     ph.note = f"{problem.n} -> {co.coarse.n} nodes in {time.monotonic() - t:.1f}s"
     say(f"coarsened {ph.note}")
     hint = None
@@ -331,7 +321,7 @@ def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Cal
         if restricted is not None:
             hint = Solution("warm-start", "heuristic", placement=np.asarray(restricted))
     remaining = None if budget is None else max(0.0, budget - (time.monotonic() - t))
-    sol = registry.get("cpsat").func(co.coarse, sub(remaining, hint=hint))
+    sol = cpsat(co.coarse, sub(remaining, hint=hint))
     ph.status = "feasible" if sol.placement is not None else sol.status
     if sol.placement is not None:
         mapped = np.asarray(co.project(sol.placement))

@@ -19,8 +19,9 @@ from placement.problem import Problem
 from placement.report import _clean, build_report, gap
 from placement.solution import Solution, SolveOptions
 
-from . import registry
-from .pipeline import finish_reserve
+from .methods import get as method_info
+from .methods import methods
+from .pipeline import finish_reserve, pipeline
 
 
 
@@ -144,7 +145,7 @@ def interrupted_result(problem: Problem, opts: SolveOptions, method: str, why: s
 
 
 def _call(name: str, problem: Problem, opts: SolveOptions) -> Solution:
-    return registry.get(name).func(problem, opts)
+    return method_info(name).func(problem, opts)
 
 
 def run(
@@ -168,8 +169,6 @@ def run(
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict())
 
     if method == "auto":
-        from .pipeline import pipeline
-
         res = pipeline(problem, opts, lb, verify, say)
         seconds = time.monotonic() - t0
         hist = [p.as_dict() for p in res.phases]
@@ -183,8 +182,8 @@ def run(
         return RunResult(status, f"auto:{sol.method}", sol, ev, min(res.bound, ev.makespan), seconds,
                          bounds=lbs.as_dict(), history=hist, interrupted=opts.stop.is_set())
 
-    if method not in registry.methods():
-        raise KeyError(f"unknown method {method!r}; known: auto, {', '.join(registry.methods())}")
+    if method not in methods():
+        raise KeyError(f"unknown method {method!r}; known: auto, {', '.join(methods())}")
     best: tuple[Solution, Evaluation] | None = None
     proved_lb = lb
     history: list[dict[str, Any]] = []
@@ -217,7 +216,7 @@ def run(
     proved_lb = min(proved_lb, ev.makespan)
     if sol.status == "optimal" or ev.makespan <= proved_lb * (1 + 1e-9):
         status = "optimal"
-    elif registry.get(method).kind == "exact":
+    elif method_info(method).kind == "exact":
         status = "feasible"
     else:
         status = "heuristic"
@@ -237,7 +236,7 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
 
     t0 = time.monotonic()
     name = AUTO_FOR[objective] if method == "auto" else method
-    info = registry.get(name)
+    info = method_info(name)
     if info.objective != objective:
         raise KeyError(f"method {name!r} optimises {info.objective}, not {objective}")
     sol = info.func(problem, method_options(problem, opts))

@@ -17,7 +17,7 @@ from placement.evaluator import check, evaluate
 from placement.problem import Problem, make_problem
 from placement.solution import Solution, SolveOptions
 from tests.conftest import assert_honest
-from solvers.registry import methods
+from solvers.methods import methods
 
 
 def rand_problem(seed: int, *, frac: bool = False, mem_factor: float | None = None) -> Problem:

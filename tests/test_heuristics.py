@@ -15,7 +15,7 @@ from placement.formats.native import read_problem
 from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
-from solvers.registry import get, methods
+from solvers.methods import get, methods
 
 ROOT = Path(__file__).resolve().parent.parent
 MINE = ("pardnn", "pardnn-balanced", "etf", "m-etf", "heft", "critical-path", "linear-clustering", "m-topo", "random", "portfolio")

@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from formulations.latency import solve_latency_cpsat, solve_latency_mip
-from heuristics.tarnawski import greedy_split
+from formulations.latency.exact import solve_latency_cpsat, solve_latency_mip
+from formulations.latency.heuristics import greedy_split
 from placement.objectives import evaluate_latency, evaluate_objective
 from placement.problem import make_problem
 from placement.solution import SolveOptions
@@ -151,7 +151,7 @@ def brute_force_q(p, q: int) -> float:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_interval_path_bound_is_valid_on_every_path(seed):
-    from formulations.latency_bounds import latency_lower_bound, path_min_latency
+    from formulations.latency.bounds import latency_lower_bound, path_min_latency
 
     n = 4 + seed % 2
     k = 1 + seed % 3
@@ -177,7 +177,7 @@ def test_interval_bound_counts_what_lies_between_path_nodes():
     edges = [{"src": "a", "dst": "b", "comm": 3}, {"src": "b", "dst": "d", "comm": 3},
              {"src": "a", "dst": "c", "comm": 3}, {"src": "c", "dst": "d", "comm": 3}]
     p = make_problem(nodes, edges, devices=2, memory=20.0, node_attrs={"cpu_latency": [100.0] * 4})
-    from formulations.latency_bounds import path_min_latency
+    from formulations.latency.bounds import path_min_latency
 
     path = [0, 1, 3]
     assert path_min_latency(p, path, interval=False) == 3.0  # a, b, d in one run of 5 bytes each
@@ -190,7 +190,7 @@ def test_interval_bound_counts_what_lies_between_path_nodes():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_fast_latency_equals_evaluator(seed):
-    from heuristics.latency_search import FastLatency, atoms_from_split
+    from formulations.latency.search import FastLatency, atoms_from_split
     from formulations.maxload.common import ip_data
 
     p = tricky_problem(100 + seed, 7, 3)
@@ -207,7 +207,7 @@ def test_fast_latency_equals_evaluator(seed):
 
 
 def test_local_search_improves_deterministically():
-    from heuristics.latency_search import latency_local_search
+    from formulations.latency.search import latency_local_search
 
     p = random_problem(3, n=7)
     start = greedy_split(p)
@@ -223,7 +223,7 @@ def test_local_search_improves_deterministically():
 def test_bert3_bound_between_path_bound_and_published_value():
     from pathlib import Path
 
-    from formulations.latency_bounds import latency_lower_bound
+    from formulations.latency.bounds import latency_lower_bound
     from placement.formats.fiddle import read_fiddle
 
     root = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "msr-fiddle" / "latency-inputs"
@@ -236,7 +236,7 @@ def test_bert3_bound_between_path_bound_and_published_value():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_latency_local_search_method_is_honest(seed):
-    from solvers.registry import get
+    from solvers.methods import get
 
     p = random_problem(10 + seed, n=6)
     sol = get("latency-local-search").func(p, SolveOptions(time_limit=2, seed=seed))
@@ -255,7 +255,7 @@ def test_bound_never_cuts_between_colocated_path_nodes_when_q_is_1():
     edges = [{"src": "a", "dst": "b", "comm": 10}, {"src": "b", "dst": "c", "comm": 1},
              {"src": "c", "dst": "d", "comm": 10}]
     p = make_problem(nodes, edges, devices=3, memory=10.0, node_attrs={"cpu_latency": [100.0] * 4})
-    from formulations.latency_bounds import path_min_latency
+    from formulations.latency.bounds import path_min_latency
 
     assert path_min_latency(p, [0, 1, 2, 3], interval=False, q=1) == 6.0  # {a,b} | {c,d}
     assert path_min_latency(p, [0, 1, 2, 3], interval=True, q=1) == 44.0

@@ -1,4 +1,4 @@
-"""Closure bound of the latency (formulations/latency_closure.py): each run's min cut equals the
+"""Closure bound of the latency (formulations/latency/closure.py): each run's min cut equals the
 least duration found by enumerating subgraphs, the bound lies between the interval bound and the
 brute-force optimum on every path, the lazy DP equals the DP with every run strengthened, and the
 solver stops with a proved answer when the bound meets its split."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formulations.latency_bounds import _reach_positions, path_min_latency, run_costs
-from formulations.latency_closure import (RunCut, _dp, closure_path_bound, closure_split,
+from formulations.latency.bounds import _reach_positions, path_min_latency, run_costs
+from formulations.latency.closure import (RunCut, _dp, closure_path_bound, closure_split,
                                           latency_closure_bound)
 from placement.objectives import cpu_time, evaluate_latency, node_bytes, supported
 from placement.solution import SolveOptions
@@ -117,7 +117,7 @@ def test_lazy_dp_equals_dp_with_every_run_strengthened(seed):
 
 
 def test_solver_stops_with_a_proved_split_when_the_bound_meets_it():
-    from formulations.latency import solve_latency_cpsat
+    from formulations.latency.exact import solve_latency_cpsat
 
     for seed in range(12):
         p = tricky_problem(seed, 5, 2)

@@ -1,4 +1,4 @@
-"""Pair bound of the latency (formulations/latency_pairs.py): each pair cut equals the least cost
+"""Pair bound of the latency (formulations/latency/pairs.py): each pair cut equals the least cost
 found by enumerating two disjoint subgraphs, the pair DP without pair costs equals the closure DP,
 and the bound lies between the closure bound and the brute-force optimum on every path."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formulations.latency_closure import RunCut, _dp, closure_path_bound
-from formulations.latency_pairs import _pair_dp, crossing_weight, pair_cut, pair_path_bound
+from formulations.latency.closure import RunCut, _dp, closure_path_bound
+from formulations.latency.pairs import _pair_dp, crossing_weight, pair_cut, pair_path_bound
 from placement.objectives import cpu_time, supported
 from test_latency import all_paths, brute_force_q, tricky_problem
 from test_latency_closure import subgraph_duration
@@ -99,7 +99,7 @@ def test_pair_bound_charges_a_node_crossing_the_cut():
 
 @pytest.mark.slow
 def test_resnet50_pair_bound_certifies_the_sum_dp_split():
-    from formulations.latency_closure import latency_closure_bound
+    from formulations.latency.closure import latency_closure_bound
     from formulations.maxload.dp import solve_dp
     from placement.formats.fiddle import read_fiddle
     from placement.objectives import evaluate_latency

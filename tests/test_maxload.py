@@ -177,7 +177,7 @@ def test_dp_on_a_chain_is_exact():
                      attrs={"max_cpus": 1})
     _, dpv, _ = solve_dp(p)
     assert dpv == pytest.approx(brute_force(p, "forward"))
-    from solvers.registry import get
+    from solvers.methods import get
 
     for name in ("dp", "dpl", "pipedream", "maxload-cpsat", "local-search"):
         info = get(name)
@@ -273,7 +273,7 @@ def test_lns_over_all_devices_reaches_the_noncontiguous_optimum():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_dp_proves_the_pipeline_optimum_on_identical_accelerators(seed):
-    from solvers.registry import get
+    from solvers.methods import get
 
     p = random_problem(10 + seed, n=6, k=3, training=True)
     sol = get("dp").func(p, SolveOptions(time_limit=30, workers=1))

@@ -13,7 +13,7 @@ from placement.evaluator import check
 from placement.formats import load_problem
 from placement.generate import generate
 from placement.solution import SolveOptions
-from solvers import registry
+from solvers import methods as registry
 from solvers.run import run
 from tests.conftest import DATA, random_problem
 
@@ -76,19 +76,17 @@ def test_stop_request_returns_the_best_answer_so_far():
 
 
 def _spy_topo_split(monkeypatch):
-    """Replace topo-split in the registry by a recorder of the problem sizes it is called on."""
-    from dataclasses import replace as dc_replace
+    """Replace the pipeline's topo-split by a recorder of the problem sizes it is called on."""
+    from solvers import pipeline as pl
 
-    from solvers import registry as reg
-
-    info = reg.get("topo-split")
+    real = pl.WARM_START["topo-split"]
     calls: list[int] = []
 
     def spy(problem, opts):
         calls.append(problem.n)
-        return info.func(problem, opts)
+        return real(problem, opts)
 
-    monkeypatch.setitem(reg._REGISTRY, "topo-split", dc_replace(info, func=spy))
+    monkeypatch.setitem(pl.WARM_START, "topo-split", spy)
     return calls
 
 
@@ -105,8 +103,8 @@ def test_warm_start_skips_topo_split_above_its_size_cap(monkeypatch):
         res = run(prob, "auto", SolveOptions(**opts))
         assert res.feasible
     assert calls == [small.n]  # called on the small graph only, never on the big one
-    assert "topo-split" not in pl.warm_start_methods(big, registry.methods())
-    assert "topo-split" in pl.warm_start_methods(small, registry.methods())
+    assert "topo-split" not in pl.warm_start_methods(big)
+    assert "topo-split" in pl.warm_start_methods(small)
 
 
 def test_loading_that_used_the_whole_limit_still_gets_an_answer():

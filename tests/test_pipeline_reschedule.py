@@ -60,18 +60,16 @@ def test_big_graph_path_refines_in_order_and_never_loses_the_warm_start(monkeypa
 
 
 def test_exact_phase_on_the_original_graph_asks_for_the_auto_schedule(monkeypatch) -> None:
-    from solvers import registry
+    from solvers import pipeline as pl
 
     seen = []
-    real = registry.methods()["cpsat"].func
+    real = pl.cpsat
 
     def spy(problem, opts):
         seen.append(dict(opts.extra))
         return real(problem, opts)
 
-    from dataclasses import replace
-
-    monkeypatch.setitem(registry._REGISTRY, "cpsat", replace(registry.methods()["cpsat"], func=spy))
+    monkeypatch.setattr(pl, "cpsat", spy)
     prob = generate("cnn", 40, seed=0, devices=2, memory_fraction=0.7)
     res = run(prob, "auto", SolveOptions(time_limit=5, workers=2))
     assert res.feasible and seen and seen[0].get("schedule") == "auto"

@@ -193,7 +193,7 @@ def test_auto_order_mode_drops_fifo_only_when_fifo_is_far_behind() -> None:
     """keep_order="auto": judged by the kept order alone when FIFO on the input placement is more
     than AUTO_FIFO_SLACK slower than the given schedule (ETF's order here), by both otherwise; in
     either case never worse than the given schedule."""
-    from solvers import registry
+    from solvers import methods as registry
     from solvers.refine import AUTO_FIFO_SLACK
 
     seen = set()

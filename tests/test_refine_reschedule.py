@@ -155,7 +155,7 @@ def test_refine_with_spreading_is_consistent_and_never_worse(mode: bool) -> None
 @pytest.mark.parametrize("kind", ["transformer", "lstm", "cnn"])
 def test_ordered_refine_on_generated_graphs_never_worse_than_the_priority_schedule(kind: str) -> None:
     prob = generate(kind, 400, seed=1, devices=4, memory_fraction=0.6)
-    from solvers import registry
+    from solvers import methods as registry
 
     sol = registry.get("pardnn").func(prob, SolveOptions())
     assert sol.placement is not None

@@ -30,7 +30,6 @@ import numpy as np
 from placement.objectives import (cpu_time, evaluate_maxload, max_cpus, node_bytes, supported, tensors)
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .preprocess import Units, build_units
 
@@ -314,13 +313,9 @@ def accelerator_placement(problem: Problem, split: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("dp", kind="exact", objective="max-load",
-          summary="Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over pipelines of contiguous stages")
 def dp_method(problem: Problem, opts: SolveOptions) -> Solution:
     return _run(problem, opts, "dp", linearize=False)
 
 
-@register("dpl", kind="heuristic", objective="max-load",
-          summary="DP over ideals of a DFS-linearised graph (Section 5.1.2): fast, contiguous, not proved optimal")
 def dpl_method(problem: Problem, opts: SolveOptions) -> Solution:
     return _run(problem, opts, "dpl", linearize=True)

@@ -16,7 +16,6 @@ from ortools.linear_solver import pywraplp
 from placement.objectives import evaluate_maxload
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .common import canonical_devices, ip_data, split_from_atoms
 from .dp import finish_solution
@@ -118,13 +117,9 @@ def solve_mip(problem: Problem, opts: SolveOptions, name: str, contiguous: bool)
     return finish_solution(problem, name, split, st, t0, info, lower_bound=lb, contiguity=contig, objective=objective)
 
 
-@register("maxload-mip", kind="exact", objective="max-load",
-          summary="Tarnawski et al. contiguous max-load IP as a MIP (OR-Tools, SCIP), hinted by DPL")
 def maxload_mip(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_mip(problem, opts, "maxload-mip", contiguous=True)
 
 
-@register("maxload-mip-nc", kind="exact", objective="max-load",
-          summary="Tarnawski et al. non-contiguous max-load IP as a MIP (OR-Tools, SCIP), hinted by DPL")
 def maxload_mip_nc(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_mip(problem, opts, "maxload-mip-nc", contiguous=False)

@@ -28,6 +28,7 @@ from placement.problem import Problem
 
 from .anneal import LoadState, anneal
 from .common import IPData, split_from_atoms
+from .cpsat_model import build_cpsat
 
 
 def _key(problem: Problem, data: IPData, atom_dev: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -86,8 +87,6 @@ def device_lns(problem: Problem, data: IPData, atom_dev: np.ndarray, deadline: f
     in a row (the bottleneck device with each other device, then with each two others, then the
     three most loaded with the two least loaded, then random sets of four holding the two most
     loaded; 2 (devices - 1) of those); returns the best assignment found and counters."""
-    from .ip_cpsat import build_cpsat
-
     model, v = build_cpsat(problem, data, False, "max-load", scale, None, symmetry=False)
     nd, na = data.k + data.l, len(data.atoms)
     xidx = [[xi.Index() for xi in row] for row in v["x"]]

@@ -1,4 +1,4 @@
-"""The PARDNN pipeline (Fawzy et al., Parallel Computing 2021) as one registered method.
+"""The PARDNN pipeline (Fawzy et al., Parallel Computing 2021) as one method.
 
 Step 1 (makespan): weighted levels -> graph slicing (Algorithm 1) -> [heuristic II: critical-path
 chunk splitting] -> LFLAM mapping (Algorithm 2) -> primaries put on devices (the critical path on
@@ -27,7 +27,6 @@ import numpy as np
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
 from .graph import Graph, ccr, weighted_levels
 from .mapping import lflam
@@ -171,7 +170,6 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     return placement, info
 
 
-@register("pardnn", kind="heuristic", summary="PARDNN: slicing + LFLAM mapping + memory heuristic I (emulator, knapsack overflow handler)")
 def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     if problem.n == 0:
@@ -194,7 +192,6 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
                     seconds=time.monotonic() - t0, info=info)
 
 
-@register("pardnn-balanced", kind="heuristic", summary="PARDNN with memory heuristic II (chunk splitting, Eq. 5 balancing) before heuristic I")
 def pardnn_balanced(problem: Problem, opts: SolveOptions) -> Solution:
     """The same pipeline with ``memory_heuristic`` "I+II": heuristic II balances memory first and
     heuristic I still guarantees the capacity (an explicit ``memory_heuristic`` in opts wins)."""

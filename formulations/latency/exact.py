@@ -37,15 +37,15 @@ from formulations.cpsolver import solve as run_cp
 
 from formulations.maxload.common import ip_data
 from formulations.maxload.dp import solve_dp
-from heuristics.latency_search import latency_local_search
-from heuristics.tarnawski import greedy_split, latency_solution
-from .latency_bounds import latency_lower_bound
-from .latency_closure import ClosureResult, closure_split, latency_closure_bound
-from .latency_pairs import pair_path_bound
-from placement.objectives import as_split, cpu_time, evaluate_latency, supported
+from placement.objectives import as_split, cpu_time, evaluate_latency
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
+
+from .bounds import latency_lower_bound
+from .closure import ClosureResult, closure_split, latency_closure_bound
+from .heuristics import greedy_split, latency_solution
+from .pairs import pair_path_bound
+from .search import latency_local_search
 
 DEFAULT_SCALE = 1e5
 GAP_TOL = 1e-5  # relative gap reported as optimal (the precision of the scaled integer models)
@@ -210,7 +210,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     m.AddMaxEquality(total, L)
     m.Minimize(total)
     if q == 1 and np.all(problem.memory == problem.memory[0]):
-        from formulations.maxload.ip_cpsat import _order_devices
+        from formulations.maxload.cpsat_model import _order_devices
         _order_devices(m, x, range(0, k))
     hint_name = "none"
     if hints:
@@ -254,8 +254,6 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
 
 
-@register("latency-cpsat", kind="exact", objective="latency",
-          summary="Tarnawski et al. latency IP (Figs. 3/4, q subgraphs per accelerator) in CP-SAT, warm-started")
 def latency_cpsat(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_latency_cpsat(problem, opts)
 
@@ -350,14 +348,10 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
     return latency_solution(problem, name, best[0], best[1], st, t0, info, lower_bound=lb)
 
 
-@register("latency-mip", kind="exact", objective="latency",
-          summary="Tarnawski et al. latency IP (big-M MIP, OR-Tools SCIP), warm-started")
 def latency_mip(problem: Problem, opts: SolveOptions) -> Solution:
     return solve_latency_mip(problem, opts)
 
 
-@register("latency-local-search", kind="heuristic", objective="latency",
-          summary="iterated local search on latency splits from greedy and the DP splits (Tarnawski's local search baseline)")
 def latency_local_search_method(problem: Problem, opts: SolveOptions) -> Solution:
     """The warm starts of latency-cpsat improved by iterated local search for the whole time
     limit (60 s without one), q from ``opts.extra['q']``."""

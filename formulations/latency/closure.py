@@ -40,7 +40,7 @@ from ortools.graph.python import max_flow
 
 from placement.objectives import cpu_time, evaluate_latency, node_bytes, supported, tensors
 from placement.problem import Problem
-from .latency_bounds import _reach_positions, candidate_paths, path_min_latency, run_costs
+from .bounds import _reach_positions, candidate_paths, path_min_latency, run_costs
 
 _INT64_SAFE = 9.0e18
 

@@ -1,17 +1,14 @@
-"""Baselines of Tarnawski et al. (Sections 6 and 7) for the max-load and latency objectives.
+"""Baselines of Tarnawski et al. (Section 6) for the max-load objective.
 
-- ``greedy`` (latency, Section 7): colocation classes and the strongly connected components they
-  create contracted, a topological order fixed, each accelerator in turn filled with as many units
-  as fit, the rest on the CPU. Ignores times and costs.
-- ``local-search`` (max-load, [MKA07]): from a random split, repeatedly make the best single-unit
-  move (lexicographic: memory overflow, max-load, sum of squared loads) until none improves;
+- ``local-search`` ([MKA07]): from a random split, repeatedly make the best single-unit move
+  (lexicographic: memory overflow, max-load, sum of squared loads) until none improves;
   10 restarts (``opts.extra['restarts']``), deterministic given ``opts.seed``. Non-contiguous.
-- ``pipedream`` (max-load): PipeDream's optimiser needs a path, so every branching region of the
-  unit DAG is contracted into one block (blocks end where a single unit carries every edge across
-  the topological cut, not counting broadcast units with fan-out above 2), then the DP runs on
-  that path (costs still those of the original graph).
-- ``expert`` (max-load): a hand-made split read from ``opts.extra['split_file']`` (JSON: a list of
-  devices by node index, or an object node id -> device; CPU core c as -1 - c), evaluated.
+- ``pipedream``: PipeDream's optimiser needs a path, so every branching region of the unit DAG is
+  contracted into one block (blocks end where a single unit carries every edge across the
+  topological cut, not counting broadcast units with fan-out above 2), then the DP runs on that
+  path (costs still those of the original graph).
+- ``expert``: a hand-made split read from ``opts.extra['split_file']`` (JSON: a list of devices by
+  node index, or an object node id -> device; CPU core c as -1 - c), evaluated.
 """
 from __future__ import annotations
 
@@ -21,62 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from formulations.maxload.dp import finish_solution, solve_dp
-from formulations.maxload.preprocess import Units, build_units
-from placement.objectives import (as_split, cpu_time, evaluate_latency, evaluate_maxload, max_cpus, node_bytes,
-                                  supported, tensors)
+from placement.objectives import as_split, evaluate_maxload, max_cpus
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
-from solvers.registry import register
 
-
-# ----------------------------------------------------------------------------------------------
-# greedy (latency baseline)
-# ----------------------------------------------------------------------------------------------
-def greedy_split(problem: Problem) -> np.ndarray:
-    """Fill accelerators in topological order of the contracted units; leftovers on the CPU."""
-    units = build_units(problem)  # inference graphs: units = colocation classes + SCCs
-    need = node_bytes(problem)
-    sup = supported(problem)
-    split = np.full(problem.n, -1, dtype=np.int64)
-    dev, used = 0, 0.0
-    for mem in units.members:
-        size = float(need[mem].sum())
-        if not sup[mem].all():
-            continue
-        while dev < problem.k and used + size > problem.memory[dev] * (1 + 1e-12):
-            dev, used = dev + 1, 0.0
-        if dev >= problem.k:
-            continue
-        split[mem] = dev
-        used += size
-    return split
-
-
-def latency_solution(problem: Problem, name: str, split: np.ndarray, slot: np.ndarray | None, status: str,
-                     t0: float, info: dict, lower_bound: float | None = None, claimed: float | None = None) -> Solution:
-    """Wrap a latency split, its value computed by placement.objectives (raise if it is infeasible
-    or differs from a claimed value)."""
-    from formulations.maxload.dp import accelerator_placement
-
-    ev = evaluate_latency(problem, split, slot)
-    if ev.violations:
-        raise AssertionError(f"{name} returned an infeasible latency split: {ev.violations}")
-    if claimed is not None and abs(claimed - ev.value) > 1e-6 * max(1.0, ev.value):
-        raise AssertionError(f"{name}: claimed latency {claimed} but the evaluator computes {ev.value}")
-    info = dict(info)
-    info.update({"split": split, "slot": slot, "cpu_nodes": np.flatnonzero(split < 0).tolist(),
-                 "breakdown": ev.breakdown(problem), "objective_kind": "latency"})
-    lb = ev.value if status == "optimal" else lower_bound
-    return Solution(name, status, placement=accelerator_placement(problem, split), objective=ev.value,
-                    lower_bound=lb, seconds=time.monotonic() - t0, info=info)
-
-
-@register("greedy", kind="heuristic", objective="latency",
-          summary="Tarnawski et al. latency baseline: fill accelerators in topological order, rest on CPU")
-def greedy(problem: Problem, opts: SolveOptions) -> Solution:
-    t0 = time.monotonic()
-    return latency_solution(problem, "greedy", greedy_split(problem), None, "heuristic", t0, {})
+from .common import canonical_devices, ip_data, split_from_atoms
+from .dp import finish_solution, solve_dp
+from .preprocess import Units, build_units
 
 
 # ----------------------------------------------------------------------------------------------
@@ -86,8 +34,6 @@ class _LoadState:
     """Loads of a split over atoms (colocation groups or single nodes), updated move by move."""
 
     def __init__(self, problem: Problem, n_cpus: int):
-        from formulations.maxload.common import ip_data
-
         self.data = d = ip_data(problem, n_cpus)
         self.k, self.nd = d.k, d.k + d.l
         na = len(d.atoms)
@@ -159,8 +105,6 @@ def local_search_split(problem: Problem, seed: int, restarts: int, deadline: flo
                        start: np.ndarray | None = None) -> np.ndarray:
     """Best-improvement single-atom moves; from ``start`` (a split) if given, else from random
     splits, ``restarts`` times."""
-    from formulations.maxload.common import canonical_devices, split_from_atoms
-
     st = _LoadState(problem, max_cpus(problem))
     rng = np.random.default_rng(seed)
     best_key, best_dev = None, None
@@ -202,8 +146,6 @@ def local_search_split(problem: Problem, seed: int, restarts: int, deadline: flo
     return split_from_atoms(st.data, best_dev)
 
 
-@register("local-search", kind="heuristic", objective="max-load",
-          summary="best single-node moves from random splits, 10 restarts (Tarnawski et al.'s baseline)")
 def local_search(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     rem = opts.remaining()
@@ -247,8 +189,6 @@ def pipedream_units(problem: Problem) -> Units:
     return Units(members, succ, pred, units.orphans)
 
 
-@register("pipedream", kind="heuristic", objective="max-load",
-          summary="PipeDream-style DP on the graph with branchings contracted into a path of blocks")
 def pipedream(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     units = pipedream_units(problem)
@@ -274,8 +214,6 @@ def read_split(problem: Problem, path: str | Path) -> np.ndarray:
     return as_split(problem, doc)
 
 
-@register("expert", kind="heuristic", objective="max-load",
-          summary="a hand-made split read from opts.extra['split_file'], evaluated for max-load")
 def expert(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     path = opts.extra.get("split_file")

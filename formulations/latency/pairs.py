@@ -34,8 +34,8 @@ from ortools.graph.python import max_flow
 
 from placement.objectives import cpu_time, supported
 from placement.problem import Problem
-from .latency_bounds import _reach_positions
-from .latency_closure import ClosureResult, RunCut, closure_path_bound
+from .bounds import _reach_positions
+from .closure import ClosureResult, RunCut, closure_path_bound
 
 _INT64_SAFE = 9.0e18
 

@@ -1,0 +1,129 @@
+"""The method table: every name ``solve --method NAME`` accepts, read top to bottom.
+
+Each row is (name, kind, objective, one-line summary, function). The functions are plain
+``f(problem, opts) -> Solution`` algorithms from heuristics/ and formulations/; they know nothing of
+this table or of the CLI. ``auto`` is not a row: it is the orchestration in solvers/pipeline.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from formulations.bruteforce import MAX_NODES as BRUTE_MAX_NODES
+from formulations.bruteforce import brute
+from formulations.cpsat import cpsat
+from formulations.latency.exact import latency_cpsat, latency_local_search_method, latency_mip
+from formulations.latency.heuristics import greedy
+from formulations.maxload.dp import dp_method, dpl_method
+from formulations.maxload.heuristics import expert, local_search, pipedream
+from formulations.maxload.ip_cpsat import maxload_cpsat, maxload_cpsat_nc
+from formulations.maxload.ip_mip import maxload_mip, maxload_mip_nc
+from formulations.mip import mip
+from formulations.warmstart import topo_split
+from heuristics.baselines import greedy_fill, single, topo_fill
+from heuristics.critical_path import critical_path
+from heuristics.linear_clustering import linear_clustering
+from heuristics.list_scheduling import etf, heft, m_etf, m_topo
+from heuristics.pardnn import pardnn, pardnn_balanced
+from heuristics.portfolio import portfolio
+from heuristics.random_feasible import random_feasible
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+
+Method = Callable[[Problem, SolveOptions], Solution]
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    kind: str  # "heuristic" or "exact"
+    objective: str  # "makespan", "max-load" or "latency"
+    summary: str
+    func: Method
+
+
+HEURISTIC, EXACT = "heuristic", "exact"
+MAKESPAN, MAX_LOAD, LATENCY = "makespan", "max-load", "latency"
+
+TABLE: tuple[MethodInfo, ...] = (
+    # ----- makespan: exact models ----------------------------------------------------------------
+    MethodInfo("cpsat", EXACT, MAKESPAN,
+               "CP-SAT makespan model (optional intervals, NoOverlap, static or peak memory); proves optimality", cpsat),
+    MethodInfo("mip", EXACT, MAKESPAN,
+               "big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)", mip),
+    MethodInfo("brute", EXACT, MAKESPAN,
+               f"enumerates every placement and device order (tiny instances, at most {BRUTE_MAX_NODES} nodes)", brute),
+    # ----- makespan: heuristics ------------------------------------------------------------------
+    MethodInfo("portfolio", HEURISTIC, MAKESPAN,
+               "run the heuristics that fit the time limit, keep the best memory-feasible one", portfolio),
+    MethodInfo("pardnn", HEURISTIC, MAKESPAN,
+               "PARDNN: slicing + LFLAM mapping + memory heuristic I (emulator, knapsack overflow handler)", pardnn),
+    MethodInfo("pardnn-balanced", HEURISTIC, MAKESPAN,
+               "PARDNN with memory heuristic II (chunk splitting, Eq. 5 balancing) before heuristic I", pardnn_balanced),
+    MethodInfo("etf", HEURISTIC, MAKESPAN, "Earliest Time First list scheduling with a static-memory check", etf),
+    MethodInfo("m-etf", HEURISTIC, MAKESPAN,
+               "Baechi's m-ETF: ETF charging received input tensors to the receiving device's memory", m_etf),
+    MethodInfo("heft", HEURISTIC, MAKESPAN,
+               "HEFT: upward-rank order, earliest-finish device with gap insertion, memory check", heft),
+    MethodInfo("critical-path", HEURISTIC, MAKESPAN,
+               "Mayer et al. 2017: critical path on one device, the rest earliest-finish, memory check", critical_path),
+    MethodInfo("linear-clustering", HEURISTIC, MAKESPAN,
+               "Kim's linear clustering + GLB cluster mapping, static-memory check", linear_clustering),
+    MethodInfo("topo-split", HEURISTIC, MAKESPAN,
+               "best contiguous split of a topological order into <= K memory-feasible segments (warm start)", topo_split),
+    MethodInfo("topo-fill", HEURISTIC, MAKESPAN,
+               "topological order, each device filled to an equal share of memory (m-TOPO)", topo_fill),
+    MethodInfo("m-topo", HEURISTIC, MAKESPAN,
+               "Baechi's m-TOPO: the topological equal-share fill of heuristics.baselines (alias of topo-fill)", m_topo),
+    MethodInfo("greedy-fill", HEURISTIC, MAKESPAN,
+               "topological order, each device filled up to its capacity (Tarnawski's greedy)", greedy_fill),
+    MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
+    MethodInfo("random", HEURISTIC, MAKESPAN,
+               "random placement that respects static memory (seeded sanity anchor)", random_feasible),
+    # ----- max-load (pipelined throughput, Tarnawski et al.) ---------------------------------------
+    MethodInfo("dp", EXACT, MAX_LOAD,
+               "Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over "
+               "pipelines of contiguous stages", dp_method),
+    MethodInfo("maxload-cpsat", EXACT, MAX_LOAD,
+               "Tarnawski et al. contiguous max-load IP (Fig. 6) in CP-SAT, hinted by DPL", maxload_cpsat),
+    MethodInfo("maxload-cpsat-nc", EXACT, MAX_LOAD,
+               "Tarnawski et al. non-contiguous max-load IP in CP-SAT, hinted by DPL", maxload_cpsat_nc),
+    MethodInfo("maxload-mip", EXACT, MAX_LOAD,
+               "Tarnawski et al. contiguous max-load IP as a MIP (OR-Tools, SCIP), hinted by DPL", maxload_mip),
+    MethodInfo("maxload-mip-nc", EXACT, MAX_LOAD,
+               "Tarnawski et al. non-contiguous max-load IP as a MIP (OR-Tools, SCIP), hinted by DPL", maxload_mip_nc),
+    MethodInfo("dpl", HEURISTIC, MAX_LOAD,
+               "DP over ideals of a DFS-linearised graph (Section 5.1.2): fast, contiguous, not proved optimal", dpl_method),
+    MethodInfo("local-search", HEURISTIC, MAX_LOAD,
+               "best single-node moves from random splits, 10 restarts (Tarnawski et al.'s baseline)", local_search),
+    MethodInfo("pipedream", HEURISTIC, MAX_LOAD,
+               "PipeDream-style DP on the graph with branchings contracted into a path of blocks", pipedream),
+    MethodInfo("expert", HEURISTIC, MAX_LOAD,
+               "a hand-made split read from opts.extra['split_file'], evaluated for max-load", expert),
+    # ----- latency (single sample through CPU memory, Tarnawski et al.) ------------------------------
+    MethodInfo("latency-cpsat", EXACT, LATENCY,
+               "Tarnawski et al. latency IP (Figs. 3/4, q subgraphs per accelerator) in CP-SAT, warm-started", latency_cpsat),
+    MethodInfo("latency-mip", EXACT, LATENCY,
+               "Tarnawski et al. latency IP (big-M MIP, OR-Tools SCIP), warm-started", latency_mip),
+    MethodInfo("latency-local-search", HEURISTIC, LATENCY,
+               "iterated local search on latency splits from greedy and the DP splits (Tarnawski's local search baseline)",
+               latency_local_search_method),
+    MethodInfo("greedy", HEURISTIC, LATENCY,
+               "Tarnawski et al. latency baseline: fill accelerators in topological order, rest on CPU", greedy),
+)
+
+_BY_NAME: dict[str, MethodInfo] = {row.name: row for row in TABLE}
+if len(_BY_NAME) != len(TABLE):  # pragma: no cover - a typo in the table above
+    raise RuntimeError("a method name appears twice in solvers/methods.py")
+
+
+def methods() -> dict[str, MethodInfo]:
+    """Every method by name, in the table's order (the order ``--list-methods`` prints)."""
+    return dict(_BY_NAME)
+
+
+def get(name: str) -> MethodInfo:
+    """The row for ``name``; KeyError naming the known methods otherwise."""
+    if name not in _BY_NAME:
+        raise KeyError(f"unknown method {name!r}; known: {', '.join(sorted(_BY_NAME))}")
+    return _BY_NAME[name]
