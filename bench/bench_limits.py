@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solvers import registry  # noqa: E402
+from solvers.methods import methods  # noqa: E402
 
 
 def load_average() -> str:
@@ -79,7 +79,7 @@ def solve(path: Path, method: str, limit: float, report: Path, extra: list[str] 
 
 
 def makespan_methods() -> list[str]:
-    return ["auto"] + [name for name, info in registry.methods().items() if info.objective == "makespan"]
+    return ["auto"] + [name for name, info in methods().items() if info.objective == "makespan"]
 
 
 def cmd_limits(args: argparse.Namespace) -> None:
