@@ -84,7 +84,7 @@ def makespan_methods() -> list[str]:
 
 def cmd_limits(args: argparse.Namespace) -> None:
     limits = args.time_limit if len(args.time_limit) == len(args.sizes) else args.time_limit[:1] * len(args.sizes)
-    methods = args.methods or makespan_methods()
+    names = args.methods or makespan_methods()
     print(f"# whole-process wall time vs --time-limit (load before: {load_average()})")
     print("| nodes | limit s | method | wall s | over | exit | status | note |")
     print("|---|---|---|---|---|---|---|---|")
@@ -92,7 +92,7 @@ def cmd_limits(args: argparse.Namespace) -> None:
     runs = [(graph(args.workdir, nodes, args.devices), str(nodes), limit) for nodes, limit in zip(args.sizes, limits)]
     runs += [(Path(f), Path(f).stem, limits[0]) for f in args.files or []]
     for path, nodes, limit in runs:
-        for method in methods:
+        for method in names:
             row = solve(path, method, limit, args.workdir / "report.json", extra=args.extra.split(), kill_after=limit * 3 + 60)
             tol = max(0.05 * limit, 1.0)
             over = row["wall"] - limit
