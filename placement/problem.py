@@ -275,7 +275,8 @@ _KEY_TYPES = (str, int)
 
 def _number_column(values: list[Any], where: Callable[[int], str], *, allow_inf: bool = False) -> np.ndarray:
     """A float array of non-negative finite numbers (JSON numbers, not booleans or strings),
-    checked in bulk; the first bad value is named through :func:`_check_number`."""
+    checked in bulk when all are Python numbers, else one by one (numpy scalars); the first bad
+    value is named through :func:`_check_number`."""
     if set(map(type, values)) <= {int, float}:
         try:
             arr = np.fromiter(values, dtype=float, count=len(values))
@@ -285,9 +286,8 @@ def _number_column(values: list[Any], where: Callable[[int], str], *, allow_inf:
             bad = ~(arr >= 0) | (np.isinf(arr) if not allow_inf else False)
             if not np.any(bad):
                 return arr
-    for i, value in enumerate(values):
-        _check_number(value, where(i), allow_inf=allow_inf)
-    raise AssertionError("unreachable: a value failed the bulk check but not the single one")
+    return np.fromiter((_check_number(value, where(i), allow_inf=allow_inf) for i, value in enumerate(values)),
+                       dtype=float, count=len(values))
 
 
 def _plain_nodes(nodes: list[Any]) -> tuple[list[NodeId], list[str], list[int], list[str]] | None:
@@ -549,8 +549,6 @@ def make_problem(
     cols = columns
 
     n = len(ids)
-    if n == 0:
-        raise ProblemError("nodes: the list is empty (nothing to place)")
     check_device_count(k, nodes=n)
     _check_totals(ids, cols, src_a, dst_a, comm)
     extra = {key: np.asarray(list(vals)) for key, vals in (node_attrs or {}).items()}

@@ -43,8 +43,15 @@ def _detect(text: str, path: Path) -> tuple[str, object]:
 
 
 def load_problem(path: str | Path, fmt: str | None = None) -> Problem:
-    """Read a problem in any supported format (detected by content unless ``fmt`` is given)."""
-    path = Path(path)
+    """Read a problem in any supported format (detected by content unless ``fmt`` is given).
+    A file without nodes is an error here (nothing to place), though an empty Problem is valid."""
+    problem = _load(Path(path), fmt)
+    if problem.n == 0:
+        raise ProblemError(f"{path}: nodes: the list is empty (nothing to place)")
+    return problem
+
+
+def _load(path: Path, fmt: str | None) -> Problem:
     if not path.exists() and not path.is_symlink():
         raise ProblemError(f"{path}: no such file or directory")
     if fmt is not None and fmt not in FORMATS:
