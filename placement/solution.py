@@ -24,25 +24,30 @@ class OutOfTime(Exception):
 
 
 class BestSoFar:
-    """The best verified answer of a run so far and the best proved bound, kept where the ``solve``
-    command can read them even while a method is still running: when a phase does not stop in
-    time (a solver deaf to its stop, a model still being built), the command reports this answer
-    rather than none. Thread-safe; the orchestrator publishes, the command reads."""
+    """The best answer of a run so far and the best proved bound, kept where the ``solve`` command
+    can read them even while a method is still running: when a phase does not stop in time (a
+    heuristic deaf to the clock, a model still being built), the command reports this answer
+    (re-checked by the evaluator) rather than none. Thread-safe. Publishers publish only answers
+    better than their own previous ones, for the problem they were given."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._answer: tuple[Any, Any] | None = None
+        self._answer: tuple[Any, "Solution", Any] | None = None
         self._bound: float | None = None
 
-    def publish(self, answer: tuple[Any, Any] | None = None, bound: float | None = None) -> None:
-        """Record a better answer (a (Solution, Evaluation) pair) and/or a proved lower bound."""
+    def publish_answer(self, problem: Any, solution: "Solution", evaluation: Any = None) -> None:
+        """Record a feasible answer for ``problem`` (its Evaluation too, when the publisher has it)."""
         with self._lock:
-            if answer is not None:
-                self._answer = answer
-            if bound is not None and (self._bound is None or bound > self._bound):
+            self._answer = (problem, solution, evaluation)
+
+    def publish_bound(self, bound: float) -> None:
+        """Record a lower bound proved for the user's problem (the largest one is kept)."""
+        with self._lock:
+            if self._bound is None or bound > self._bound:
                 self._bound = bound
 
-    def get(self) -> tuple[tuple[Any, Any] | None, float | None]:
+    def get(self) -> tuple[tuple[Any, "Solution", Any] | None, float | None]:
+        """((problem, solution, evaluation or None) or None, bound or None)."""
         with self._lock:
             return self._answer, self._bound
 

@@ -149,7 +149,8 @@ def pipeline(
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
-    inc = Incumbent(problem, opts.memory_model, verify, publish=lambda best: opts.best_so_far.publish(best))
+    inc = Incumbent(problem, opts.memory_model, verify,
+                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
     bound = lower_bound
     phases: list[Phase] = []
     reasons: list[str] = []
@@ -213,7 +214,7 @@ def pipeline(
                 return PipelineResult(None, bound, False, phases, [sol.reason], True)
             if sol.lower_bound is not None:
                 bound = max(bound, float(sol.lower_bound))
-                opts.best_so_far.publish(bound=bound)
+                opts.best_so_far.publish_bound(bound)
             inc.offer(sol)
             proved = sol.status == "optimal"
             ph.status = sol.status

@@ -132,13 +132,24 @@ def method_options(problem: Problem, opts: SolveOptions) -> SolveOptions:
 
 def interrupted_result(problem: Problem, opts: SolveOptions, method: str, why: str, objective: str = "makespan") -> RunResult:
     """What to report when the run did not return in time (see the ``solve`` command's watchdog):
-    the best verified answer published so far, never a claim of optimality it cannot show."""
+    the best answer published for this problem, re-checked by the evaluator (and dropped unless it
+    fits memory), never a claim of optimality the published bound cannot show."""
     answer, bound = opts.best_so_far.get()
     lb = bound if bound is not None else 0.0
     seconds = time.monotonic() - opts.started
-    if answer is None or objective != "makespan":
+    found = None
+    if answer is not None and objective == "makespan" and answer[0] is problem:
+        _, sol, ev = answer
+        if ev is None:
+            try:
+                ev = verify(problem, sol, opts.memory_model)
+            except (ValueError, RuntimeError):  # a claim the evaluator rejects is no answer
+                ev = None
+        if ev is not None and ev.feasible(problem):
+            found = (sol, ev)
+    if found is None:
         return RunResult("unknown", method, None, None, lb, seconds, reason=why, interrupted=True, objective_name=objective)
-    sol, ev = answer
+    sol, ev = found
     status = "optimal" if ev.makespan <= lb * (1 + 1e-9) else "heuristic"
     return RunResult(status, f"{method}:{sol.method}" if method == "auto" else sol.method, sol, ev, min(lb, ev.makespan),
                      seconds, reason=why, interrupted=True)
@@ -163,7 +174,7 @@ def run(
     say = progress or (lambda msg: None)
     lbs = lower_bounds(problem)
     lb = lbs.best
-    opts.best_so_far.publish(bound=lb)
+    opts.best_so_far.publish_bound(lb)
     why = infeasibility(problem, opts.memory_model)
     if why:
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict())

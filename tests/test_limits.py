@@ -75,7 +75,8 @@ def test_watchdog_reports_the_best_published_answer_when_the_run_does_not_stop()
     opts = SolveOptions(time_limit=0.3)
     sol = hint_of(problem)
     ev = evaluate(problem, sol.placement)
-    opts.best_so_far.publish((sol, ev), bound=0.5 * ev.makespan)
+    opts.best_so_far.publish_answer(problem, sol, ev)
+    opts.best_so_far.publish_bound(0.5 * ev.makespan)
     release = threading.Event()
 
     def deaf_run() -> RunResult:  # ignores every stop request
@@ -102,7 +103,8 @@ def test_watchdog_without_an_answer_says_unknown_and_a_proved_bound_makes_optima
             if published:
                 sol = hint_of(problem)
                 ev = evaluate(problem, sol.placement)
-                opts.best_so_far.publish((sol, ev), bound=ev.makespan)  # bound = makespan: proved
+                opts.best_so_far.publish_answer(problem, sol)  # no Evaluation: the watchdog re-checks it
+                opts.best_so_far.publish_bound(ev.makespan)  # bound = makespan: proved
             command = Command()
             opts.stop = command.stop
             result = command._solve(lambda: release.wait(60), problem, opts, _args(0.2))
@@ -113,7 +115,34 @@ def test_watchdog_without_an_answer_says_unknown_and_a_proved_bound_makes_optima
 
 def test_best_so_far_keeps_the_largest_bound():
     box = BestSoFar()
-    box.publish(bound=3.0)
-    box.publish(bound=2.0)
-    box.publish(answer=("s", "e"))
-    assert box.get() == (("s", "e"), 3.0)
+    box.publish_bound(3.0)
+    box.publish_bound(2.0)
+    box.publish_answer("p", "s", "e")
+    assert box.get() == (("p", "s", "e"), 3.0)
+
+
+def test_watchdog_ignores_answers_for_another_problem_or_over_memory():
+    problem = random_problem(6, 8, 2, memory=60.0)
+    other = random_problem(7, 8, 2)
+    release = threading.Event()
+    over = Solution("all-on-one", "heuristic", placement=np.zeros(problem.n, dtype=np.int64))
+    assert not evaluate(problem, over.placement).feasible(problem)  # the test's premise
+    try:
+        for publisher_problem, sol in ((other, hint_of(other)), (problem, over)):
+            opts = SolveOptions(time_limit=0.2)
+            opts.best_so_far.publish_answer(publisher_problem, sol)
+            command = Command()
+            opts.stop = command.stop
+            assert command._solve(lambda: release.wait(60), problem, opts, _args(0.2)).status == "unknown"
+    finally:
+        release.set()
+
+
+def test_portfolio_publishes_its_best_member():
+    problem = random_problem(8, 12, 3)
+    from heuristics.portfolio import portfolio
+
+    opts = SolveOptions(time_limit=30)
+    sol = portfolio(problem, opts)
+    (pub_problem, pub_sol, _), _ = opts.best_so_far.get()
+    assert pub_problem is problem and pub_sol.objective == pytest.approx(sol.objective)
