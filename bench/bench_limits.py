@@ -90,7 +90,7 @@ def cmd_limits(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|")
     worst = 0.0
     runs = [(graph(args.workdir, nodes, args.devices), str(nodes), limit) for nodes, limit in zip(args.sizes, limits)]
-    runs += [(Path(f), Path(f).stem, limits[0]) for f in args.files or []]
+    runs += [(Path(f), Path(f).stem, args.time_limit[0]) for f in args.files or []]
     for path, nodes, limit in runs:
         for method in names:
             row = solve(path, method, limit, args.workdir / "report.json", extra=args.extra.split(), kill_after=limit * 3 + 60)
