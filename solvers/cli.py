@@ -219,6 +219,14 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
             lines.append(f"{row['device']:7} {row.get('load', 0):9.4g} {row.get('compute', 0):9.4g} {row.get('comm', 0):9.4g}   {mem:>10}   {cap:>10}")
         for row in result.breakdown.get("subgraphs", []) if result.breakdown else []:
             lines.append("  " + ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items() if not isinstance(v, (list, dict))))
+    elif result.partition is not None:
+        part = result.partition
+        lines.append(f"partitioned plan (Tofu) over {problem.k} devices, factors {part['factors']}: makespan {result.value:.6g}, "
+                     f"communication {format_bytes(part['communication_bytes'])}")
+        lines.append(f"max device memory {format_bytes(part['max_device_memory'])} = "
+                     f"{part['memory_vs_single_over_k']:.3f} x (single device {format_bytes(part['single_device_memory'])}) / {problem.k}")
+        if part.get("undescribed_operators"):
+            lines.append(f"run whole on every device (no description): {', '.join(part['undescribed_operators'])}")
     elif result.evaluation is not None:
         ev = result.evaluation
         g = result.gap
@@ -319,7 +327,7 @@ class Command:
         try:
             if args.report:
                 write_report(args.report, report)
-            if args.out and result.answered:
+            if args.out and result.answered and (result.evaluation is not None or result.split is not None):
                 write_placement(args.out, problem, result.evaluation.placement if result.evaluation is not None else result.split)
             if result.evaluation is not None and args.trace:
                 write_chrome_trace(args.trace, problem, result.evaluation)

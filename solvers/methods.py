@@ -27,6 +27,7 @@ from heuristics.list_scheduling import etf, heft, m_etf, m_topo
 from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
 from heuristics.random_feasible import random_feasible
+from heuristics.tofu import tofu, tofu_hybrid
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -36,13 +37,13 @@ Method = Callable[[Problem, SolveOptions], Solution]
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
-    kind: str  # "heuristic" or "exact"
+    kind: str  # "heuristic", "exact" or "partition" (a partitioned plan, not a placement)
     objective: str  # "makespan", "max-load" or "latency"
     summary: str
     func: Method
 
 
-HEURISTIC, EXACT = "heuristic", "exact"
+HEURISTIC, EXACT, PARTITION = "heuristic", "exact", "partition"
 MAKESPAN, MAX_LOAD, LATENCY = "makespan", "max-load", "latency"
 
 TABLE: tuple[MethodInfo, ...] = (
@@ -80,6 +81,13 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),
+    # ----- makespan: operator partitioning (answers are partitioned plans, not placements) ---------
+    MethodInfo("tofu", PARTITION, MAKESPAN,
+               "Tofu: split every operator over all devices (recursive DP over layouts, needs node_meta); "
+               "reports a partitioned plan", tofu),
+    MethodInfo("tofu-hybrid", PARTITION, MAKESPAN,
+               "partition the operators needing over half a device (Tofu's DP), place the rest whole (PARDNN); "
+               "reports a hybrid plan", tofu_hybrid),
     # ----- max-load (pipelined throughput, Tarnawski et al.) ---------------------------------------
     MethodInfo("dp", EXACT, MAX_LOAD,
                "Tarnawski et al. DP over ideals, Appendix B preprocessing: proves the max-load optimum over "

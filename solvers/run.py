@@ -13,8 +13,10 @@ import numpy as np
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from heuristics.tofu import plan_summary
 from placement.bounds import infeasibility, lower_bounds
 from placement.evaluator import Evaluation, check, evaluate
+from placement.partition.plan import evaluate_plan
 from placement.problem import Problem
 from placement.report import _clean, build_report, gap
 from placement.solution import Solution, SolveOptions
@@ -41,6 +43,7 @@ class RunResult:
     value: float | None = None  # the objective's value (max-load, latency); the makespan otherwise
     split: np.ndarray | None = None  # max-load/latency: device per node, CPU core c as -1 - c
     breakdown: dict[str, Any] | None = None
+    partition: dict[str, Any] | None = None  # a partitioned plan's summary (method tofu)
 
     @property
     def feasible(self) -> bool:
@@ -49,7 +52,7 @@ class RunResult:
     @property
     def answered(self) -> bool:
         """Is there an answer to write (a schedule, or a split for max-load/latency)?"""
-        return self.feasible and (self.evaluation is not None or self.split is not None)
+        return self.feasible and (self.evaluation is not None or self.split is not None or self.partition is not None)
 
     @property
     def gap(self) -> float | None:
@@ -58,6 +61,8 @@ class RunResult:
         return gap(self.evaluation.makespan, self.lower_bound) if self.evaluation is not None else None
 
     def report(self, problem: Problem, memory_model: str) -> dict[str, Any]:
+        if self.partition is not None or self.method in ("tofu", "tofu-hybrid"):
+            return self._partition_report(problem, memory_model)
         if self.objective_name != "makespan":
             return self._objective_report(problem)
         return build_report(
@@ -66,6 +71,25 @@ class RunResult:
             extra={"bounds": self.bounds, "phases": self.history, "interrupted": self.interrupted},
         )
 
+
+    def _partition_report(self, problem: Problem, memory_model: str) -> dict[str, Any]:
+        """A partitioned plan has no device per node: its memory and makespan are those of the plan's
+        shard graph, and the ``partition`` section says how every operator and tensor is split."""
+        ok = self.feasible and self.partition is not None
+        part = self.partition or {}
+        rep = {
+            "status": self.status, "objective_name": "makespan", "objective": self.value if ok else None,
+            "makespan": self.value if ok else None, "lower_bound": None, "gap": None, "memory_model": memory_model,
+            "capacity": problem.memory.tolist(), "static_memory": part.get("static_memory"),
+            "peak_memory": part.get("peak_memory"), "placement": None, "start": None, "seconds": self.seconds,
+            "method": self.method,
+            "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m, "devices": problem.k},
+            "partition": part or None, "phases": self.history, "interrupted": self.interrupted,
+            "lower_bound_note": "placement lower bounds do not hold for partitioned plans (an operator's time is divided)",
+        }
+        if self.reason:
+            rep["reason"] = self.reason
+        return _clean(rep)
 
     def _objective_report(self, problem: Problem) -> dict[str, Any]:
         ok = self.feasible and self.split is not None
@@ -168,6 +192,11 @@ def run(
 ) -> RunResult:
     """Run ``method`` on ``problem`` and return the judged result (never raises for lack of time)."""
     opts = opts or SolveOptions()
+    if objective == "makespan" and method in methods() and method_info(method).kind == "partition":
+        return run_partitioned(problem, opts, progress, method)
+    if (method == "auto" and objective == "makespan" and problem.node_meta is not None and opts.extra.get("auto_partition", True)
+            and problem.n * problem.k <= AUTO_PARTITION_MAX_SHARDS):
+        return run_auto_with_partitioning(problem, opts, progress)
     if objective != "makespan":
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
@@ -273,3 +302,75 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
         progress(f"{name}: {status} {objective}={value:.6g} bound={bound:.6g}")
     return RunResult(status, name, sol, None, min(bound, value), seconds, history=history, objective_name=objective,
                      value=value, split=np.asarray(sol.info["split"]), breakdown=breakdown, interrupted=opts.stop.is_set())
+
+
+def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None,
+                    method: str = "tofu") -> RunResult:
+    """Operator partitioning (Tofu, or its hybrid with placement): run the method, re-evaluate the
+    plan with the plan evaluator (placement.partition.plan, which runs placement.evaluator on the
+    plan's shard graph) and check the claimed makespan against it. Placement lower bounds do not
+    apply to a partitioned plan."""
+    t0 = time.monotonic()
+    sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    history = [{"method": method, "status": sol.status, "seconds": sol.seconds}]
+    plan, g = sol.info.get("plan"), sol.info.get("graph")
+    if plan is None or g is None:
+        return RunResult("unknown", method, sol, None, 0.0, time.monotonic() - t0, reason=sol.reason or "no plan", history=history)
+    pe = evaluate_plan(g, plan, opts.memory_model)
+    if sol.objective is not None and not math.isclose(sol.objective, pe.makespan, rel_tol=1e-6, abs_tol=1e-9):
+        raise RuntimeError(f"{method} claims makespan {sol.objective!r} but the plan evaluator computes {pe.makespan!r}")
+    part = plan_summary(g, plan, pe, None)
+    claimed = sol.info.get("partition", {})
+    for key in ("kind", "search", "partitioned_operators", "placed", "note"):
+        if key in claimed:
+            part[key] = claimed[key]
+    fits = pe.feasible(problem)
+    status = "heuristic" if fits else "unknown"
+    reason = "" if fits else sol.reason
+    if progress:
+        progress(f"{method}: {status} makespan={pe.makespan:.6g} max device memory={float(pe.memory.max()):.6g}")
+    return RunResult(status, method, sol, None, 0.0, time.monotonic() - t0, reason=reason, history=history,
+                     value=pe.makespan, partition=part, interrupted=opts.stop.is_set())
+
+
+# auto tries a partitioned plan only while its shard graph (n x K nodes) evaluates in seconds.
+AUTO_PARTITION_MAX_SHARDS = 200_000
+
+
+def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:
+    """``auto`` on a graph with operator semantics: Tofu's partitioned plan (seconds) first, then the
+    placement pipeline in the time left; the answer with the lower makespan among those that fit
+    wins, and the report says which and why (``partition.choice`` or the tofu entry of ``phases``).
+
+    A partitioned plan runs every operator on every device, so it cannot honour allowed devices
+    (then it is not tried) and does not model colocation groups (then it is taken only when no
+    placement is found)."""
+    if problem.has_allowed:
+        placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
+        placed.history = placed.history + [{"method": "tofu", "status": "skipped",
+                                            "choice": "nodes restricted to some devices: a partitioned plan runs every operator everywhere"}]
+        return placed
+    part = run_partitioned(problem, opts, progress)
+    placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
+    p_ok, t_ok = placed.answered, part.answered
+    grouped = bool(problem.groups)
+    if t_ok and (not p_ok or (part.value < placed.evaluation.makespan and not grouped)):
+        why = (f"partitioned plan makespan {part.value:.6g} < best placement {placed.evaluation.makespan:.6g}" if p_ok else
+               f"no whole-operator placement found ({placed.status}: {placed.reason or 'none fits'}); the partitioned plan fits")
+        if grouped:
+            why += "; the graph's colocation groups are not modelled by a partitioned plan"
+        part.method = "auto:tofu"
+        part.partition["choice"] = why
+        part.history = placed.history + part.history
+        part.seconds = placed.seconds + part.seconds
+        return part
+    if p_ok and t_ok and grouped:
+        why = (f"the graph has colocation groups, which a partitioned plan does not model: placement kept "
+               f"(makespan {placed.evaluation.makespan:.6g}; partitioned plan {part.value:.6g})")
+    elif p_ok and t_ok:
+        why = f"best placement makespan {placed.evaluation.makespan:.6g} <= partitioned plan {part.value:.6g}"
+    else:
+        why = f"the partitioned plan does not fit or failed ({part.status}: {part.reason})"
+    placed.history = placed.history + [{"method": "tofu", "status": part.status, "makespan": part.value, "choice": why}]
+    placed.seconds += part.seconds
+    return placed
