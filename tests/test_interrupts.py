@@ -104,3 +104,21 @@ def test_second_sigint_leaves_a_complete_report_or_none(mid_graph: Path, tmp_pat
     else:  # the second signal came after the run had stopped and written its answer
         assert proc.returncode == 0 and report_state(report) == "complete"
 
+
+
+def test_signal_rules_per_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    """Loading: the first signal ends the run. Solving: the first stops the methods, a second
+    Ctrl-C aborts. Writing: the first lets the outputs finish, a second Ctrl-C aborts."""
+    from solvers.cli import Command
+
+    loading = Command()
+    with pytest.raises(KeyboardInterrupt):
+        loading._on_signal(signal.SIGINT, None)
+    for stage, said in (("solving", "stopping with the best answer so far"), ("writing the outputs", "finishing them")):
+        command = Command()
+        command.stage = stage
+        command._on_signal(signal.SIGTERM, None)
+        assert command.stop.is_set() and said in capsys.readouterr().err
+        command._on_signal(signal.SIGTERM, None)  # a second SIGTERM changes nothing
+        with pytest.raises(KeyboardInterrupt):
+            command._on_signal(signal.SIGINT, None)
