@@ -27,6 +27,8 @@ import bisect
 import heapq
 import time
 
+from typing import Callable
+
 import numpy as np
 
 from placement.evaluator import evaluate
@@ -120,8 +122,19 @@ def _fail(name: str, problem: Problem, v: int, t0: float) -> Solution:
                     seconds=time.monotonic() - t0)
 
 
-def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = False) -> tuple[np.ndarray, list[list[int]], int]:
-    """ETF with the memory check. Returns (device per node, per-device order, failed node or -1)."""
+class Stopped(Exception):
+    """A stop was requested (Ctrl-C, SIGTERM, the time limit) while scheduling: no schedule."""
+
+
+def _check(stop: Callable[[], bool] | None, count: int) -> None:
+    if stop is not None and count % 256 == 0 and stop():
+        raise Stopped
+
+
+def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = False,
+                 stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, list[list[int]], int]:
+    """ETF with the memory check. Returns (device per node, per-device order, failed node or -1).
+    Raises Stopped when ``stop()`` becomes true (checked every 256 nodes)."""
     n, k = problem.n, problem.k
     g = Graph.of(problem)
     bl = bottom_levels(g, problem.comm)
@@ -148,6 +161,7 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
             release(v)
     done = 0
     while done < n:
+        _check(stop, done)
         best = None
         for d in range(k):
             A, B = arrive[d], avail[d]
@@ -193,7 +207,8 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, count_inputs: bool = Fa
 
 
 def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 0.0, insertion: bool = True,
-                       pinned: np.ndarray | None = None, count_inputs: bool = False) -> tuple[np.ndarray, list[list[int]], int]:
+                       pinned: np.ndarray | None = None, count_inputs: bool = False,
+                       stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, list[list[int]], int]:
     """Schedule nodes in the given (topological) priority order, each on the device giving the
     earliest finish (gaps filled when ``insertion``). ``pinned[v] >= 0`` forces a device when it
     is allowed and has room. Returns (device per node, per-device order, failed node or -1)."""
@@ -205,7 +220,8 @@ def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 
     ends: list[list[float]] = [[] for _ in range(k)]
     nodes: list[list[int]] = [[] for _ in range(k)]
     dur = problem.time
-    for v in priority.tolist():
+    for count, v in enumerate(priority.tolist()):
+        _check(stop, count)
         dr = data_ready(problem, v, dev, finish)
         ok = mem.allowed(v).copy()
         if pinned is not None and pinned[v] >= 0 and ok[pinned[v]] and mem.fits(v, int(pinned[v]), dev):
@@ -265,10 +281,18 @@ def run_with_accounting(schedule, problem: Problem, opts: SolveOptions, inputs_f
     return dev, order, bad, {"input_accounting": False}
 
 
+def _stopped(name: str, t0: float) -> Solution:
+    return Solution(name, "unknown", reason=f"{name}: stopped before its schedule was complete", seconds=time.monotonic() - t0)
+
+
 def etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
-                                                problem, opts, opts.memory_model == "peak")
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs, stop=opts.stop.is_set),
+            problem, opts, opts.memory_model == "peak")
+    except Stopped:
+        return _stopped("etf", t0)
     if bad >= 0:
         return _fail("etf", problem, bad, t0)
     return _result(problem, opts, "etf", dev, order, t0, info)
@@ -276,8 +300,11 @@ def etf(problem: Problem, opts: SolveOptions) -> Solution:
 
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad, info = run_with_accounting(lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs),
-                                                problem, opts, True)
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda count_inputs: etf_schedule(problem, opts.reserve, count_inputs, stop=opts.stop.is_set), problem, opts, True)
+    except Stopped:
+        return _stopped("m-etf", t0)
     if bad >= 0:
         return _fail("m-etf", problem, bad, t0)
     return _result(problem, opts, "m-etf", dev, order, t0, info)
@@ -286,9 +313,12 @@ def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
 def heft(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     prio = upward_rank_order(problem)
-    dev, order, bad, info = run_with_accounting(
-        lambda count_inputs: insertion_schedule(problem, prio, opts.reserve, True, None, count_inputs),
-        problem, opts, opts.memory_model == "peak")
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda count_inputs: insertion_schedule(problem, prio, opts.reserve, True, None, count_inputs, stop=opts.stop.is_set),
+            problem, opts, opts.memory_model == "peak")
+    except Stopped:
+        return _stopped("heft", t0)
     if bad >= 0:
         return _fail("heft", problem, bad, t0)
     return _result(problem, opts, "heft", dev, order, t0, info)

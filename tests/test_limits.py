@@ -146,3 +146,15 @@ def test_portfolio_publishes_its_best_member():
     sol = portfolio(problem, opts)
     (pub_problem, pub_sol, _), _ = opts.best_so_far.get()
     assert pub_problem is problem and pub_sol.objective == pytest.approx(sol.objective)
+
+
+@pytest.mark.parametrize("name", ["etf", "m-etf", "heft", "critical-path"])
+def test_list_schedulers_obey_a_stop(name):
+    from solvers.methods import get
+
+    problem = random_problem(9, 600, 3)  # over 256 nodes: the stop is checked every 256
+    opts = SolveOptions()
+    opts.stop.set()
+    sol = get(name).func(problem, opts)
+    assert sol.status == "unknown" and sol.placement is None and "stopped" in sol.reason
+    assert get(name).func(problem, SolveOptions()).status == "heuristic"
