@@ -7,8 +7,9 @@ left-justified (earliest starts; zero-time nodes start as soon as their inputs a
 
 Static memory: every schedule of the contract can be left-justified without changing its device
 orders or memory, so the best enumerated schedule is the optimum ("optimal"). Peak memory: the
-lifetimes depend on the timing and delaying a node may lower the peak, so the best enumerated
-schedule that fits is only an upper bound ("feasible").
+lifetimes depend on the timing and delaying a node may lower the peak, so left-justified orders
+are not enough: each placement is searched by branch and bound over the disjunctions of device
+order and buffer overlap (formulations/peak_search.py), which is exact too.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from placement.evaluator import check, peak_memory
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .common import device_classes, finish_solution, infeasible_reason, longest_starts, units, with_reserve
+from .peak_search import best_schedule_bb
+from .common import (device_classes, finish_solution, infeasible_reason, judge_reserved, longest_starts, units,
+                     with_reserve)
 
 MAX_NODES = 10
 
@@ -144,8 +147,11 @@ def enumerate_best(problem: Problem, memory_model: str = "static", deadline: flo
 
 
 def brute(problem: Problem, opts: SolveOptions) -> Solution:
+    return judge_reserved(problem, opts, _brute(with_reserve(problem, opts), opts))
+
+
+def _brute(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    problem = with_reserve(problem, opts)
     limit = int(opts.extra.get("max_nodes", MAX_NODES))
     if problem.n > limit:
         return Solution("brute", "unknown", reason=f"brute: {problem.n} nodes is too many to enumerate (limit {limit})",
@@ -154,14 +160,16 @@ def brute(problem: Problem, opts: SolveOptions) -> Solution:
     if why:
         return Solution("brute", "infeasible", reason=why, seconds=time.monotonic() - t0)
     rem = opts.remaining()
-    got, complete = enumerate_best(problem, opts.memory_model, None if rem is None else time.monotonic() + rem, opts.stop)
+    deadline = None if rem is None else time.monotonic() + rem
+    if opts.memory_model == "static":
+        got, complete = enumerate_best(problem, opts.memory_model, deadline, opts.stop)
+    else:
+        got, complete = best_schedule_bb(problem, placements(problem), "peak", deadline, opts.stop)
     if got is None:
-        if opts.memory_model == "static" and complete:
-            return Solution("brute", "infeasible", reason="brute: no placement fits the static memory capacities",
+        if complete:
+            return Solution("brute", "infeasible", reason=f"brute: no schedule fits the {opts.memory_model} memory capacities",
                             seconds=time.monotonic() - t0)
-        why = "the time limit stopped the enumeration" if not complete else "no left-justified schedule fits the peak memory capacities"
-        return Solution("brute", "unknown", reason=f"brute: {why}", seconds=time.monotonic() - t0)
+        return Solution("brute", "unknown", reason="brute: the time limit stopped the enumeration", seconds=time.monotonic() - t0)
     mk, pl, start = got
     check(problem, pl, start, opts.memory_model)
-    exact = opts.memory_model == "static" and complete
-    return finish_solution(problem, opts, "brute", t0, exact, mk if exact else None, (pl, start), {"complete": complete})
+    return finish_solution(problem, opts, "brute", t0, complete, mk if complete else None, (pl, start), {"complete": complete})

@@ -20,23 +20,52 @@ import numpy as np
 
 from placement.evaluator import ScheduleError, check, evaluate
 from placement.problem import Problem
+from placement.report import OPTIMAL_GAP, within_optimal_gap
 from placement.solution import Solution, SolveOptions
 
 from .pathbound import path_lower_bound
 from .units import Units, units  # noqa: F401  (re-exported for the models)
 
 # Relative gap under which a solver's proved optimum counts as "optimal" for the real problem.
-OPTIMAL_RTOL = 1e-6
+OPTIMAL_RTOL = OPTIMAL_GAP["makespan"]
 
 
 def with_reserve(problem: Problem, opts: SolveOptions) -> Problem:
-    """The problem the exact models solve: capacities shrunk by ``opts.reserve`` (bounds and
-    optimality then refer to the reduced capacities)."""
+    """The problem the exact models search when ``opts.reserve`` > 0: capacities shrunk by the
+    reserve, so their answers keep the heuristics' safety margin. That is a restriction of the
+    user's problem: :func:`judge_reserved` turns its answer into a claim about the user's problem."""
     if not opts.reserve:
         return problem
     if not 0 <= opts.reserve < 1:
         raise ValueError(f"reserve must be in [0, 1), got {opts.reserve}")
     return problem.with_devices(memory=list(problem.memory * (1.0 - opts.reserve)))
+
+
+def judge_reserved(user: Problem, opts: SolveOptions, sol: Solution) -> Solution:
+    """What an exact method's answer on :func:`with_reserve`'s restricted problem proves about the
+    ``user``'s problem (identity without a reserve).
+
+    Its schedule fits the stated capacities too (they are larger), so it stays an answer; but the
+    restricted optimum and its bound are not the user's: the bound becomes one valid for the stated
+    capacities, "optimal" holds only when the answer meets it, and "infeasible" (no placement keeps
+    the margin) becomes "unknown", since the stated capacities were never searched."""
+    if not opts.reserve:
+        return sol
+    info = {**sol.info, "reserve": opts.reserve, "reserved_status": sol.status}
+    margin = f"the capacities reduced by the reserve {opts.reserve:g}"
+    if sol.status == "infeasible":
+        return Solution(sol.method, "unknown", seconds=sol.seconds, info=info,
+                        reason=f"{sol.method}: no placement fits {margin} ({sol.reason or 'proved'}); "
+                               f"the stated capacities were not searched: drop --reserve to solve them")
+    lb = lower_bound(user, opts.memory_model, bool(opts.extra.get("path_bound", True)))
+    if sol.placement is None or sol.objective is None:
+        return Solution(sol.method, sol.status, lower_bound=lb, reason=sol.reason, seconds=sol.seconds, info=info)
+    lb = min(lb, sol.objective)
+    status = "optimal" if sol.status in ("optimal", "feasible") and is_optimal(sol.objective, lb) else "feasible"
+    reason = "" if status == "optimal" else \
+        f"{sol.method}: {sol.status} for {margin}; not a proof for the stated capacities"
+    return Solution(sol.method, status, placement=sol.placement, start=sol.start, order=sol.order,
+                    objective=sol.objective, lower_bound=lb, reason=reason, seconds=sol.seconds, info=info)
 
 
 def device_classes(problem: Problem) -> list[list[int]]:
@@ -160,7 +189,8 @@ def infeasible_reason(problem: Problem, memory_model: str) -> str | None:
 
 
 def is_optimal(objective: float, bound: float) -> bool:
-    return objective - bound <= OPTIMAL_RTOL * max(1.0, abs(objective))
+    """Is the makespan ``objective`` within the documented optimality gap of the proved ``bound``?"""
+    return within_optimal_gap(objective, bound, "makespan")
 
 
 def best_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, memory_model: str) -> tuple[float, np.ndarray] | None:

@@ -28,8 +28,8 @@ from placement.solution import OutOfTime, Solution, SolveOptions
 from .cpsolver import cp_solver, set_params
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, lower_bound, retime, too_big, unbuilt_solution, units,
-                     with_reserve)
+                     hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
+                     units, with_reserve)
 
 # Memory per model variable, with its share of constraints (measured roughly on the transformer
 # graphs: ~2 KB per variable including CP-SAT's presolve copies); for refusing what cannot fit.
@@ -81,14 +81,30 @@ def choose_scale(problem: Problem, units_target: float = TIME_UNITS) -> Scale:
 def _memory_ints(problem: Problem, memory_model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """(param, out, capacity) as integers over a common divisor, and whether that is exact.
 
-    Non-integral bytes are rounded conservatively (demands up, capacities down)."""
+    Bytes are scaled by the smallest round factor that makes them whole (0.25-byte data: 4), as
+    times are. Failing that, they are rounded conservatively (demands up, capacities down): a
+    restriction, so the model then proves neither a bound nor infeasibility. Capacities are rounded
+    down after a 1e-12 relative allowance for float noise (e.g. 0.57 * 100 = 56.99999999999999):
+    that errs towards a relaxation, which proves nothing false, and the answer is checked anyway."""
     par, out, cap = problem.param_bytes, problem.out_bytes, problem.memory
-    exact = _integral(par) and _integral(out)
-    p, o = np.ceil(par - 1e-9).astype(np.int64), np.ceil(out - 1e-9).astype(np.int64)
+    data = np.concatenate([par, out])
+    factor = None
+    for f in _EXACT_FACTORS:
+        scaled = data * f
+        if float(scaled.sum()) <= _MAX_INT / 16 and np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, scaled)):
+            factor = float(f)
+            break
+    exact = factor is not None
+    if exact:
+        p, o = np.round(par * factor).astype(np.int64), np.round(out * factor).astype(np.int64)
+    else:
+        factor = 1.0
+        p, o = np.ceil(par - 1e-9).astype(np.int64), np.ceil(out - 1e-9).astype(np.int64)
     g = int(np.gcd.reduce(np.concatenate([p, o, [0]])))
     g = max(g, 1)
     finite = np.isfinite(cap)
-    c = np.where(finite, np.floor(np.where(finite, cap, 0.0) / g), -1).astype(np.int64)
+    units = np.where(finite, cap, 0.0) * factor / g
+    c = np.where(finite, np.floor(units * (1 + 1e-12) + 1e-9), -1).astype(np.int64)
     return p // g, o // g, c, exact
 
 
@@ -414,7 +430,6 @@ def b_valid_for_floor(problem: Problem, memory_model: str, scale: Scale) -> bool
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    problem = with_reserve(problem, opts)
     mm = opts.memory_model
     ex = opts.extra
     why = infeasible_reason(problem, mm)
@@ -542,4 +557,4 @@ def _trace(solver: cp_model.CpSolver, trace: object, t0: float, factor: float) -
 
 
 def cpsat(problem: Problem, opts: SolveOptions) -> Solution:
-    return _solve(problem, opts)
+    return judge_reserved(problem, opts, _solve(with_reserve(problem, opts), opts))

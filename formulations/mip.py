@@ -23,7 +23,8 @@ from placement.solution import OutOfTime, Solution, SolveOptions, stop_watch
 from .bruteforce import _reach
 from .mip_peak import PeakModel, add_peak_memory
 from .common import (best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, retime, too_big, unbuilt_solution, units, with_reserve)
+                     hint_schedule, infeasible_reason, judge_reserved, retime, too_big, unbuilt_solution, units,
+                     with_reserve)
 
 
 def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -48,7 +49,6 @@ def snap_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, ho
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    problem = with_reserve(problem, opts)
     ex = opts.extra
     mm = opts.memory_model
     if mm not in ("static", "peak"):
@@ -306,4 +306,4 @@ def _build_and_solve(problem: Problem, opts: SolveOptions, solver: pywraplp.Solv
 
 
 def mip(problem: Problem, opts: SolveOptions) -> Solution:
-    return _solve(problem, opts)
+    return judge_reserved(problem, opts, _solve(with_reserve(problem, opts), opts))

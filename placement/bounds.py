@@ -5,7 +5,9 @@ it is honest:
 - critical path: the longest path by compute time alone (comm can only add to it);
 - load: total compute time / K (K devices work at most in parallel), and, for each colocation
   group, its total time (the group runs on one device);
-- largest node: no node can be split.
+- largest node: no node can be split;
+- communication (placement/comm_bound.py): at every join, each input either pays its transfer or
+  shares the consumer's device and runs one after another there (docs/scale.md).
 
 Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
 than any device it may use can hold, or when the memory every placement must use exceeds the total
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .comm_bound import comm_bound
 from .problem import Problem
 
 
@@ -26,14 +29,15 @@ class LowerBounds:
     load: float
     largest_node: float
     largest_group: float
+    communication: float = 0.0
 
     @property
     def best(self) -> float:
-        return max(self.critical_path, self.load, self.largest_node, self.largest_group)
+        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
-                "largest_group": self.largest_group, "best": self.best}
+                "largest_group": self.largest_group, "communication": self.communication, "best": self.best}
 
 
 def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
@@ -65,6 +69,7 @@ def lower_bounds(problem: Problem) -> LowerBounds:
         load=float(problem.time.sum()) / problem.k,
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
+        communication=comm_bound(problem),
     )
 
 

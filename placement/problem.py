@@ -55,7 +55,10 @@ class Problem:
             "outputs": [{"shape": [m, n], "dtype": "float32"}, ...]}``; any key may be missing.
         edge_meta: optional per-edge tensor identity, parallel to ``src``/``dst``:
             ``{"src_output": i, "dst_inputs": [j, ...]}``: the producer's output index and the
-            consumer's input positions that tensor feeds.
+            consumer's input positions that tensor feeds. When parallel edges are merged (same
+            src and dst), ``dst_inputs`` is the sorted union over the merged edges of the same
+            ``src_output``; if they carried different outputs, the record keeps the first one's
+            ``src_output`` and adds ``"tensors"``: every ``{"src_output", "dst_inputs"}`` pair.
     """
 
     name: str
@@ -365,10 +368,11 @@ def _edge_endpoint_fault(pos: int, rec: dict[str, Any], index: dict[NodeId, int]
 
 
 def _edge_costs(src: list[int], dst: list[int], comm_raw: list[Any], bytes_raw: list[Any], ids: list[NodeId],
-                link: Link | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                link: Link | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(src, dst, comm, bytes) arrays: comm as given, or priced from bytes with ``link``; bytes NaN
     where not given (absent values are ``_MISSING``); parallel edges merged into one (they carry one tensor: the costlier transfer
-    is kept, with the first one's bytes), in order of first appearance."""
+    is kept, with the first one's bytes), in order of first appearance; and for every given edge
+    the index of the edge it became."""
     m = len(src)
     s_arr, d_arr = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     label = lambda j: f"edge {ids[src[j]]!r} -> {ids[dst[j]]!r}"  # noqa: E731
@@ -389,18 +393,21 @@ def _edge_costs(src: list[int], dst: list[int], comm_raw: list[Any], bytes_raw: 
         if bad.size:
             j = int(bad[0])
             raise ProblemError(f"{label(j)}: comm = latency + bytes / bandwidth = {ebytes[j]!r} / {link.bandwidth!r} is too large (not finite)")
+    same = np.arange(m)
     if m == 0:
-        return s_arr, d_arr, comm, ebytes
+        return s_arr, d_arr, comm, ebytes, same
     n = len(ids)
     keys = s_arr * n + d_arr
     uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     if uniq.size == m:
-        return s_arr, d_arr, comm, ebytes
+        return s_arr, d_arr, comm, ebytes, same
     best = np.full(uniq.size, -np.inf)
     np.maximum.at(best, inverse, comm)
     order = np.argsort(first, kind="stable")
     keep = first[order]
-    return s_arr[keep], d_arr[keep], best[order], ebytes[keep]
+    rank = np.empty(uniq.size, dtype=np.int64)
+    rank[order] = np.arange(uniq.size)
+    return s_arr[keep], d_arr[keep], best[order], ebytes[keep], rank[inverse.ravel()]
 
 
 def _check_totals(ids: list[NodeId], cols: dict[str, np.ndarray], src: np.ndarray, dst: np.ndarray, comm: np.ndarray) -> None:
@@ -443,6 +450,10 @@ def make_problem(
     ``edges``: dicts with ``src``, ``dst`` and either ``comm`` (time) or ``bytes`` (priced with
     ``link``). ``devices`` is a count (then ``memory`` is one capacity or a list), or a list of
     ``{"name", "memory"}`` dicts. Raises :class:`ProblemError` naming the first fault found.
+
+    Operator semantics (optional, see :class:`Problem`): node fields ``op``, ``inputs``, ``outputs``
+    become ``node_meta`` and edge fields ``src_output``, ``dst_inputs`` become ``edge_meta`` (None
+    when no record has any of them).
     """
     nodes = list(nodes)
     ids: list[NodeId] = []
@@ -453,6 +464,7 @@ def make_problem(
     group_index: dict[Any, int] = {}
     group_names: list[str] = []
     allowed: list[tuple[int, ...] | None] = []
+    node_meta: list[dict[str, Any]] = []
 
     if isinstance(devices, int) and not isinstance(devices, bool):
         k = devices
@@ -525,6 +537,8 @@ def make_problem(
             allowed.append(tuple(sorted(set(int(d) for d in devs_allowed))))
     columns = {fld: _number_column([rec[fld] for rec in nodes], lambda i, f=fld: f"node {ids[i]!r} field {f!r}")
                for fld in numeric}
+    if any("op" in rec or "inputs" in rec or "outputs" in rec for rec in nodes):
+        node_meta = [_node_meta(rec, nid) for rec, nid in zip(nodes, ids)]
 
     edges = edges if isinstance(edges, list) else list(edges)
     plain = _plain_edges(edges, index)
@@ -545,7 +559,13 @@ def make_problem(
         dst.append(v)
         comm_raw.append(c)
         bytes_raw.append(nb)
-    src_a, dst_a, comm, ebytes = _edge_costs(src, dst, comm_raw, bytes_raw, ids, link)
+    src_a, dst_a, comm, ebytes, kept = _edge_costs(src, dst, comm_raw, bytes_raw, ids, link)
+    edge_meta: list[dict[str, Any]] = []
+    if any("src_output" in rec or "dst_inputs" in rec or "tensors" in rec for rec in edges):
+        edge_meta = [{} for _ in range(src_a.size)]
+        for j, rec in enumerate(edges):  # parallel edges merge their tensor identities
+            meta = _edge_meta(rec, f"edge {ids[src[j]]!r} -> {ids[dst[j]]!r}")
+            edge_meta[kept[j]] = _merge_edge_meta(edge_meta[kept[j]], meta)
     cols = columns
 
     n = len(ids)
@@ -574,6 +594,8 @@ def make_problem(
         node_attrs=extra,
         attrs=dict(attrs or {}),
         colocate_names=group_names,
+        node_meta=node_meta if any(node_meta) else None,
+        edge_meta=edge_meta if any(edge_meta) else None,
     )
     prob.topo_order  # raises ProblemError naming a cycle
     joint = prob.allowed_mask() if prob.groups else None  # once: it costs O(n K) per call
@@ -582,3 +604,87 @@ def make_problem(
         if not mask.any():
             raise ProblemError(f"colocation group {group_names[g]!r}: its nodes' allowed devices have no device in common")
     return prob
+
+
+def _tensor_list(value: Any, what: str) -> list[dict[str, Any]]:
+    """Validate a list of ``{"shape": [ints >= 0], "dtype": str}`` tensor descriptions."""
+    if not isinstance(value, list):
+        raise ProblemError(f"{what}: expected a list of {{'shape', 'dtype'}} objects")
+    out = []
+    for pos, t in enumerate(value):
+        if not isinstance(t, dict):
+            raise ProblemError(f"{what}[{pos}]: expected an object with 'shape' and 'dtype'")
+        unknown = set(t) - {"shape", "dtype"}
+        if unknown:
+            raise ProblemError(f"{what}[{pos}]: unknown field {sorted(unknown)[0]!r}")
+        desc: dict[str, Any] = {}
+        if "shape" in t:
+            shape = t["shape"]
+            if not isinstance(shape, list) or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0 for x in shape):
+                raise ProblemError(f"{what}[{pos}] field 'shape': expected a list of non-negative integers, got {shape!r}")
+            desc["shape"] = [int(x) for x in shape]
+        if "dtype" in t:
+            if not isinstance(t["dtype"], str) or not t["dtype"]:
+                raise ProblemError(f"{what}[{pos}] field 'dtype': expected a type name such as 'float32', got {t['dtype']!r}")
+            desc["dtype"] = t["dtype"]
+        out.append(desc)
+    return out
+
+
+def _node_meta(rec: dict[str, Any], nid: NodeId) -> dict[str, Any]:
+    """The operator semantics of one node record (empty when it gives none)."""
+    meta: dict[str, Any] = {}
+    if "op" in rec:
+        if not isinstance(rec["op"], str) or not rec["op"]:
+            raise ProblemError(f"node {nid!r} field 'op': expected an operator name such as 'aten.mm', got {rec['op']!r}")
+        meta["op"] = rec["op"]
+    for fld in ("inputs", "outputs"):
+        if fld in rec:
+            meta[fld] = _tensor_list(rec[fld], f"node {nid!r} field {fld!r}")
+    return meta
+
+
+def _slot(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ProblemError(f"{what}: expected a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _edge_meta(rec: dict[str, Any], label: str) -> dict[str, Any]:
+    """The tensor identity of one edge record (empty when it gives none)."""
+    meta: dict[str, Any] = {}
+    if "src_output" in rec:
+        meta["src_output"] = _slot(rec["src_output"], f"{label} field 'src_output'")
+    if "dst_inputs" in rec:
+        slots = rec["dst_inputs"]
+        if not isinstance(slots, list):
+            raise ProblemError(f"{label} field 'dst_inputs': expected a list of input positions, got {slots!r}")
+        meta["dst_inputs"] = sorted({_slot(j, f"{label} field 'dst_inputs'") for j in slots})
+    if "tensors" in rec:
+        parts = rec["tensors"]
+        if not isinstance(parts, list) or not parts:
+            raise ProblemError(f"{label} field 'tensors': expected a non-empty list of {{'src_output', 'dst_inputs'}}")
+        merged: dict[str, Any] = {}
+        for pos, part in enumerate(parts):
+            if not isinstance(part, dict) or set(part) - {"src_output", "dst_inputs"}:
+                raise ProblemError(f"{label} field 'tensors'[{pos}]: expected an object with 'src_output' and 'dst_inputs'")
+            merged = _merge_edge_meta(merged, _edge_meta(part, f"{label} field 'tensors'[{pos}]"))
+        return merged
+    return meta
+
+
+def _merge_edge_meta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Merge the tensor identities of two parallel edges (see :class:`Problem` ``edge_meta``)."""
+    if not a or not b:
+        return a or b
+    parts: dict[Any, set[int]] = {}
+    for rec in (a.get("tensors") or [a]) + (b.get("tensors") or [b]):
+        parts.setdefault(rec.get("src_output"), set()).update(rec.get("dst_inputs", []))
+    first = next(iter(parts))
+    out: dict[str, Any] = {}
+    if first is not None:
+        out["src_output"] = first
+    out["dst_inputs"] = sorted(parts[first])
+    if len(parts) > 1:
+        out["tensors"] = [({"src_output": k} if k is not None else {}) | {"dst_inputs": sorted(v)} for k, v in parts.items()]
+    return out

@@ -17,6 +17,19 @@ from .output import write_atomic
 from .problem import Problem, ProblemError
 
 
+# "optimal" means: the answer's objective and a lower bound proved for the very problem the user
+# gave are within this relative gap, (value - bound) / value (docs/exact.md). The makespan models
+# work on the real data or on exactly scaled integers; the max-load and latency IPs round times down
+# to 1/scale (1e-5 time units by default), which costs up to about this much relative gap.
+OPTIMAL_GAP = {"makespan": 1e-6, "max-load": 1e-5, "fw+bw": 1e-5, "latency": 1e-5}
+
+
+def within_optimal_gap(value: float, bound: float | None, objective: str = "makespan") -> bool:
+    """May an answer of ``value`` with the proved ``bound`` be called optimal?"""
+    g = gap(value, bound)
+    return g is not None and g <= OPTIMAL_GAP[objective]
+
+
 def gap(value: float | None, bound: float | None) -> float | None:
     """(value - bound) / value; 0 when both are 0; None when either is missing."""
     if value is None or bound is None:

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
+from formulations.maxload.heuristics import read_split
 from placement.evaluator import MEMORY_MODELS
 from placement.explain import explain, explain_text
 from placement.formats import FORMATS, load_problem
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Place a DNN operator graph on K memory-limited devices and report the makespan, memory per "
                     "device, a valid lower bound and the gap. With no GRAPH, solves the shipped default example.",
     )
-    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, or a PARDNN .dot (or its directory)")
+    p.add_argument("graph", nargs="?", help="problem file: native JSON, msr-fiddle JSON, a PARDNN .dot (or its directory), a PipeDream graph.txt or an ONNX model; any of them gzipped")
     p.add_argument("--devices", type=int, metavar="K", help="number of devices (overrides the file)")
     p.add_argument("--memory", metavar="SIZE", help="memory per device: bytes, 16GB (=16e9), 16GiB (=16*2^30), or a comma list, one per device (overrides the file)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default="static", help="static: params + outputs of a device's nodes (default); peak: peak over time of live tensors (PARDNN Eq. 2)")
@@ -111,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected from the content)")
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
     p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
-    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory heuristics keep free (default 0)")
+    p.add_argument("--split", metavar="FILE", help="--method expert: the split to evaluate (JSON: a device per node index, or node id -> device; CPU core c as -1 - c)")
+    p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory to keep free (default 0): a soft target for heuristics; exact methods keep it and prove optimal/infeasible only for the stated capacities")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--verbose", action="store_true", help="also show the solvers' own logs (CP-SAT search log)")
     return p
@@ -175,6 +177,13 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
                         seed=args.seed, reserve=args.reserve, verbose=args.verbose)
     if args.coarse_size is not None:
         opts.extra["coarse_size"] = args.coarse_size
+    if (args.split is None) != (args.method != "expert"):
+        raise UsageError("--method expert needs --split FILE" if args.split is None else "--split is read only by --method expert")
+    if args.split is not None:
+        try:
+            opts.extra["split"] = read_split(problem, args.split)
+        except (OSError, ValueError, TypeError) as exc:
+            raise UsageError(f"--split {args.split}: {exc}") from None
     return problem, opts
 
 

@@ -53,7 +53,7 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("mip", EXACT, MAKESPAN,
                "big-M MIP of the makespan model (SCIP/HiGHS in the ortools wheel; static or peak memory)", mip),
     MethodInfo("brute", EXACT, MAKESPAN,
-               f"enumerates every placement and device order (tiny instances, at most {BRUTE_MAX_NODES} nodes)", brute),
+               f"enumerates every placement and device order, exact for static and peak memory (tiny instances, at most {BRUTE_MAX_NODES} nodes)", brute),
     # ----- makespan: heuristics ------------------------------------------------------------------
     MethodInfo("portfolio", HEURISTIC, MAKESPAN,
                "run the heuristics that fit the time limit, keep the best memory-feasible one", portfolio),
@@ -107,7 +107,7 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("pipedream", HEURISTIC, MAX_LOAD,
                "PipeDream-style DP on the graph with branchings contracted into a path of blocks", pipedream),
     MethodInfo("expert", HEURISTIC, MAX_LOAD,
-               "a hand-made split read from opts.extra['split_file'], evaluated for max-load", expert),
+               "a hand-made split (solve --split FILE), evaluated for max-load", expert),
     # ----- latency (single sample through CPU memory, Tarnawski et al.) ------------------------------
     MethodInfo("latency-cpsat", EXACT, LATENCY,
                "Tarnawski et al. latency IP (Figs. 3/4, q subgraphs per accelerator) in CP-SAT, warm-started", latency_cpsat),

@@ -1,15 +1,19 @@
-"""The ``auto`` pipeline: warm start, exact solve (coarsened when the graph is big), refine.
+"""The ``auto`` pipeline: warm start, exact solve (by windows when the graph is big), refine.
 
 1. Warm start: the heuristic portfolio on the original graph; its best feasible placement is the
    fallback answer at every moment.
 2. Exact phase: CP-SAT on the original graph when it is small enough (its proved bound is then
-   valid for the original problem), otherwise on a coarsened graph hinted with the warm start
-   restricted to it (a coarse optimum is only a good placement: its bound does not count).
+   valid for the original problem), otherwise on windows of a few hundred nodes of the original
+   graph against the fixed rest of the incumbent (formulations/window_lns.py, docs/scale.md), or
+   with ``big_exact="coarse"`` on a coarsened graph hinted with the warm start restricted to it (a
+   coarse optimum is only a good placement: its bound does not count).
 3. Refine: local moves on the original graph, judged by the evaluator, memory kept feasible.
 
 Between them, the incumbent's placement is re-scheduled by priority lists (solvers/reschedule.py:
 FIFO on a placement that holds a long critical chain on one device, as PARDNN's does, delays
 critical nodes), after the warm start and again when the exact phase changed the incumbent.
+
+A status line is printed at least every HEARTBEAT_SECONDS in every phase (solvers/progress.py).
 
 Every candidate is judged by the one evaluator on the original graph; the answer is the best of
 them, so the pipeline never returns worse than its warm start.
@@ -30,12 +34,14 @@ from formulations.cpsat import cpsat
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
+from formulations.window_lns import LnsStats, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .refine import refine, refine_multilevel
+from .progress import HEARTBEAT_SECONDS, Heartbeat
+from .refine import RefineStats, refine, refine_multilevel
 from .reschedule import reschedule
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -57,6 +63,16 @@ WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft")
 FINISH_SECONDS = 1.0  # also Python's start-up before the CLI's clock starts (~0.9 s under load) and exit
 FINISH_SECONDS_PER_ELEMENT = 2.5e-5
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
+# Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
+# "coarse" (CP-SAT on a coarsened graph); opts.extra["big_exact"] overrides (bench/results_scale.md).
+BIG_EXACT = "lns"
+LNS_WINDOW = 300  # nodes per LNS window
+LNS_WINDOW_SECONDS = 5.0  # CP-SAT's limit per window; the phase runs only with time for one after its set-up
+LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
+# Above REFINE_MULTILEVEL_NODES, when FIFO is the incumbent's best schedule: "multilevel" (FIFO,
+# coarse levels first) or "ordered" (the original graph, moves judged by the kept order, re-timed
+# incrementally: placement/incremental.py); opts.extra["big_refine"] overrides.
+BIG_REFINE = "multilevel"
 COARSE_TARGET = 250  # coarse graph size for the exact phase on bigger graphs (bench/results_coarsen.md)
 REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine on coarse levels first
 # The linear-time baselines that answer when nothing else did in time.
@@ -89,6 +105,7 @@ class PipelineResult:
     phases: list[Phase] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     used_exact: bool = False
+    infeasible: bool = False  # proved for the original problem (never by a coarsened graph)
 
 
 class Incumbent:
@@ -141,6 +158,15 @@ def pipeline(
 ) -> PipelineResult:
     """Run the phases within ``opts.time_limit`` counted from ``opts.started`` (the CLI sets it when
     the process starts, so loading the graph counts too), leaving :func:`finish_reserve` at the end."""
+    inc = Incumbent(problem, opts.memory_model, verify,
+                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
+    interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
+    with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval) as hb:
+        return _pipeline(problem, opts, lower_bound, inc, hb)
+
+
+def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Incumbent, hb: Heartbeat) -> PipelineResult:
+    say = hb.say
     now = time.monotonic()
     t0 = min(opts.started, now)
     total = opts.time_limit
@@ -149,8 +175,6 @@ def pipeline(
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
-    inc = Incumbent(problem, opts.memory_model, verify,
-                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
     bound = lower_bound
     phases: list[Phase] = []
     reasons: list[str] = []
@@ -165,11 +189,11 @@ def pipeline(
         return replace(opts, time_limit=budget, started=time.monotonic(), **changes)
 
     def progress(phase: str) -> None:
-        mk = inc.makespan
-        gap = "-" if mk is None or mk <= 0 else f"{100 * max(0.0, (mk - bound) / mk):.2f}%"
-        say(f"{phase}: incumbent={'-' if mk is None else f'{mk:.6g}'} bound={bound:.6g} gap={gap} elapsed={time.monotonic() - t0:.1f}s")
+        hb.bound = bound
+        say(hb.status(phase))
 
     # 1. Warm start.
+    hb.enter("warm-start")
     ph = Phase("warm-start")
     t = time.monotonic()
     warm_end = None if usable is None else t + warm_seconds(problem, usable, warm_share, opts.memory_model)
@@ -180,7 +204,7 @@ def pipeline(
         sol = WARM_START[name](problem, sub(budget))
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
-                                  [sol.reason])
+                                  [sol.reason], infeasible=True)
         if inc.offer(sol) is None and sol.reason:
             reasons.append(sol.reason)
     if inc.best is None:
@@ -193,6 +217,7 @@ def pipeline(
     ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
     phases.append(ph)
     progress("warm-start")
+    hb.enter("reschedule")
     _reschedule_phase(problem, opts, inc, phases, until(end))
     rescheduled_from = None if inc.best is None else inc.best[0]  # the exact phase may replace it
 
@@ -202,6 +227,7 @@ def pipeline(
     if not proved and not opts.stop.is_set():
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
+        hb.enter("exact" if not coarse else "exact-big")
         if not coarse:
             ph = Phase("exact")
             # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
@@ -211,20 +237,26 @@ def pipeline(
             used_exact = True
             if sol.status == "infeasible":
                 phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
-                return PipelineResult(None, bound, False, phases, [sol.reason], True)
+                return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
             if sol.lower_bound is not None:
                 bound = max(bound, float(sol.lower_bound))
                 opts.best_so_far.publish_bound(bound)
             inc.offer(sol)
             proved = sol.status == "optimal"
             ph.status = sol.status
+        elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
+            ph = _lns_phase(problem, opts, inc, exact_budget, hb)
+            used_exact = ph.status not in ("", "skipped")
         else:
             ph = _coarse_phase(problem, opts, inc, sub, exact_budget, say)
             used_exact = ph.status not in ("", "skipped")
+            if inc.best is None and ph.note:
+                reasons.append(f"exact-coarse: {ph.note}")
         ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
         phases.append(ph)
         progress(ph.name)
         if not proved and inc.best is not None and inc.best[0] is not rescheduled_from:
+            hb.enter("reschedule")
             _reschedule_phase(problem, opts, inc, phases, until(end))
 
     # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
@@ -234,19 +266,24 @@ def pipeline(
             t = time.monotonic()
             deadline = t + (budget if budget is not None else 60.0)
             best_ev = inc.best[1]
+            stats = RefineStats()
+            hb.enter("refine", moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
             multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
-            if problem.n > multilevel_nodes and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
+            multilevel = str(opts.extra.get("big_refine", BIG_REFINE)) == "multilevel"
+            if problem.n > multilevel_nodes and multilevel and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
                 placement, ev = refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                             memory_model=opts.memory_model)
+                                                             memory_model=opts.memory_model, stats=stats)
             elif problem.n > multilevel_nodes:
                 # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
                 # ordered schedule; one evaluation per move, not two, on graphs this big).
                 placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order=True)
+                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order=True,
+                                                  stats=stats)
             else:
                 # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
                 placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order="auto")
+                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order="auto",
+                                                  stats=stats)
             before = inc.makespan
             inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan))
             phases.append(Phase("refine", time.monotonic() - t, inc.makespan, bound, "heuristic",
@@ -307,6 +344,30 @@ def warm_start_methods(problem: Problem) -> list[str]:
     return names
 
 
+def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:
+    """CP-SAT on windows of the original graph around the critical path (formulations/window_lns.py),
+    from the incumbent's schedule; the answer is offered with its start times."""
+    ph = Phase("exact-lns")
+    if inc.best is None:
+        ph.status, ph.note = "skipped", "no incumbent"
+        return ph
+    window_seconds = float(opts.extra.get("lns_window_seconds", LNS_WINDOW_SECONDS))
+    if budget is not None and budget < 1.0 + window_seconds + LNS_SETUP_SECONDS_PER_ELEMENT * (problem.n + problem.m):
+        ph.status, ph.note = "skipped", f"{budget:.1f}s left: too little for a window after the set-up"
+        return ph
+    ev0 = inc.best[1]
+    stats = LnsStats()
+    hb.enter("exact-lns", moves=lambda: stats.windows, best=lambda: stats.best_makespan)
+    deadline = time.monotonic() + (budget if budget is not None else 60.0)
+    window = int(opts.extra.get("lns_window", LNS_WINDOW))
+    placement, ev = lns(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
+                        memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats)
+    inc.offer(Solution("lns", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
+    ph.status = "feasible"
+    ph.note = f"{stats.windows} windows of {window} nodes, {stats.improved} improved: {stats.start_makespan:.6g} -> {ev.makespan:.6g}"
+    return ph
+
+
 def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Callable[..., SolveOptions],
                   budget: float | None, say: Callable[[str], None]) -> Phase:
     """CP-SAT on a coarsened graph, hinted by the warm start; the answer is mapped back and offered."""
@@ -323,7 +384,11 @@ def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Cal
             hint = Solution("warm-start", "heuristic", placement=np.asarray(restricted))
     remaining = None if budget is None else max(0.0, budget - (time.monotonic() - t))
     sol = cpsat(co.coarse, sub(remaining, hint=hint))
-    ph.status = "feasible" if sol.placement is not None else sol.status
+    # Merging nodes can make packing impossible when the original graph fits: an infeasible
+    # coarse graph proves nothing about the original one.
+    ph.status = "feasible" if sol.placement is not None else "unknown"
+    if sol.status == "infeasible":
+        ph.note += "; the coarse graph is infeasible (not a proof for the original graph)"
     if sol.placement is not None:
         mapped = np.asarray(co.project(sol.placement))
         # The coarse schedule's device order is never slower on the original than the coarse

@@ -18,7 +18,7 @@ from placement.bounds import infeasibility, lower_bounds
 from placement.evaluator import Evaluation, check, evaluate
 from placement.partition.plan import evaluate_plan
 from placement.problem import Problem
-from placement.report import _clean, build_report, gap
+from placement.report import OPTIMAL_GAP, _clean, build_report, gap, within_optimal_gap
 from placement.solution import Solution, SolveOptions
 
 from .methods import get as method_info
@@ -213,8 +213,7 @@ def run(
         seconds = time.monotonic() - t0
         hist = [p.as_dict() for p in res.phases]
         if res.best is None:
-            infeasible = any(p.status == "infeasible" for p in res.phases)
-            return RunResult("infeasible" if infeasible else "unknown", "auto", None, None, res.bound, seconds,
+            return RunResult("infeasible" if res.infeasible else "unknown", "auto", None, None, res.bound, seconds,
                              reason="; ".join(res.reasons) or "no feasible placement found", bounds=lbs.as_dict(), history=hist)
         sol, ev = res.best
         _check_bound(res.bound, ev.makespan)
@@ -254,14 +253,14 @@ def run(
     sol, ev = best
     _check_bound(proved_lb, ev.makespan)
     proved_lb = min(proved_lb, ev.makespan)
-    if sol.status == "optimal" or ev.makespan <= proved_lb * (1 + 1e-9):
+    if within_optimal_gap(ev.makespan, proved_lb) and (sol.status == "optimal" or ev.makespan <= proved_lb * (1 + 1e-9)):
         status = "optimal"
     elif method_info(method).kind == "exact":
         status = "feasible"
     else:
         status = "heuristic"
     return RunResult(status, sol.method, sol, ev, proved_lb, seconds, bounds=lbs.as_dict(), history=history,
-                     interrupted=opts.stop.is_set())
+                     interrupted=opts.stop.is_set(), reason="" if status == "optimal" else sol.reason)
 
 
 # The method ``auto`` stands for, per objective other than makespan.
@@ -297,11 +296,15 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
         return RunResult("unknown", name, sol, None, bound, seconds, history=history, objective_name=objective,
                          reason=f"{name}: its split breaks constraints: {'; '.join(breakdown['violations'])}")
     _check_bound(bound, value)
-    status = "optimal" if sol.status == "optimal" else sol.status
+    status, reason = sol.status, ""
+    kind = sol.info.get("objective_kind", objective)
+    if status == "optimal" and not within_optimal_gap(value, bound, kind if kind in OPTIMAL_GAP else objective):
+        status, reason = "feasible", f"{name}: claimed optimal, but its gap to the proved bound exceeds {OPTIMAL_GAP[objective]:g}"
     if progress:
         progress(f"{name}: {status} {objective}={value:.6g} bound={bound:.6g}")
     return RunResult(status, name, sol, None, min(bound, value), seconds, history=history, objective_name=objective,
-                     value=value, split=np.asarray(sol.info["split"]), breakdown=breakdown, interrupted=opts.stop.is_set())
+                     value=value, split=np.asarray(sol.info["split"]), breakdown=breakdown, interrupted=opts.stop.is_set(),
+                     reason=reason or (sol.reason if status != "optimal" else ""))
 
 
 def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None,

@@ -33,7 +33,12 @@ def test_schedule_and_memory_match_the_docs(example):
 
 def test_bounds_match_the_docs(example):
     lb = lower_bounds(example)
-    assert (lb.critical_path, lb.load, lb.largest_node, lb.best) == (5, 3.5, 3, 5)
+    assert (lb.critical_path, lb.load, lb.largest_node, lb.communication, lb.best) == (5, 3.5, 3, 6, 6)
+
+
+def test_the_optimum_reaches_the_communication_bound(example):
+    ev = evaluate(example, {"a": 0, "b": 0, "c": 1, "d": 1})
+    assert ev.makespan == 6
 
 
 def test_single_device_gives_seven(example):

@@ -10,8 +10,8 @@ from placement.evaluator import evaluate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
 from heuristics.pardnn.bit import LevelBIT
-from heuristics.pardnn.graph import Graph, top_levels, weighted_levels
-from heuristics.pardnn.mapping import lflam
+from heuristics.pardnn.graph import Graph, weighted_levels
+from heuristics.pardnn.mapping import clustered_levels, lflam, spans
 from heuristics.pardnn.memory_ii import balance_residual, eq5_holds, eq5_scores, split_critical_path
 from heuristics.pardnn.memory_tracker import peak_state, static_state
 from heuristics.pardnn.overflow import Units, handle_overflow, move_costs
@@ -76,6 +76,72 @@ def test_slicing_without_recomputation_for_secondaries():
     assert order[2] == ["z"]
 
 
+def test_secondary_stops_where_its_heaviest_continuation_is_taken():
+    # The critical path s f1 f2 j b1 b2 t (19 work + 6 comm) is primary 0 (K = 1). x1 forks a
+    # forward branch x1 -> x2 -> j back into it and a saved activation x1 -> g -> b2 (backward).
+    # Levels with primary 0's comm zeroed: bl(x2) = 1 + 1 + bl(j) = 12 > bl(g) = 3 + 1 + bl(b2) = 9,
+    # wl(x1) = wl(x2) = 16 (x1 first by rank), wl(g) = 13. From x1 the heaviest continuation x2 is
+    # free, x2's (j) is taken: [x1, x2]; then [g]. Walking the live graph instead would follow
+    # x1 -> g (comm + live bl: 1 + 3 > 1 + 1) and cut the forward branch: [x1, g], [x2].
+    nodes = {"s": (1, 0, 0), "f1": (4, 0, 0), "f2": (4, 0, 0), "j": (1, 0, 0), "b1": (4, 0, 0), "b2": (4, 0, 0),
+             "t": (1, 0, 0), "x1": (1, 0, 0), "x2": (1, 0, 0), "g": (3, 0, 0)}
+    chain = ["s", "f1", "f2", "j", "b1", "b2", "t"]
+    edges = [(a, b, 1) for a, b in zip(chain, chain[1:])]
+    edges += [("s", "x1", 1), ("x1", "x2", 1), ("x2", "j", 1), ("x1", "g", 1), ("g", "b2", 1)]
+    p = build(nodes, edges, k=1)
+    sl = slice_graph(Graph.of(p), 1, p.comm)
+    assert ids(p, sl.paths[0]) == chain
+    assert [ids(p, c) for c in sl.paths[1:]] == [["x1", "x2"], ["g"]]
+
+
+def span_graph():
+    # Primary 0: a0 a1 a2 a3 (10 each; a2 -> a3 comm 5 makes it critical, 45 > 44 via v); primary
+    # 1: b0 b1 (5 each); secondary [v] (2) with parents a0 (finish 10) and a2 (finish 30), child a3.
+    nodes = {"a0": (10, 0, 0), "a1": (10, 0, 0), "a2": (10, 0, 0), "a3": (10, 0, 0), "b0": (5, 0, 0), "b1": (5, 0, 0),
+             "v": (2, 0, 0)}
+    edges = [("a0", "a1", 0), ("a1", "a2", 0), ("a2", "a3", 5), ("b0", "b1", 0), ("a0", "v", 1), ("a2", "v", 1), ("v", "a3", 1)]
+    return build(nodes, edges)
+
+
+def test_span_rules_by_hand():
+    # Clustered top levels (comm inside clusters zeroed): a = 0, 10, 20, 34 (v finishes at
+    # 31 + 2, + 1 comm), v = 31, b = 0, 5. v is totally communicating with primary 0 (3), w = 2,
+    # and no other work is unmapped (U = 0).
+    # - "latest" (the paper's last parent): span(v) = [30, 34) holds no mapped work, W = (0, 0):
+    #   (a) 2 > 0 and (b) 2 > 0 fail, (c) 3 > 2, 3 > 0, 3 > 0 holds -> lookahead, primary 0.
+    # - "earliest" (the authors' code): span(v) = [10, 34), W = (a1 + a2, 0) = (20, 0): (a) 22 > 0,
+    #   (b) 22 > 20 and (c) 3 > 20 fail; Eq. (1): 20 + 0 against 0 + 3 -> primary 1.
+    p = span_graph()
+    g = Graph.of(p)
+    sl = slice_graph(g, 2, p.comm)
+    assert [ids(p, c) for c in sl.paths] == [["a0", "a1", "a2", "a3"], ["b0", "b1"], ["v"]]
+    tl, _ = clustered_levels(g, sl, p.comm)
+    assert [tl[p.index[x]] for x in ("a0", "a1", "a2", "a3", "v", "b0", "b1")] == [0, 10, 20, 34, 31, 0, 5]
+    start, end = spans(p, sl, tl, 44.0, "latest")
+    assert (start[2], end[2]) == (30, 34)
+    start, end = spans(p, sl, tl, 44.0, "earliest")
+    assert (start[2], end[2]) == (10, 34)
+    latest = lflam(p, g, sl, None, p.comm, 2, span_start="latest")
+    assert latest.pe[p.index["v"]] == 0 and latest.lookahead_mapped == 1 and latest.info["admitted_by"]["c"] == 1
+    earliest = lflam(p, g, sl, None, p.comm, 2, span_start="earliest")
+    assert earliest.pe[p.index["v"]] == 1 and earliest.lookahead_mapped == 0 and earliest.balanced == 1
+
+
+def test_join_repair_pulls_the_late_input_onto_the_critical_device():
+    # With v on device 1 ("earliest" rule): a0 a1 a2 run 0-30 on device 0, v waits for a2
+    # (30 + 1) and runs 31-33, a3 waits for it (33 + 1) and runs 34-44: device 0 idles 30-34 and
+    # v arrived last. Pulling v's cluster: v runs 30-32 after a2, a3 32-42. The "latest" rule puts
+    # v there directly; "both" evaluates the two mappings (44, 42) and keeps 42.
+    p = span_graph()
+    off = pardnn(p, SolveOptions(extra={"span_start": "earliest", "join_rounds": 0}))
+    assert off.objective == 44 and off.placement[p.index["v"]] == 1
+    pulled = pardnn(p, SolveOptions(extra={"span_start": "earliest", "join_rounds": 1}))
+    assert pulled.objective == 42 and pulled.placement[p.index["v"]] == 0
+    assert pulled.info["joins"] == {"rounds": 1, "clusters_moved": 1}
+    both = pardnn(p, SolveOptions(extra={"span_start": "both", "join_rounds": 0}))
+    assert both.info["step1_makespans"] == {"latest": 42, "earliest": 44} and both.objective == 42
+
+
 # ---------- binary indexed tree ----------
 
 @pytest.mark.parametrize("size", [1, 2, 5, 16, 33, 100])
@@ -119,8 +185,7 @@ def test_lflam_lookahead_and_balancing():
     sl = slice_graph(g, 2, p.comm)
     assert ids(p, sl.paths[0]) == ["a0", "a1", "a2", "a3"]
     assert ids(p, sl.paths[1]) == ["b0", "b1"]
-    tl = top_levels(g, p.comm)
-    mp = lflam(p, g, sl, tl, p.comm, 2)
+    mp = lflam(p, g, sl, None, p.comm, 2)
     assert mp.pe[p.index["h"]] == 0
     assert mp.lookahead_mapped == 1
     assert mp.pe[p.index["z"]] == 1
@@ -128,10 +193,12 @@ def test_lflam_lookahead_and_balancing():
 
 
 def test_lflam_ccr_threshold_admits_maximally_communicating():
-    # The secondary cluster q -> m talks 30 to primary 0 and 1 to the secondary s: not totally
-    # communicating, but maximally (30 > 31 / 2). It is mapped in the lookahead phase
-    # only when CCR >= 10, by condition (c): 30 > its weight 2, primary 0's work in its span
-    # [0, 100) (a0 + a1 = 20) and the other unmapped work there (s: 1); (a) and (b) fail.
+    # Secondaries: m first (weighted level 25 + 26 on the graph with primary 0's comm zeroed), its
+    # only successor a2 is taken, so [m]; then [q] and [s] (their successor m is taken). The
+    # cluster [m] talks 30 to primary 0 and 6 to the secondaries q, s: not totally communicating,
+    # but maximally (30 > 36 / 2). It is mapped in the lookahead phase only when CCR >= 10, by
+    # condition (c): 30 > its weight 1, primary 0's work in its span [1, 41) (a1: 10) and the
+    # other unmapped work there (none: q and s sit at level 0); (a) and (b) fail.
     nodes = {"a0": (10, 0, 0), "a1": (10, 0, 0), "a2": (10, 0, 0), "b0": (9, 0, 0), "b1": (9, 0, 0),
              "m": (1, 0, 0), "s": (1, 0, 0), "q": (1, 0, 0)}
     edges = [("a0", "a1", 40), ("a1", "a2", 40), ("b0", "b1", 1), ("a0", "m", 15), ("m", "a2", 15), ("s", "m", 1), ("q", "m", 5)]
@@ -139,10 +206,9 @@ def test_lflam_ccr_threshold_admits_maximally_communicating():
     g = Graph.of(p)
     sl = slice_graph(g, 2, p.comm)
     assert ids(p, sl.paths[0]) == ["a0", "a1", "a2"] and ids(p, sl.paths[1]) == ["b0", "b1"]
-    assert [ids(p, c) for c in sl.paths[2:]] == [["q", "m"], ["s"]]
-    tl = top_levels(g, p.comm)
-    low = lflam(p, g, sl, tl, p.comm, 2, ccr_value=1.0)
-    high = lflam(p, g, sl, tl, p.comm, 2, ccr_value=10.0)
+    assert [ids(p, c) for c in sl.paths[2:]] == [["m"], ["q"], ["s"]]
+    low = lflam(p, g, sl, None, p.comm, 2, ccr_value=1.0)
+    high = lflam(p, g, sl, None, p.comm, 2, ccr_value=10.0)
     m = p.index["m"]
     assert high.pe[m] == high.pe[p.index["q"]] == 0 and high.lookahead_mapped >= 1
     # with low CCR only totally-communicating clusters are looked at, and none of m, q, s is one
@@ -320,6 +386,28 @@ def test_lflam_condition_b_and_its_failure(h_time, expected_pe, admitted):
     g = Graph.of(p)
     sl = slice_graph(g, 3, p.comm)
     assert [ids(p, c) for c in sl.paths] == [["b0", "b1", "b2"], ["a0", "a1", "a2"], ["z"], ["h"]]
-    mp = lflam(p, g, sl, top_levels(g, p.comm), p.comm, 3)
+    mp = lflam(p, g, sl, None, p.comm, 3)
     assert mp.pe[p.index["h"]] == expected_pe
     assert mp.info["admitted_by"] == admitted
+
+
+@pytest.mark.parametrize("y_time, y_comm, pulled", [(1, 12, ["x", "y"]), (4, 9, ["x"])])
+def test_late_inputs_pull_the_prefix_that_shortens_the_wait(y_time, y_comm, pulled):
+    # Device 0 runs a (0-10) and then j, which waits for x (device 1: 0-1, + 14 -> 15) and y
+    # (device 2, arrives at 13). Device 0 is free at 10. Pulling x alone: j could start at
+    # max(10 + 1, 13) = 13; pulling x and y: max(10 + 1 + y_time, 10) = 12 when y takes 1 (both
+    # pulled), 15 when it takes 4 (only x).
+    from heuristics.pardnn.joins import late_inputs
+    from heuristics.pardnn.slicing import Slicing
+
+    p = build({"a": (10, 0, 0), "x": (1, 0, 0), "y": (y_time, 0, 0), "j": (1, 0, 0)},
+              [("a", "j", 0), ("x", "j", 14), ("y", "j", y_comm)], k=3)
+    i = p.index
+    cluster = np.zeros(p.n, dtype=np.int64)
+    cluster[i["x"]], cluster[i["y"]] = 1, 2
+    sl = Slicing(cluster, [np.array([i["a"], i["j"]]), np.array([i["x"]]), np.array([i["y"]])], 1)
+    placement = np.zeros(p.n, dtype=np.int64)
+    placement[i["x"]], placement[i["y"]] = 1, 2
+    ev = evaluate(p, placement)
+    assert ev.start[i["j"]] == 15
+    assert late_inputs(p, sl, placement, ev, 0) == [int(cluster[i[v]]) for v in pulled]

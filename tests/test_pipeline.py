@@ -49,7 +49,7 @@ def test_auto_is_never_worse_than_its_warm_start():
 
 def test_coarse_exact_phase_keeps_the_original_bound():
     prob = generate("transformer", 300, seed=3, devices=3, memory_fraction=0.5)
-    opts = SolveOptions(time_limit=15, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40})
+    opts = SolveOptions(time_limit=15, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40, "big_exact": "coarse"})
     res = run(prob, "auto", opts)
     assert res.feasible
     phases = {p["name"]: p for p in res.history}

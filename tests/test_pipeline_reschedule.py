@@ -48,7 +48,7 @@ def test_big_graph_path_refines_in_order_and_never_loses_the_warm_start(monkeypa
 
     monkeypatch.setattr(pipeline_mod, "_ordered_beats_fifo", spy)
     prob = generate("transformer", 400, seed=1, devices=4, memory_fraction=0.6)
-    opts = SolveOptions(time_limit=12, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40, "refine_multilevel_nodes": 100})
+    opts = SolveOptions(time_limit=12, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40, "refine_multilevel_nodes": 100, "big_exact": "coarse"})
     res = run(prob, "auto", opts)
     assert res.feasible
     phases = {p["name"]: p for p in res.history}

@@ -8,8 +8,9 @@ slot start/finish; per node L (output available in host memory); contiguity z pe
 sum cost*cin + compute + sum cost*cout; L_v >= finish_j when v is in j; L_v >= L_u + cpu_v*[v on
 CPU] on every edge; start_(i,s) >= finish_(i,s-1); objective max_v L_v. CP-SAT writes the two
 products as enforced (half-reified) linear constraints; the MIP uses the paper's big-M form.
-Colocated atoms share a slot (for q = 1 exactly the paper's constraint; for q > 1 slightly
-stronger than "same accelerator").
+Colocated nodes share an accelerator (or the CPU), as the evaluator asks: for q = 1 a group is one
+atom (the paper's constraint); for q > 1 every node is an atom and each group is tied to one
+accelerator, its members free to use different subgraphs of it (:func:`model_atoms`).
 
 CP-SAT coefficients are times scaled by ``scale`` and rounded down, so its bound / scale is a valid
 lower bound; the returned split is re-evaluated exactly by placement.objectives.evaluate_latency.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -35,10 +37,11 @@ from ortools.sat.python import cp_model
 from formulations.cpsolver import cp_solver
 from formulations.cpsolver import solve as run_cp
 
-from formulations.maxload.common import ip_data
+from formulations.maxload.common import IPData, ip_data
 from formulations.maxload.dp import solve_dp
 from placement.objectives import as_split, cpu_time, evaluate_latency
 from placement.problem import Problem
+from placement.report import OPTIMAL_GAP
 from placement.solution import Solution, SolveOptions
 
 from .bounds import latency_lower_bound
@@ -48,7 +51,7 @@ from .pairs import pair_path_bound
 from .search import latency_local_search
 
 DEFAULT_SCALE = 1e5
-GAP_TOL = 1e-5  # relative gap reported as optimal (the precision of the scaled integer models)
+GAP_TOL = OPTIMAL_GAP["latency"]  # relative gap reported as optimal (the precision of the scaled integer models)
 
 
 def latency_hints(problem: Problem, opts: SolveOptions) -> list[tuple[str, np.ndarray, np.ndarray | None, float]]:
@@ -117,6 +120,20 @@ def _canonical(problem: Problem, split: np.ndarray, slot: np.ndarray | None, k: 
     return out
 
 
+def model_atoms(problem: Problem, q: int) -> tuple[IPData, list[np.ndarray]]:
+    """The atoms of the latency IPs, and the colocation groups the model must tie to one device.
+
+    q = 1: a colocation group is one atom (its accelerator holds one subgraph, so the group shares
+    it: the paper's constraint, the evaluator's too). q > 1: the evaluator only asks a group for
+    one device, so its members may sit in different subgraphs of one accelerator; every node is
+    its own atom and each group returned is tied to one accelerator (or the CPU) by the caller."""
+    tied = [g for g in problem.groups if len(g) > 1]
+    if q == 1 or not tied:
+        return ip_data(problem, 0, keep_free=True), []
+    loose = replace(problem, colocate=np.full(problem.n, -1, dtype=np.int64), colocate_names=[])
+    return ip_data(loose, 0, keep_free=True), tied
+
+
 def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "latency-cpsat") -> Solution:
     t0 = time.monotonic()
     q = int(opts.extra.get("q", 1))
@@ -147,7 +164,7 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
                 "gap": max(0.0, (hints[0][3] - path_lb) / hints[0][3]) if hints[0][3] > 0 else 0.0}
         return latency_solution(problem, name, hints[0][1], hints[0][2], "optimal", t0, info,
                                 lower_bound=min(path_lb, hints[0][3]))
-    data = ip_data(problem, 0, keep_free=True)
+    data, tied = model_atoms(problem, q)
     k = problem.k
     ns = k * q
     cpu_slot = ns
@@ -160,9 +177,14 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
         if not data.allowed_acc[a]:
             for j in range(ns):
                 m.Add(x[a][j] == 0)
+    for members in tied:
+        for u, v in zip(members.tolist(), members[1:].tolist()):
+            for i in range(k):
+                m.Add(sum(x[data.atom_of[u]][i * q + s] for s in range(q)) == sum(x[data.atom_of[v]][i * q + s] for s in range(q)))
     size = [int(math.ceil(b)) for b in data.nbytes]
     for i in range(k):
-        m.Add(sum(size[a] * x[a][i * q + s] for a in range(na) for s in range(q) if size[a]) <= int(problem.memory[i]))
+        if np.isfinite(problem.memory[i]):
+            m.Add(sum(size[a] * x[a][i * q + s] for a in range(na) for s in range(q) if size[a]) <= int(problem.memory[i]))
     atom_of = data.atom_of
     edges = list(zip(problem.src.tolist(), problem.dst.tolist()))
     for j in range(ns):
@@ -235,17 +257,21 @@ def solve_latency_cpsat(problem: Problem, opts: SolveOptions, name: str = "laten
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         slot_of = np.array([next(j for j in range(ns + 1) if solver.Value(x[atom_of[v]][j])) for v in range(n)])
         best = _decode(problem, slot_of, ns, q)
-        if best is not None and hints and best[2] < hints[0][3] - 1e-9 and polish > 0:
+        if best is not None and hints and best[2] < hints[0][3] - 1e-9 and polish > 0 and _groups_whole(problem, best[1]):
             s2, sl2, val, _ = latency_local_search(problem, best[0], best[1], q=q, seed=opts.seed,
                                                    deadline=time.monotonic() + polish, max_kicks=kicks)
             info["polished"] = {"from": best[2], "to": val}
             if val < best[2]:
                 best = (s2, sl2, val)
     best = _better_hint(best, hints)
+    # Bytes are rounded up for CP-SAT: exact for whole bytes; otherwise the model is a restriction,
+    # whose bound and infeasibility prove nothing about the real problem.
+    mem_exact = bool(np.all(data.nbytes == np.round(data.nbytes)))
+    info["memory_exact"] = mem_exact
     if best is None:
-        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown",
+        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE and mem_exact else "unknown",
                         reason=f"{name}: {solver.StatusName(status)}", seconds=time.monotonic() - t0, info=info)
-    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else 0.0
+    lb = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and mem_exact else 0.0
     info["cpsat_bound"] = lb
     info["path_bound"] = path_lb
     lb = min(max(lb, path_lb), best[2])
@@ -271,7 +297,7 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
     rem = opts.remaining()
     closure, hints = closure_hint(problem, hints, q, min(0.1 * (60.0 if rem is None else rem), 60.0))
     path_lb = max(latency_lower_bound(problem, q=q)[0], closure.bound)
-    data = ip_data(problem, 0, keep_free=True)
+    data, tied = model_atoms(problem, q)
     k, n = problem.k, problem.n
     ns = k * q
     na = len(data.atoms)
@@ -282,9 +308,14 @@ def solve_latency_mip(problem: Problem, opts: SolveOptions, name: str = "latency
         if not data.allowed_acc[a]:
             for j in range(ns):
                 solver.Add(x[a][j] == 0)
+    for members in tied:
+        for u, v in zip(members.tolist(), members[1:].tolist()):
+            for i in range(k):
+                solver.Add(sum(x[atom_of[u]][i * q + s] for s in range(q)) == sum(x[atom_of[v]][i * q + s] for s in range(q)))
     for i in range(k):
-        solver.Add(solver.Sum([float(data.nbytes[a]) * x[a][i * q + s] for a in range(na) for s in range(q)
-                               if data.nbytes[a]]) <= float(problem.memory[i]))
+        if np.isfinite(problem.memory[i]):
+            solver.Add(solver.Sum([float(data.nbytes[a]) * x[a][i * q + s] for a in range(na) for s in range(q)
+                                   if data.nbytes[a]]) <= float(problem.memory[i]))
     edges = list(zip(problem.src.tolist(), problem.dst.tolist()))
     for j in range(ns):
         z = [solver.NumVar(0, 1, "") for _ in range(n)]
@@ -367,6 +398,11 @@ def latency_local_search_method(problem: Problem, opts: SolveOptions) -> Solutio
     name, split, slot, value = hints[0]
     return latency_solution(problem, "latency-local-search", split, slot, "heuristic", t0,
                             {"hint": name, "hints": {h[0]: h[3] for h in hints}, "q": q}, claimed=value)
+
+
+def _groups_whole(problem: Problem, slot: np.ndarray) -> bool:
+    """Does every colocation group sit in one subgraph? (The local search moves groups whole.)"""
+    return all(np.unique(slot[g]).size == 1 for g in problem.groups)
 
 
 def _decode(problem: Problem, slot_of: np.ndarray, ns: int, q: int) -> tuple[np.ndarray, np.ndarray, float] | None:

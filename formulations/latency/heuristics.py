@@ -16,6 +16,7 @@ from formulations.maxload.dp import accelerator_placement
 from formulations.maxload.preprocess import build_units
 from placement.objectives import evaluate_latency, node_bytes, supported
 from placement.problem import Problem
+from placement.report import within_optimal_gap
 from placement.solution import Solution, SolveOptions
 
 
@@ -54,9 +55,10 @@ def latency_solution(problem: Problem, name: str, split: np.ndarray, slot: np.nd
     info = dict(info)
     info.update({"split": split, "slot": slot, "cpu_nodes": np.flatnonzero(split < 0).tolist(),
                  "breakdown": ev.breakdown(problem), "objective_kind": "latency"})
-    lb = ev.value if status == "optimal" else lower_bound
+    if status == "optimal" and not within_optimal_gap(ev.value, lower_bound, "latency"):
+        raise AssertionError(f"{name} claims an optimal latency {ev.value} with the proved bound {lower_bound}")
     return Solution(name, status, placement=accelerator_placement(problem, split), objective=ev.value,
-                    lower_bound=lb, seconds=time.monotonic() - t0, info=info)
+                    lower_bound=lower_bound, seconds=time.monotonic() - t0, info=info)
 
 
 def greedy(problem: Problem, opts: SolveOptions) -> Solution:

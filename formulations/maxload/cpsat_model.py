@@ -35,10 +35,10 @@ def build_cpsat(problem: Problem, data: IPData, contiguous: bool, objective: str
         if not data.allowed_acc[a]:
             for i in range(k):
                 m.Add(x[a][i] == 0)
-    cap = [int(math.floor(c)) for c in problem.memory]
     size = [int(math.ceil(b)) for b in data.nbytes]
     for i in range(k):
-        m.Add(sum(size[a] * x[a][i] for a in range(na) if size[a]) <= cap[i])
+        if np.isfinite(problem.memory[i]):
+            m.Add(sum(size[a] * x[a][i] for a in range(na) if size[a]) <= int(math.floor(problem.memory[i])))
     if contiguous:
         fw_nodes = np.flatnonzero(data.forward)
         for i in range(nd):

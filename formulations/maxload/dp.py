@@ -29,6 +29,7 @@ import numpy as np
 
 from placement.objectives import (cpu_time, evaluate_maxload, max_cpus, node_bytes, supported, tensors)
 from placement.problem import Problem
+from placement.report import within_optimal_gap
 from placement.solution import Solution, SolveOptions
 
 from .preprocess import Units, build_units
@@ -275,8 +276,9 @@ def _run(problem: Problem, opts: SolveOptions, name: str, linearize: bool) -> So
     identical = bool(np.all(problem.memory == problem.memory[0]))
     info["exact_in"] = ("pipelines (contiguity='pipeline')" if identical
                         else "pipelines under the smallest accelerator memory")
+    # the DP's value is the exact optimum over pipelines: the proved bound on identical accelerators
     return finish_solution(problem, name, split, "optimal" if identical else "feasible", t0, info,
-                           claimed=value, contiguity="pipeline")
+                           claimed=value, lower_bound=value if identical else None, contiguity="pipeline")
 
 
 def finish_solution(problem: Problem, name: str, split: np.ndarray, status: str, t0: float, info: dict,
@@ -294,9 +296,10 @@ def finish_solution(problem: Problem, name: str, split: np.ndarray, status: str,
     info["breakdown"] = ev.breakdown(problem)
     info["objective_kind"] = objective
     info["contiguity"] = contiguity
-    lb = ev.value if status == "optimal" else lower_bound
-    return Solution(name, status, placement=accelerator_placement(problem, split), objective=ev.value, lower_bound=lb,
-                    seconds=time.monotonic() - t0, info=info)
+    if status == "optimal" and not within_optimal_gap(ev.value, lower_bound, objective):
+        raise AssertionError(f"{name} claims an optimal {objective} {ev.value} with the proved bound {lower_bound}")
+    return Solution(name, status, placement=accelerator_placement(problem, split), objective=ev.value,
+                    lower_bound=lower_bound, seconds=time.monotonic() - t0, info=info)
 
 
 def accelerator_placement(problem: Problem, split: np.ndarray) -> np.ndarray:

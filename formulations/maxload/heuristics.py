@@ -7,8 +7,9 @@
   contracted into one block (blocks end where a single unit carries every edge across the
   topological cut, not counting broadcast units with fan-out above 2), then the DP runs on that
   path (costs still those of the original graph).
-- ``expert``: a hand-made split read from ``opts.extra['split_file']`` (JSON: a list of devices by
-  node index, or an object node id -> device; CPU core c as -1 - c), evaluated.
+- ``expert``: a hand-made split (``solve --split FILE``; ``opts.extra['split']`` or
+  ``opts.extra['split_file']``; JSON: a list of devices by node index, or an object node id ->
+  device; CPU core c as -1 - c), evaluated.
 """
 from __future__ import annotations
 
@@ -215,13 +216,18 @@ def read_split(problem: Problem, path: str | Path) -> np.ndarray:
 
 
 def expert(problem: Problem, opts: SolveOptions) -> Solution:
+    """Evaluate the split of ``opts.extra['split']`` (an array) or ``opts.extra['split_file']``.
+
+    A split that breaks a constraint is not an answer, and proves nothing about the problem: its
+    status is "unknown" with the violations as the reason ("infeasible" is reserved for proofs)."""
     t0 = time.monotonic()
     path = opts.extra.get("split_file")
-    if not path:
-        return Solution("expert", "unknown", reason="expert: no split file given (opts.extra['split_file'])")
-    split = read_split(problem, path)
+    split = opts.extra.get("split")
+    if split is None and not path:
+        return Solution("expert", "unknown", reason="expert: no split given (solve --split FILE)")
+    split = np.asarray(split) if split is not None else read_split(problem, path)
     ev = evaluate_maxload(problem, split)
     if ev.violations:
-        return Solution("expert", "infeasible", reason=f"expert split infeasible: {'; '.join(ev.violations)}",
-                        seconds=time.monotonic() - t0, info={"split": split, "value": ev.value})
-    return finish_solution(problem, "expert", split, "heuristic", t0, {"file": str(path)}, contiguity="none")
+        return Solution("expert", "unknown", reason=f"expert: the split breaks constraints: {'; '.join(ev.violations)}",
+                        seconds=time.monotonic() - t0, info={"value": ev.value})
+    return finish_solution(problem, "expert", split, "heuristic", t0, {"file": str(path or "")}, contiguity="none")

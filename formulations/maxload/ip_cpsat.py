@@ -76,26 +76,35 @@ def solve_cpsat(problem: Problem, opts: SolveOptions, name: str, contiguous: boo
     contig = "forward" if contiguous else "none"
     info = {"hint": hint_from, "scale": scale, "cpsat_status": solver.StatusName(status), "atoms": len(data.atoms),
             "wall": solver.WallTime()}
-    bound = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    # Bytes are rounded up (capacities down) for CP-SAT: exact for whole bytes; otherwise the model
+    # is a restriction, whose bound and infeasibility prove nothing about the real problem.
+    mem_exact = bool(np.all(data.nbytes == np.round(data.nbytes)))
+    info["memory_exact"] = mem_exact
+    bound = solver.BestObjectiveBound() / scale if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and mem_exact else None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         atom_dev = np.array([next(i for i, xi in enumerate(v["x"][a]) if solver.Value(xi)) for a in range(len(data.atoms))])
         split = split_from_atoms(data, atom_dev)
     elif hint is not None:
         split = hint
     else:
-        why = "infeasible" if status == cp_model.INFEASIBLE else "no split found in time"
-        return Solution(name, "infeasible" if status == cp_model.INFEASIBLE else "unknown", reason=f"{name}: {why}",
+        proved = status == cp_model.INFEASIBLE and mem_exact
+        why = "infeasible" if proved else ("the model with bytes rounded up is infeasible (not a proof)"
+                                           if status == cp_model.INFEASIBLE else "no split found in time")
+        return Solution(name, "infeasible" if proved else "unknown", reason=f"{name}: {why}",
                         seconds=time.monotonic() - t0, info=info)
+    ev_s = evaluate_maxload(problem, split, objective=objective, contiguity=contig)
     if hint is not None:  # never return worse than the hint
         ev_h = evaluate_maxload(problem, hint, objective=objective, contiguity=contig)
-        ev_s = evaluate_maxload(problem, split, objective=objective, contiguity=contig)
-        if not ev_h.violations and ev_h.value < ev_s.value:
-            split = hint
-    value = evaluate_maxload(problem, split, objective=objective).value
+        if not ev_h.violations and (ev_s.violations or ev_h.value < ev_s.value):
+            split, ev_s = hint, ev_h
+    if ev_s.violations:  # a split the evaluator refuses is no answer
+        return Solution(name, "unknown", seconds=time.monotonic() - t0, info=info,
+                        reason=f"{name}: the solver's split breaks constraints: {'; '.join(ev_s.violations)}")
+    value = ev_s.value
     lb = None if bound is None else min(bound, value)
     gap = None if lb is None else (value - lb) / value if value > 0 else 0.0
     info["gap"] = gap
-    proved = status == cp_model.OPTIMAL or (gap is not None and gap <= 1e-6)
+    proved = (status == cp_model.OPTIMAL and mem_exact) or (gap is not None and gap <= 1e-6)
     # the rounding to 1/scale costs at most this relative gap; "optimal" within it
     st = "optimal" if proved and gap is not None and gap <= 1e-5 else "feasible"
     return finish_solution(problem, name, split, st, t0, info, lower_bound=lb, contiguity=contig, objective=objective)

@@ -106,11 +106,15 @@ def solve_mip(problem: Problem, opts: SolveOptions, name: str, contiguous: bool)
     else:
         return Solution(name, "infeasible" if status == pywraplp.Solver.INFEASIBLE else "unknown",
                         reason=f"{name}: solver status {status}", seconds=time.monotonic() - t0, info=info)
+    es = evaluate_maxload(problem, split, objective=objective, contiguity=contig)
     if hint is not None:
         eh = evaluate_maxload(problem, hint, objective=objective, contiguity=contig)
-        if not eh.violations and eh.value < evaluate_maxload(problem, split, objective=objective).value:
-            split = hint
-    value = evaluate_maxload(problem, split, objective=objective).value
+        if not eh.violations and (es.violations or eh.value < es.value):
+            split, es = hint, eh
+    if es.violations:  # the solver's tolerances let through a split the evaluator refuses
+        return Solution(name, "unknown", seconds=time.monotonic() - t0, info=info,
+                        reason=f"{name}: the solver's split breaks constraints: {'; '.join(es.violations)}")
+    value = es.value
     lb = None if bound is None else min(float(bound), value)
     info["gap"] = None if lb is None or value <= 0 else (value - lb) / value
     st = "optimal" if status == pywraplp.Solver.OPTIMAL and info["gap"] is not None and info["gap"] <= 1e-6 else "feasible"

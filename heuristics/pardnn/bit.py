@@ -47,6 +47,11 @@ class LevelBIT:
 
     def move(self, slots: np.ndarray, weights: np.ndarray, col_from: int, col_to: int) -> None:
         """Move ``weights`` at ``slots`` from column ``col_from`` to column ``col_to``."""
+        if len(slots) == 1:  # one update path: no index repeats but the dump row, never read
+            path = self._up[slots[0]]
+            self.tree[path, col_to] += weights[0]
+            self.tree[path, col_from] -= weights[0]
+            return
         flat = self._up[slots].ravel()
         w = np.repeat(weights, self._up.shape[1])
         cols = np.repeat(np.array([col_to, col_from]), flat.size)

@@ -85,6 +85,17 @@ def weighted_levels(g: Graph, comm: np.ndarray, alive: np.ndarray | None = None)
     return tl, bl, tl + bl
 
 
+def tie_key(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to 1e-9 of the largest magnitude, for sorting by level: sums along
+    different paths of the same length differ in the last bits, and equal levels must compare
+    equal so that the stated tie-break (topological rank) decides, not rounding noise."""
+    if values.size == 0:
+        return values
+    finite = values[np.isfinite(values)]
+    scale = float(np.abs(finite).max()) if finite.size else 0.0
+    return np.round(values / scale, 9) if scale > 0 else values.copy()
+
+
 def ccr(problem: Problem) -> float:
     """Communication-to-computation ratio: total edge comm over total node time."""
     total = float(problem.time.sum())

@@ -1,8 +1,10 @@
 """Step 1, stage II: LFLAM mapping (PARDNN Algorithm 2) of secondary clusters onto primaries.
 
-1. Criticality: weighted levels recomputed with the comm inside clusters set to zero; a cluster's
-   criticality is the largest such level among its nodes. Secondaries are visited in
-   non-increasing criticality (ties: topologically earlier first node).
+1. Levels (Algorithm 2, line 1): weighted levels recomputed after slicing with the comm inside
+   every cluster set to zero, since that comm will be local. They serve twice: a cluster's
+   *criticality* is the largest such level among its nodes, and the top levels place work on the
+   timeline for the span sums below. Secondaries are visited in non-increasing criticality (ties:
+   topologically earlier first node; levels compared to 1e-9 relative, graph.tie_key).
 2. Locality-first lookahead mapping, repeated while it maps something and at most ceil(log2 |V|)
    rounds. Candidates are *totally-communicating* clusters (every edge leaving the cluster goes to
    one and the same primary) and, when CCR >= 10, also *maximally-communicating* ones (comm with
@@ -17,9 +19,12 @@
 3. Level-aware load balancing of the rest, in the same order, by Eq. (1): the primary minimising
    W[pe] + (comm of sc with mapped nodes outside pe); ties to the primary it communicates most with.
 
-span(sc) runs from the latest expected finish (tl + time) of the first node's parents to the
-earliest top level of the last node's children (to the critical-path length when there are none);
-"work in the span" counts the nodes whose top level falls inside it, summed with binary indexed
+span(sc) runs from the expected finish (tl + time) of the first node's last parent (the paper's
+"last parent"; span_start="earliest" takes the earliest-finishing parent instead, as the authors'
+code does) to the earliest top level of the last node's children (the critical-path length when
+there are none), and always covers the cluster's own levels. Neither reading wins everywhere
+(bench/results_pardnn_ref.md); the pipeline can run both and keep the faster (pipeline.map_clusters).
+"Work in the span" counts the nodes whose top level falls inside it, summed with binary indexed
 trees over the distinct top levels (bit.py).
 """
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 from placement.problem import Problem
 
 from .bit import LevelBIT
-from .graph import Graph, weighted_levels
+from .graph import Graph, tie_key, weighted_levels
 from .slicing import Slicing
 
 CCR_THRESHOLD = 10.0
@@ -50,8 +55,8 @@ class Mapping:
     info: dict = field(default_factory=dict)
 
 
-def criticality(g: Graph, sl: Slicing, comm: np.ndarray) -> np.ndarray:
-    """Per cluster, the largest weighted level of its nodes with intra-cluster comm set to zero."""
+def clustered_levels(g: Graph, sl: Slicing, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(tl, tl + bl) with the comm of every edge inside a cluster set to zero."""
     cl = sl.cluster
     ptr = np.asarray(g.succ_ptr)
     src = np.repeat(np.arange(g.n), np.diff(ptr))
@@ -59,14 +64,31 @@ def criticality(g: Graph, sl: Slicing, comm: np.ndarray) -> np.ndarray:
     eid = np.asarray(g.succ_edge, dtype=np.int64)
     zeroed = comm.copy()
     zeroed[eid[cl[src] == cl[dst]]] = 0.0
-    _, _, wl = weighted_levels(g, zeroed)
+    tl, _, wl = weighted_levels(g, zeroed)
+    return tl, wl
+
+
+def criticality(g: Graph, sl: Slicing, comm: np.ndarray, wl: np.ndarray | None = None) -> np.ndarray:
+    """Per cluster, the largest weighted level of its nodes with intra-cluster comm set to zero
+    (``wl``: those levels, if already computed), as a tie_key."""
+    if wl is None:
+        wl = clustered_levels(g, sl, comm)[1]
     crit = np.full(len(sl.paths), -np.inf)
-    np.maximum.at(crit, cl, wl)
-    return crit
+    np.maximum.at(crit, sl.cluster, wl)
+    return tie_key(crit)
 
 
-def spans(problem: Problem, sl: Slicing, tl: np.ndarray, horizon: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per cluster, (start, end) of span(sc) in time units."""
+SPAN_STARTS = ("latest", "earliest")
+
+
+def spans(problem: Problem, sl: Slicing, tl: np.ndarray, horizon: float,
+          start_at: str = "latest") -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster, (start, end) of span(sc) in time units: from the latest (``start_at``
+    "latest", the paper's "last parent") or the earliest ("earliest", the authors' code) finish
+    among the first node's parents (0, or with "earliest" the first node's own top level, if it
+    has none) to the earliest top level of the last node's children (``horizon`` if none)."""
+    if start_at not in SPAN_STARTS:
+        raise ValueError(f"span start must be one of {SPAN_STARTS}, got {start_at!r}")
     ncl = len(sl.paths)
     first = np.array([p[0] for p in sl.paths], dtype=np.int64)
     last = np.array([p[-1] for p in sl.paths], dtype=np.int64)
@@ -74,10 +96,15 @@ def spans(problem: Problem, sl: Slicing, tl: np.ndarray, horizon: float) -> tupl
     is_first[first] = np.arange(ncl)
     is_last = np.full(problem.n, -1, dtype=np.int64)
     is_last[last] = np.arange(ncl)
-    start = np.zeros(ncl)
     c = is_first[problem.dst]
     sel = c >= 0
-    np.maximum.at(start, c[sel], tl[problem.src[sel]] + problem.time[problem.src[sel]])
+    finish = tl[problem.src[sel]] + problem.time[problem.src[sel]]
+    if start_at == "earliest":
+        start = tl[first].astype(float)
+        np.minimum.at(start, c[sel], finish)
+    else:
+        start = np.zeros(ncl)
+        np.maximum.at(start, c[sel], finish)
     end = np.full(ncl, horizon)
     c = is_last[problem.src]
     sel = c >= 0
@@ -99,11 +126,18 @@ def _external_edges(problem: Problem, cl: np.ndarray) -> tuple[np.ndarray, np.nd
     return ptr, owner, other, ww
 
 
-def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndarray, k: int,
+def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: np.ndarray, k: int,
           pe_allowed: np.ndarray | None = None, ccr_value: float | None = None,
-          max_rounds: int | None = None) -> Mapping:
-    """Algorithm 2. ``pe_allowed`` (clusters x K) forbids primaries (devices) for a cluster; by
-    default all are allowed. Returns the primary of every node."""
+          max_rounds: int | None = None, span_start: str = "latest",
+          clustered: tuple[np.ndarray, np.ndarray] | None = None) -> Mapping:
+    """Algorithm 2. ``tl``: the top levels that place work on the timeline; None (what the
+    pipeline passes) for the clustered levels of step 1, an array to impose others.
+    ``clustered``: clustered_levels(g, sl, comm) if already computed. ``pe_allowed`` (clusters x K) forbids
+    primaries (devices) for a cluster; by default all are allowed. ``span_start``: see spans().
+    Returns the primary of every node."""
+    tl_clustered, wl_clustered = clustered if clustered is not None else clustered_levels(g, sl, comm)
+    if tl is None:
+        tl = tl_clustered
     n = problem.n
     ncl = len(sl.paths)
     cl = sl.cluster
@@ -122,7 +156,7 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndar
     levels = np.unique(tl)
     slot = np.searchsorted(levels, tl)
     L = levels.size
-    s0, e0 = spans(problem, sl, tl, horizon)
+    s0, e0 = spans(problem, sl, tl, horizon, span_start)
     lo = np.searchsorted(levels, s0, side="left")
     hi = np.searchsorted(levels, e0, side="left")
     cmin = np.full(ncl, L, dtype=np.int64)
@@ -146,7 +180,7 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray, comm: np.ndar
         cluster_pe[c] = p
         work.move(slot[nodes], time[nodes], k, p)
 
-    crit = criticality(g, sl, comm)
+    crit = criticality(g, sl, comm, wl_clustered)
     sec = np.arange(sl.primaries, ncl)
     first = np.array([sl.paths[c][0] for c in sec], dtype=np.int64)
     order = sec[np.lexsort((g.rank[first] if sec.size else first, -crit[sec]))]

@@ -1,8 +1,11 @@
 """The PARDNN pipeline (Fawzy et al., Parallel Computing 2021) as one method.
 
-Step 1 (makespan): weighted levels -> graph slicing (Algorithm 1) -> [heuristic II: critical-path
+Step 1 (makespan): graph slicing (Algorithm 1) -> [heuristic II: critical-path
 chunk splitting] -> LFLAM mapping (Algorithm 2) -> primaries put on devices (the critical path on
-the device with the most memory) -> colocation / allowed-device repair.
+the device with the most memory) -> colocation / allowed-device repair -> the late inputs of the
+critical-path device's joins pulled onto it while the evaluator confirms (joins.py, not in the
+paper). When Step 2 has to move nodes, the mapping with the other reading of span(sc) goes through
+Step 2 as well and the better end result is kept (map_clusters).
 Step 2 (memory): [heuristic II: residual balancing to Eq. 5] -> [heuristic I: emulate, track, fix
 overflow]. Heuristic I targets the capacity minus the reserve (the paper spares 10%; a positive
 ``opts.reserve`` overrides it); if it cannot get under that, it tries again against the full
@@ -16,20 +19,24 @@ Python at 10^5 nodes, so moves are batched per round.
 
 Options (``opts.extra``): ``memory_heuristic`` "I" (default), "II", "I+II" or "none";
 ``chunk_ratio`` (2.0); ``max_rounds`` (8 for the full-capacity pass, half of it for the reserve
-pass); ``eq5_tol`` (0.01).
+pass); ``eq5_tol`` (0.01); ``span_start`` "latest" (default, the paper's), "earliest" (the
+authors' code) or "both" (map with both, keep the faster; see map_clusters); ``join_rounds``
+(join_rounds(n); 0 turns the join repair off).
 """
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from placement.evaluator import evaluate
+from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .graph import Graph, ccr, weighted_levels
-from .mapping import lflam
+from .graph import Graph, ccr
+from .joins import pull_join_inputs
+from .mapping import SPAN_STARTS, Mapping, clustered_levels, lflam
 from .memory_ii import balance_residual, split_critical_path
 from .memory_tracker import peak_state, static_state
 from .overflow import Units, handle_overflow
@@ -78,6 +85,40 @@ def repair_constraints(problem: Problem, placement: np.ndarray) -> np.ndarray:
     return pl
 
 
+def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm: np.ndarray,
+                 span_starts: tuple[str, ...] = SPAN_STARTS) -> list[tuple[np.ndarray, Mapping, Evaluation | None]]:
+    """LFLAM once per span rule in ``span_starts``, primaries put on devices (primary p on device
+    perm[p]) and constraints repaired. Returns (placement, mapping, evaluation) per rule, the
+    shortest evaluated makespan first (ties: the order of ``span_starts``); with a single rule
+    nothing is evaluated (None).
+
+    The span of a secondary cluster starts at its first node's parents' finish: the latest one in
+    the paper's prose (the default), the earliest in the authors' code. Neither wins everywhere
+    (bench/results_pardnn_ref.md): after the join repair the latest is as good on generated
+    transformers and better on CNNs, the earliest up to 10% better on LSTMs and 3% on random DAGs.
+    Both share the levels and the criticality order, so a second rule costs one more balancing
+    pass and one evaluation: "both" runs them always, the default only when memory binds."""
+    if not span_starts:
+        return []
+    allowed = cluster_allowed(problem, sl, perm)
+    clustered = clustered_levels(g, sl, problem.comm)
+    out = []
+    for rule in span_starts:
+        mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, clustered=clustered)
+        mp.info["span_start"] = rule
+        placement = repair_constraints(problem, perm[np.where(mp.pe >= 0, mp.pe, 0)])
+        ev = evaluate(problem, placement, memory_model="static") if len(span_starts) > 1 else None
+        out.append((placement, mp, ev))
+    out.sort(key=lambda c: c[2].makespan if c[2] is not None else 0.0)
+    return out
+
+
+def join_rounds(n: int) -> int:
+    """Default rounds of joins.pull_join_inputs: one evaluation each, so fewer on big graphs
+    (8 up to 50K nodes, 2 at 200K, 1 beyond 400K)."""
+    return max(1, min(8, 400_000 // max(n, 1)))
+
+
 def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray, memory_model: str,
                   max_rounds: int = 8, deadline: float | None = None, units: Units | None = None) -> tuple[np.ndarray, dict]:
     """Emulate -> track -> handle overflow, until it fits ``capacity`` or nothing moves."""
@@ -113,6 +154,13 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
 
 def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict]:
     """All PARDNN steps; returns the placement and per-step information."""
+    placement, info, _ = _run(problem, opts)
+    return placement, info
+
+
+def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evaluation | None]:
+    """run_pipeline, plus the last evaluation of Step 1's placement under ``opts.memory_model``
+    when Step 2 left that placement as it was (None otherwise), so the verdict need not redo it."""
     extra = opts.extra or {}
     which = str(extra.get("memory_heuristic", "I")).upper()
     if which not in ("I", "II", "I+II", "NONE"):
@@ -124,7 +172,6 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     k = problem.k
     t = time.monotonic()
     g = Graph.of(problem)
-    tl, _, _ = weighted_levels(g, problem.comm)
     info["ccr"] = ccr(problem)
     info["t_levels"] = time.monotonic() - t
 
@@ -138,36 +185,81 @@ def run_pipeline(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict
     info["t_slicing"] = time.monotonic() - t
 
     t = time.monotonic()
+    span_start = str(extra.get("span_start", "latest"))
+    if span_start not in ("both",) + SPAN_STARTS:
+        raise ValueError(f"pardnn: span_start must be latest, earliest or both, got {span_start!r}")
     perm = primary_devices(problem)
-    mp = lflam(problem, g, sl, tl, problem.comm, k, cluster_allowed(problem, sl, perm), info["ccr"])
-    pe = np.where(mp.pe >= 0, mp.pe, 0)
-    placement = repair_constraints(problem, perm[pe])
+    rules = SPAN_STARTS if span_start == "both" else (span_start,)
+    candidates = map_clusters(problem, g, sl, info["ccr"], perm, rules)
+    placement, mp, ev = candidates[0]
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
-                admitted_by=mp.info.get("admitted_by"))
+                admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"],
+                step1_makespans={c[1].info["span_start"]: c[2].makespan for c in candidates if c[2] is not None})
     info["t_mapping"] = time.monotonic() - t
+
+    t = time.monotonic()
+    unjoined = placement
+    rounds = int(extra.get("join_rounds", join_rounds(problem.n)))
+    if rounds > 0 and k > 1:
+        if ev is None:
+            ev = evaluate(problem, placement, memory_model="static")
+        placement, ev, joined = pull_join_inputs(problem, sl, placement, ev, int(perm[0]), rounds, repair_constraints,
+                                                 usable_capacity(problem, reserve), opts.memory_model)
+        info["joins"] = joined
+    info["t_joins"] = time.monotonic() - t
 
     t = time.monotonic()
     units = Units.of_problem(problem)
     usable = usable_capacity(problem, reserve)
-    if use_two:
-        placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)),
-                                            out_of_time=opts.out_of_time)
-        info["residual_moved"] = moved
-    if use_one:
-        rem = opts.remaining()
-        deadline = None if rem is None else time.monotonic() + rem
-        rounds = int(extra.get("max_rounds", 8))
-        # the reserve is a soft target: its pass gets half the rounds, the full-capacity pass all
-        placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units)
-        info["reserve_kept"] = not any(h1["overflow"])
-        if not info["reserve_kept"]:
-            placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
-                                           rounds, deadline, units)
-            h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
-        info["overflow_moves"] = h1["moves"]
-        info["overflow_rounds"] = h1["rounds"]
+
+    def fit_memory(placement: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Step 2 on one Step-1 placement; the dict says what it did."""
+        done: dict = {}
+        if use_two:
+            placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)),
+                                                out_of_time=opts.out_of_time)
+            done["residual_moved"] = moved
+        if use_one:
+            rem = opts.remaining()
+            deadline = None if rem is None else time.monotonic() + rem
+            rounds = int(extra.get("max_rounds", 8))
+            # the reserve is a soft target: its pass gets half the rounds, the full-capacity pass all
+            placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units)
+            done["reserve_kept"] = not any(h1["overflow"])
+            if not done["reserve_kept"]:
+                placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
+                                               rounds, deadline, units)
+                h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
+            done["overflow_moves"] = h1["moves"]
+            done["overflow_rounds"] = h1["rounds"]
+        return placement, done
+
+    placement, done = fit_memory(placement)
+    # Step 2's moves are not predictable from the Step-1 makespan: when memory binds, the other
+    # span rule's mapping and the mapping before the join repair go through Step 2 too, and the
+    # better end result is kept (info["step1_kept"] says which).
+    if done.get("overflow_moves") or done.get("residual_moved"):
+        def rank(pl: np.ndarray) -> tuple[bool, float]:
+            e = evaluate(problem, pl, memory_model=opts.memory_model)
+            return (not e.feasible(problem), e.makespan)
+
+        others = [(pl, m.info["span_start"]) for pl, m, _ in candidates[1:]]
+        others += [(pl, m.info["span_start"]) for pl, m, _ in
+                   map_clusters(problem, g, sl, info["ccr"], perm, tuple(r for r in SPAN_STARTS if r not in rules))]
+        if info.get("joins", {}).get("rounds"):
+            others.insert(0, (unjoined, f"{info['span_start']}, no join repair"))
+        best = (rank(placement), placement, done, info["span_start"])
+        for other, label in others:
+            opl, odone = fit_memory(other)
+            key = rank(opl)
+            if key < best[0]:
+                best = (key, opl, odone, label)
+        _, placement, done, info["step1_kept"] = best
+    info.update(done)
     info["t_memory"] = time.monotonic() - t
-    return placement, info
+    if ev is not None:  # an evaluation carries both memory models; only the label differs
+        ev = replace(ev, memory_model=opts.memory_model) if np.array_equal(ev.placement, placement) else None
+    return placement, info, ev
 
 
 def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
@@ -175,9 +267,10 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     if problem.n == 0:
         return Solution("pardnn", "heuristic", placement=np.zeros(0, dtype=np.int64), objective=0.0,
                         seconds=time.monotonic() - t0, info={"overflow": [0.0] * problem.k})
-    placement, info = run_pipeline(problem, opts)
+    placement, info, ev = _run(problem, opts)
     t = time.monotonic()
-    ev = evaluate(problem, placement, memory_model=opts.memory_model)
+    if ev is None:
+        ev = evaluate(problem, placement, memory_model=opts.memory_model)
     info["t_evaluate"] = time.monotonic() - t
     if not ev.feasible(problem):
         over = ev.overflow(problem)
@@ -195,8 +288,6 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
 def pardnn_balanced(problem: Problem, opts: SolveOptions) -> Solution:
     """The same pipeline with ``memory_heuristic`` "I+II": heuristic II balances memory first and
     heuristic I still guarantees the capacity (an explicit ``memory_heuristic`` in opts wins)."""
-    from dataclasses import replace
-
     sol = pardnn(problem, replace(opts, extra={"memory_heuristic": "I+II", **(opts.extra or {})}))
     sol.method = "pardnn-balanced"
     sol.reason = sol.reason.replace("pardnn:", "pardnn-balanced:", 1)

@@ -1,19 +1,25 @@
 """Step 1, stage I: graph slicing (PARDNN Algorithm 1).
 
 The K heaviest paths, each found on the graph left after removing the previous ones with the
-weighted levels recomputed, become the *primary* clusters (one per device). The remaining nodes
-are cut into *secondary* linear clusters by walking heaviest-first with the last levels, without
-recomputing them (the paper's shortcut: recomputation is the expensive part, O(V + E) each).
-Finding a critical path needs only bottom levels, so while primaries are sought only those are
-recomputed; top levels are computed once, for the weighted levels the secondaries use (the same
-levels as recomputing tl + bl each time, at about half the cost).
+levels recomputed, become the *primary* clusters (one per device). A primary starts at the live
+source (no live predecessor) with the largest bottom level and steps to the live successor w
+maximising comm(v, w) + bl(w) (ties: earlier topological rank) until there is none: with fresh
+levels this retraces a critical path of the live graph exactly. Finding a critical path needs only
+bottom levels, so only those are recomputed, K - 1 times.
 
-A primary starts at the live source (no live predecessor) with the largest bottom level; a
-secondary at the unvisited node with the largest (stale) weighted level. Either way the path then
-steps to the live successor w maximising comm(v, w) + bl(w) (ties: earlier topological rank)
-until there is none. With fresh levels this follows a critical path of the live graph exactly
-(it retraces the maximum bl(v) was computed from, so no rounding of tl + bl can derail it); with
-stale ones it is a heavy path, and a node without live successors is a cluster of its own.
+The remaining nodes are cut into *secondary* linear clusters without recomputing levels per
+cluster (the paper's shortcut: recomputation is the expensive part, O(V + E) each). Their levels
+are computed once, on the whole graph as the mapping will see it: the comm inside each primary set
+to zero (it will be local), every other edge at its cost. A secondary starts at the unclustered
+node with the largest weighted level (ties: earlier rank) and steps to the successor with the
+largest bottom level (ties: earlier rank) for as long as that successor is still unclustered.
+Stopping where the heaviest continuation is already taken, rather than detouring to a lighter
+live successor, keeps a cluster on one stretch of the timeline: in a training graph the heaviest
+continuation of a forward operator leads back to the critical path (the rest of the forward and
+the whole backward), so a forward branch (an attention head: scores, softmax, dropout, context)
+becomes one cluster, where walking the live graph used to turn it into the backward pass through
+its saved activations and leave the branch's tail a cluster of its own. The authors' code
+(ParCoreLab/pardnn, Graph::obtain_linear_clusters) slices secondaries the same way.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import Graph, bottom_levels, top_levels
+from .graph import Graph, bottom_levels, tie_key, top_levels
 
 
 @dataclass
@@ -62,6 +68,27 @@ def _walk(g: Graph, start: int, bl: list[float], comm: list[float], rank: list[i
         v = best
 
 
+def _walk_while_free(g: Graph, start: int, bl: list[float], rank: list[int], live: list[bool]) -> list[int]:
+    """From ``start``, step to the successor with the largest ``bl`` (ties: earlier rank) while it
+    is still unclustered; the path ends where that successor is taken or there is none."""
+    path = [start]
+    live[start] = False
+    v = start
+    ptr, succ = g.succ_ptr, g.succ
+    while True:
+        best, best_key = -1, None
+        for j in range(ptr[v], ptr[v + 1]):
+            w = succ[j]
+            key = (bl[w], -rank[w])
+            if best_key is None or key > best_key:
+                best, best_key = w, key
+        if best < 0 or not live[best]:
+            return path
+        live[best] = False
+        path.append(best)
+        v = best
+
+
 def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = None) -> Slicing:
     """Algorithm 1: K primary clusters (critical paths, levels recomputed after each removal),
     then secondary linear clusters until every node belongs to one. With ``deadline`` (a
@@ -75,8 +102,6 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
     c = comm.tolist()
     src = np.repeat(np.arange(n), np.diff(np.asarray(g.succ_ptr)))
     dst = np.asarray(g.succ, dtype=np.int64)
-    # Finding a critical path needs only bottom levels (it starts at the live source with the
-    # largest one), so top levels are computed once, for the secondaries' weighted levels.
     bl_arr = bottom_levels(g, comm)
     target = min(k, n)
     for i in range(target):
@@ -88,21 +113,25 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
         alive[arr] = False
         cluster[arr] = len(paths)
         paths.append(arr)
-        if not alive.any() or (deadline is not None and time.monotonic() > deadline):
+        if i + 1 == target or not alive.any() or (deadline is not None and time.monotonic() > deadline):
             break
         bl_arr = bottom_levels(g, comm, alive)
-    wl_arr = top_levels(g, comm, alive) + bl_arr
     primaries = len(paths)
-    wl = wl_arr.tolist()
-    bl = bl_arr.tolist()
+    if not alive.any():
+        return Slicing(cluster, paths, primaries)
+    eid = np.asarray(g.succ_edge, dtype=np.int64)
+    local = comm.copy()
+    local[eid[(cluster[src] >= 0) & (cluster[src] == cluster[dst])]] = 0.0
+    bl_loc = bottom_levels(g, local)
+    wl = tie_key(top_levels(g, local) + bl_loc).tolist()
+    bl = tie_key(bl_loc).tolist()
     heap = [(-wl[v], rank[v], v) for v in np.flatnonzero(alive).tolist()]
     heapq.heapify(heap)
     while heap:
         _, _, v = heapq.heappop(heap)
         if not live[v]:
             continue
-        path = _walk(g, v, bl, c, rank, live)
-        arr = np.asarray(path, dtype=np.int64)
+        arr = np.asarray(_walk_while_free(g, v, bl, rank, live), dtype=np.int64)
         cluster[arr] = len(paths)
         paths.append(arr)
     return Slicing(cluster, paths, primaries)

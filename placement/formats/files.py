@@ -1,22 +1,28 @@
 """Reading input files as a careful Unix tool does: one clear ProblemError, never a traceback.
 
-Only regular files are read (a FIFO would block, a directory or device is a mistake), text is
-UTF-8 with an optional byte order mark, and JSON nested deeper than Python's parser can follow is
+Every reader of problem files goes through here. Only regular files are read (a FIFO would block,
+a directory or device is a mistake); gzipped files are decompressed (recognised by their magic
+bytes, not their name, so ``graph.json.gz`` or ``model.onnx.gz`` load like the plain files); text
+is UTF-8 with an optional byte order mark; JSON nested deeper than Python's parser can follow is
 refused by name rather than by RecursionError.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
 from ..problem import ProblemError
 
+GZIP_MAGIC = b"\x1f\x8b"
 
-def read_text(path: str | Path) -> str:
-    """The text of the regular file ``path`` (UTF-8; a leading byte order mark is dropped)."""
+
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of the regular file ``path``, decompressed when it is gzipped."""
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -32,10 +38,25 @@ def read_text(path: str | Path) -> str:
         data = path.read_bytes()
     except OSError as exc:
         raise ProblemError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ProblemError(f"{path}: corrupt gzip data: {exc}") from None
+    return data
+
+
+def decode(data: bytes, path: str | Path) -> str:
+    """UTF-8 text (a leading byte order mark is dropped)."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ProblemError(f"{path}: cannot read: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The text of the regular file ``path`` (gzipped or not)."""
+    return decode(read_bytes(path), path)
 
 
 def parse_json(text: str, path: str | Path) -> Any:

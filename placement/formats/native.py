@@ -4,8 +4,10 @@
      "devices": {"count": 4, "memory": "16GB"}  or  [{"name": "gpu0", "memory": 16e9}, ...],
      "link": {"latency": 1e-5, "bandwidth": 1e10},            (optional; prices edges given in bytes)
      "nodes": [{"id": "a", "time": 1.0, "out_bytes": 4096, "param_bytes": 0,
-                "colocate": "grp"?, "devices": [0, 1]?, "name": "..."?}],
-     "edges": [{"src": "a", "dst": "b", "comm": 0.5}  or  {"src": "a", "dst": "b", "bytes": 4096}]}
+                "colocate": "grp"?, "devices": [0, 1]?, "name": "..."?,
+                "op": "aten.mm"?, "inputs": [{"shape": [8, 4], "dtype": "float32"}]?, "outputs": [...]?}],
+     "edges": [{"src": "a", "dst": "b", "comm": 0.5}  or  {"src": "a", "dst": "b", "bytes": 4096},
+               each optionally with "src_output": 0, "dst_inputs": [1] (and "tensors" when merged)]}
 
 Memory is bytes, a string with a unit ("16GB", "16GiB"), or null for unlimited.
 """
@@ -127,12 +129,16 @@ def problem_to_native(problem: Problem) -> dict[str, Any]:
             rec["colocate"] = problem.colocate_names[int(problem.colocate[i])]
         if problem.allowed[i] is not None:
             rec["devices"] = list(problem.allowed[i])
+        if problem.node_meta is not None:
+            rec.update(problem.node_meta[i])
         nodes.append(rec)
     edges = []
     for j in range(problem.m):
         rec = {"src": problem.ids[int(problem.src[j])], "dst": problem.ids[int(problem.dst[j])], "comm": _num(problem.comm[j])}
         if problem.edge_bytes is not None and not math.isnan(problem.edge_bytes[j]):
             rec["bytes"] = _num(problem.edge_bytes[j])
+        if problem.edge_meta is not None:
+            rec.update(problem.edge_meta[j])
         edges.append(rec)
     doc: dict[str, Any] = {"name": problem.name, "devices": devices}
     if problem.link is not None:
@@ -142,12 +148,17 @@ def problem_to_native(problem: Problem) -> dict[str, Any]:
     return doc
 
 
-def write_problem(problem: Problem, path: str | Path) -> None:
-    """Write a problem as native JSON (one node or edge per line, so diffs stay readable)."""
+def native_text(problem: Problem) -> str:
+    """The native JSON text of a problem (one node or edge per line, so diffs stay readable)."""
     doc = problem_to_native(problem)
     head = {k: v for k, v in doc.items() if k not in ("nodes", "edges")}
     parts = [json.dumps(head)[:-1]]
     for key in ("nodes", "edges"):
         body = ",\n    ".join(json.dumps(rec) for rec in doc[key])
         parts.append(f',\n  "{key}": [\n    {body}\n  ]' if doc[key] else f',\n  "{key}": []')
-    Path(path).write_text("".join(parts) + "\n}\n")
+    return "".join(parts) + "\n}\n"
+
+
+def write_problem(problem: Problem, path: str | Path) -> None:
+    """Write a problem as native JSON (one node or edge per line, so diffs stay readable)."""
+    Path(path).write_text(native_text(problem))

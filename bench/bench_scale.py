@@ -1,0 +1,191 @@
+"""Scale benchmarks of issue 16: refine's moves per second, and ``solve`` against the best heuristic.
+
+Why: on 10K-200K-node graphs one full evaluation costs 10-100 ms, so local search tried a few
+moves per second; placement/incremental.py re-times only the cone a move affects. This measures
+both sides on the same graphs and starts, and (``solve``) the whole CLI against its warm start.
+
+    python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20] [--memory-model static]
+        refine from ETF's placement for --seconds each: FIFO judged (full evaluations), ordered
+        judged with full evaluations (before), ordered judged incrementally (after); moves/s,
+        accepted moves, makespan reached. One process, one graph at a time: run it under
+        `flock /tmp/bench.lock` and note `uptime`.
+    python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400]
+        the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
+    python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
+        ``auto`` in-process with each exact phase for big graphs (LNS windows or the coarse solve).
+    python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static]
+        `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
+        seconds, makespan, certified gap, the warm start's best member and its makespan.
+
+Prints markdown table rows with the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from heuristics.list_scheduling import etf  # noqa: E402
+from placement.evaluator import evaluate  # noqa: E402
+from placement.formats import load_problem  # noqa: E402
+from placement.solution import SolveOptions  # noqa: E402
+from solvers.refine import RefineStats, refine  # noqa: E402
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def moves(paths: list[str], seconds: float, memory_model: str) -> None:
+    print("| graph | n | K | mode | moves | moves/s | accepted | start -> end makespan | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
+        fifo = evaluate(prob, pl, memory_model=memory_model)
+        for mode, keep, inc in (("fifo, full", False, False), ("ordered, full (before)", True, False),
+                                ("ordered, incremental (after)", True, True)):
+            stats = RefineStats()
+            t = time.monotonic()
+            _, ev = refine(prob, pl, SolveOptions(seed=0), deadline=t + seconds, memory_model=memory_model,
+                           keep_order=keep, start=fifo.start if keep else None, stats=stats, incremental=inc)
+            took = time.monotonic() - t
+            print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {mode} | {stats.evaluations} | "
+                  f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.6g} "
+                  f"| {load()} |", flush=True)
+
+
+def retime(paths: list[str], count: int, memory_model: str) -> None:
+    """The evaluator alone: ``count`` single-unit moves (a node of the critical path, with its
+    colocation group, to a random other device) judged by a full ordered evaluation and by IncrementalSchedule.try_move with the
+    incumbent's makespan as cutoff (what refine asks), from ETF's placement and FIFO schedule."""
+    from placement.incremental import IncrementalSchedule, device_order
+
+    print("| graph | n | K | full ordered evaluations/s | incremental moves/s (cutoff) | without cutoff | mean cone (cutoff) | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
+        ref = evaluate(prob, pl, memory_model=memory_model).start
+        inc = IncrementalSchedule(prob, pl, ref)
+        eps = 1e-9 * inc.makespan
+        crit = np.flatnonzero(inc.start + prob.time + inc.tail >= inc.makespan - eps)
+        rng = np.random.default_rng(0)
+        moves = []
+        for v in rng.choice(crit, size=count).tolist():
+            d = int(rng.integers(prob.k - 1))
+            d += d >= pl[v]
+            group = prob.groups[prob.colocate[v]] if prob.colocate[v] >= 0 else [v]  # colocated nodes move together
+            moves.append({int(x): d for x in group})
+        t = time.monotonic()
+        full = max(3, count // 20)
+        for mv in moves[:full]:
+            new = pl.copy()
+            for v, d in mv.items():
+                new[v] = d
+            evaluate(prob, new, order=device_order(prob, new, ref), memory_model=memory_model)
+        full_rate = full / (time.monotonic() - t)
+        rates, cones = [], []
+        for cutoff in (inc.makespan - eps, float("inf")):
+            t = time.monotonic()
+            cone = 0
+            for mv in moves:
+                cone += inc.try_move(mv, cutoff=cutoff).recomputed
+            rates.append(len(moves) / (time.monotonic() - t))
+            cones.append(cone / len(moves))
+        print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {full_rate:.1f} | {rates[0]:.0f} | {rates[1]:.0f} | "
+              f"{cones[0]:.0f} | {load()} |", flush=True)
+
+
+def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
+    print("| graph | n | K | model | limit s | wall s | auto makespan | bound (which) | gap | best heuristic (member) | vs it | phases | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "r.json"
+            t = time.monotonic()
+            subprocess.run([sys.executable, "-m", "solvers.cli", path, "--time-limit", str(time_limit), "--report",
+                            str(report), "--memory-model", memory_model, "--quiet"], cwd=ROOT, check=True,
+                           stdout=subprocess.DEVNULL)
+            wall = time.monotonic() - t
+            rep = json.loads(report.read_text())
+        hist = rep.get("phases", [])
+        warm = next((h for h in hist if h.get("name") == "warm-start"), {})
+        wm = warm.get("makespan")
+        mk, lb = rep["makespan"], rep["lower_bound"]
+        vs = f"{100 * (mk - wm) / wm:+.2f}%" if wm else "-"
+        bounds = rep.get("bounds", {})
+        which = max((k for k in bounds if k != "best"), key=lambda k: bounds[k], default="-")
+        if lb > bounds.get("best", 0.0) * (1 + 1e-9):
+            which = "exact phase"
+        steps = " / ".join(f"{h['name']} {h.get('seconds', 0):.0f}s" for h in hist)
+        print(f"| {Path(path).stem} | {rep['problem']['nodes']} | {rep['problem']['devices']} | {memory_model} | {time_limit:g} | "
+              f"{wall:.1f} | {mk:.6g} | {lb:.6g} ({which}) | {100 * (mk - lb) / mk:.2f}% | {wm if wm is None else f'{wm:.6g}'} "
+              f"({warm.get('note', '-')}) | {vs} | {steps} | {load()} |", flush=True)
+
+
+def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[str]) -> None:
+    """``auto`` in this process with each variant "big_exact[+big_refine][+key=value...]" (e.g. lns,
+    coarse, lns+ordered, lns+refine_share=0.5: opts.extra of solvers/pipeline.py), same limit."""
+    from solvers.run import run
+
+    print("| graph | n | K | model | limit s | exact phase | warm start | after exact phase | final | bound | gap | phase note | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        for variant in variants:
+            exact, *more = variant.split("+")
+            extra: dict = {"big_exact": exact}
+            for item in more:  # "ordered" (big_refine) or key=value (a number when it parses)
+                key, eq, val = item.partition("=")
+                if not eq:
+                    extra["big_refine"] = key
+                else:
+                    try:
+                        extra[key] = float(val)
+                    except ValueError:
+                        extra[key] = val
+            opts = SolveOptions(memory_model=memory_model, time_limit=time_limit, extra=extra)
+            res = run(prob, "auto", opts)
+            ph = {h["name"]: h for h in res.history}
+            warm = ph.get("warm-start", {})
+            ex = ph.get("exact-lns") or ph.get("exact-coarse") or {}
+            mk = res.evaluation.makespan if res.evaluation is not None else float("nan")
+            print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {memory_model} | {time_limit:g} | {variant} | "
+                  f"{warm.get('makespan', float('nan')):.6g} ({warm.get('note', '-')}) | {ex.get('makespan', float('nan')):.6g} | "
+                  f"{mk:.6g} | {res.lower_bound:.6g} | {100 * (mk - res.lower_bound) / mk:.2f}% | {ex.get('note', '-')} | {load()} |",
+                  flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("moves", "retime", "solve", "ab"))
+    ap.add_argument("--count", type=int, default=400)
+    ap.add_argument("--variants", default="lns,coarse")
+    ap.add_argument("graphs", nargs="+")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--memory-model", default="static")
+    args = ap.parse_args()
+    if args.what == "moves":
+        moves(args.graphs, args.seconds, args.memory_model)
+    elif args.what == "retime":
+        retime(args.graphs, args.count, args.memory_model)
+    elif args.what == "ab":
+        ab(args.graphs, args.time_limit, args.memory_model, args.variants.split(","))
+    else:
+        solve(args.graphs, args.time_limit, args.memory_model)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,360 @@
+"""Large-neighbourhood search with CP-SAT on the original graph, one time window at a time.
+
+Why: on graphs of 10K+ nodes the exact model cannot take the whole graph, and a coarsened graph
+is a caricature whose optimum maps back worse than the heuristics (issue 16). Here the exact
+model works on the real nodes: most of the incumbent stays fixed, a window of a few hundred
+nodes is re-placed and re-sequenced optimally against its boundary, and the one evaluator
+confirms the result before it is accepted.
+
+The window is a slice of the incumbent's schedule: sort the nodes by (start, topological rank),
+an order every edge and every device chain follows; the nodes at positions [lo, hi) are free,
+those before keep their device, order and start times (nothing of theirs depends on the window),
+those after keep their device and order and are re-timed. On each device the order is then:
+the nodes before, the window's nodes in the model's order, the nodes after.
+
+The model (CP-SAT, times scaled to integers): each window node chooses an allowed device
+(colocation groups move together, or stay with members outside the window) and a start; one
+NoOverlap per device; an input from a node before the window arrives at its fixed finish plus the
+transfer time if the devices differ; a window node on device d starts after the last node before
+the window on d; static memory per device within what the fixed nodes leave. The objective M is
+the makespan the schedule will have: it is at least every finish in the window, every path into
+the nodes after the window (a window node's finish, the transfer if the devices differ, then the
+longest path from the entered node in the incumbent: that part of the schedule keeps its devices
+and order, so its paths keep their lengths), and the same for the entries from before the window
+(constants). With exact integer data M equals the evaluator's makespan of the answer; when one
+window holds the whole graph the model is the exact problem (static memory).
+
+Windows are centred on nodes of the critical path (where the makespan is decided), in a seeded
+random order; an improving window moves the search to the new schedule.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.evaluator import Evaluation, check
+from placement.incremental import IncrementalSchedule
+from placement.problem import Problem
+from placement.solution import SolveOptions
+
+from .common import retime
+from .cpsolver import cp_solver
+from .cpsolver import solve as run_cp
+
+MODEL_UNITS = 1e8  # integer units per incumbent makespan when the data are not integers (1e6: rounding ate the gains)
+
+
+@dataclass
+class LnsStats:
+    """What an LNS run did; ``best_makespan`` is live (progress lines read it)."""
+
+    windows: int = 0
+    improved: int = 0
+    model_seconds: float = 0.0
+    start_makespan: float = 0.0
+    best_makespan: float | None = None
+    stopped: str = ""
+    log: list[str] = field(default_factory=list)
+
+
+def window_at(base: IncrementalSchedule, center: int, size: int) -> tuple[int, int, np.ndarray]:
+    """Positions [lo, hi) of about ``size`` nodes around ``center`` in the base schedule's
+    (start, topological rank) order, and that order."""
+    p = base.problem
+    seq = np.lexsort((p.topo_rank, base.start))
+    pos = int(np.flatnonzero(seq == center)[0])
+    lo = max(0, min(pos - size // 2, p.n - size))
+    return lo, min(p.n, lo + size), seq
+
+
+def _scale(values: list[np.ndarray], makespan: float) -> float:
+    """1 when every value is an integer (the model is then exact), else MODEL_UNITS per makespan."""
+    if all(np.all(np.abs(v - np.round(v)) <= 1e-9) for v in values):
+        return 1.0
+    return MODEL_UNITS / max(makespan, 1e-12)
+
+
+def _hint_starts(p: Problem, win: np.ndarray, dur: np.ndarray, pl: np.ndarray, finish_int: np.ndarray,
+                 comm_int: np.ndarray, last_before: np.ndarray, in_win: np.ndarray) -> dict[int, int]:
+    """Integer starts of the window's nodes on the incumbent's placement and order, earliest under
+    the model's (rounded-up) data: a feasible solution of the window model to hint it with."""
+    d_of = {v: int(dur[i]) for i, v in enumerate(win.tolist())}
+    ptr, nbr, eid = p.pred_ptr
+    s: dict[int, int] = {}
+    e: dict[int, int] = {}
+    free = {d: (int(finish_int[b]) if b >= 0 else 0) for d, b in enumerate(last_before.tolist())}
+    for v in win.tolist():  # in (start, rank) order: inputs and device predecessors come first
+        dv = int(pl[v])
+        t = free[dv]
+        for j in range(int(ptr[v]), int(ptr[v + 1])):
+            u = int(nbr[j])
+            c = int(comm_int[eid[j]]) if pl[u] != dv else 0
+            t = max(t, (e[u] if in_win[u] else int(finish_int[u])) + c)
+        s[v], e[v] = t, t + d_of[v]
+        free[dv] = e[v]
+    return s
+
+
+def _hint_makespan(p: Problem, win: np.ndarray, hint: dict[int, int], dur: np.ndarray, pl: np.ndarray,
+                   up: Callable[[float], np.ndarray], tail: np.ndarray, first_after: np.ndarray, e_out: np.ndarray,
+                   const_int: int) -> int:
+    """The objective of the hinted solution (the model's M under the incumbent's placement)."""
+    end = {v: hint[v] + int(dur[i]) for i, v in enumerate(win.tolist())}
+    best = max([const_int] + list(end.values()))
+    for j in e_out.tolist():
+        u, w = int(p.src[j]), int(p.dst[j])
+        c = int(up(p.comm[j])) if pl[u] != pl[w] else 0
+        best = max(best, end[u] + c + int(up(p.time[w] + tail[w])))
+    last: dict[int, int] = {}
+    for v in win.tolist():
+        last[int(pl[v])] = max(last.get(int(pl[v]), 0), end[v])
+    for d, e in last.items():
+        a = int(first_after[d])
+        if a >= 0:
+            best = max(best, e + int(up(p.time[a] + tail[a])))
+    return best
+
+
+def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, seq: np.ndarray, opts: SolveOptions,
+                 memory_model: str = "static") -> tuple[np.ndarray, list[list[int]], float] | None:
+    """Re-place and re-sequence the nodes at positions [lo, hi) of ``seq`` (see the module doc).
+
+    Returns (placement, per-device order, the model's makespan in time units: at least the makespan
+    of :func:`timed` on that order) or None when the model found nothing within ``opts``' time."""
+    p = problem
+    pl, start, finish = base.placement, base.start, base.finish
+    tail = base.tail
+    n, k = p.n, p.k
+    where = np.empty(n, dtype=np.int64)
+    where[seq] = np.arange(n)
+    win = seq[lo:hi]
+    in_win = np.zeros(n, dtype=bool)
+    in_win[win] = True
+    before = where < lo
+    after = where >= hi
+    # Last node before the window and first node after it on each device.
+    last_before = np.full(k, -1, dtype=np.int64)
+    first_after = np.full(k, -1, dtype=np.int64)
+    for d, nodes in enumerate(base.order):
+        nodes_a = np.asarray(nodes, dtype=np.int64)
+        b = nodes_a[before[nodes_a]] if nodes_a.size else nodes_a
+        a = nodes_a[after[nodes_a]] if nodes_a.size else nodes_a
+        last_before[d] = b[-1] if b.size else -1
+        first_after[d] = a[0] if a.size else -1
+    src, dst, comm = p.src, p.dst, p.comm
+    e_in = np.flatnonzero(in_win[dst] & before[src])  # fixed input -> window
+    e_ww = np.flatnonzero(in_win[src] & in_win[dst])
+    e_out = np.flatnonzero(in_win[src] & after[dst])  # window -> re-timed after
+    e_ba = np.flatnonzero(before[src] & after[dst])
+    f = _scale([p.time[win], comm[np.r_[e_in, e_ww, e_out]], finish[before], tail[after], p.time[after]],
+               base.makespan)
+
+    def up(x: float | np.ndarray) -> np.ndarray:  # conservative integers: the model never promises too much
+        return np.ceil(np.asarray(x, dtype=float) * f - 1e-9).astype(np.int64)
+
+    # The constant part of the makespan: paths that never touch the window.
+    const = [float(finish[before].max(initial=0.0))]
+    if e_ba.size:
+        s, d_ = src[e_ba], dst[e_ba]
+        arrive = finish[s] + np.where(pl[s] != pl[d_], comm[e_ba], 0.0)
+        const.append(float((arrive + p.time[d_] + tail[d_]).max()))
+    for d in range(k):
+        a, b = first_after[d], last_before[d]
+        if a >= 0:
+            const.append((finish[b] if b >= 0 else 0.0) + p.time[a] + tail[a])
+    roots = np.flatnonzero(after & (np.bincount(dst, minlength=n) == 0))
+    if roots.size:
+        const.append(float((p.time[roots] + tail[roots]).max()))
+    dur = up(p.time[win])
+    hint = _hint_starts(p, win, dur, pl, up(finish), up(comm), last_before, in_win)
+    rest_max = int(up(float((p.time[after] + tail[after]).max(initial=0.0)))) + int(up(float(comm.max(initial=0.0))))
+    horizon = int(max(hint.values(), default=0)) + int(dur.sum()) + 1
+
+    m = cp_model.CpModel()
+    x: dict[tuple[int, int], cp_model.IntVar] = {}
+    s_var: dict[int, cp_model.IntVar] = {}
+    e_var: dict[int, cp_model.IntVar] = {}
+    intervals: list[list] = [[] for _ in range(k)]
+    mask = p.allowed_mask()
+    # Colocation: a group with a member outside the window stays on that member's device.
+    pinned: dict[int, int] = {}
+    group_rep: dict[int, int] = {}
+    for v in win.tolist():
+        g = int(p.colocate[v])
+        if g >= 0:
+            members = p.groups[g]
+            out = members[~in_win[members]]
+            if out.size:
+                pinned[v] = int(pl[out[0]])
+    for i, v in enumerate(win.tolist()):
+        s_var[v] = m.new_int_var(0, horizon, f"s{v}")
+        e_var[v] = m.new_int_var(0, horizon, f"e{v}")
+        m.add(e_var[v] == s_var[v] + int(dur[i]))
+        devs = [pinned[v]] if v in pinned else [d for d in range(k) if mask[v, d]]
+        lits = []
+        for d in devs:
+            on_d = m.new_bool_var(f"x{v}_{d}")
+            x[v, d] = on_d
+            lits.append(on_d)
+            intervals[d].append(m.new_optional_interval_var(s_var[v], int(dur[i]), e_var[v], on_d, f"i{v}_{d}"))
+            b = last_before[d]
+            if b >= 0:
+                m.add(s_var[v] >= int(up(finish[b]))).only_enforce_if(on_d)
+        m.add_exactly_one(lits)
+        g = int(p.colocate[v])
+        if g >= 0 and v not in pinned:
+            rep = group_rep.setdefault(g, v)
+            if rep != v:
+                for d in devs:
+                    m.add(x[v, d] == x[rep, d])
+
+    def lit(v: int, d: int) -> cp_model.IntVar | int:
+        """v's placement literal for device d, or 0 when d is not one of v's devices."""
+        return x.get((v, d), 0)
+
+    for d in range(k):
+        m.add_no_overlap(intervals[d])
+    for j in e_in.tolist():
+        u, v = int(src[j]), int(dst[j])
+        t = int(up(finish[u]))
+        c = int(up(comm[j]))
+        m.add(s_var[v] >= t + c - c * lit(v, int(pl[u])))  # no transfer when v joins u's device
+    for j in e_ww.tolist():
+        u, v = int(src[j]), int(dst[j])
+        c = int(up(comm[j]))
+        if c == 0:
+            m.add(s_var[v] >= e_var[u])
+            continue
+        same = []
+        for d in range(k):
+            if (u, d) in x and (v, d) in x:
+                y = m.new_bool_var(f"y{j}_{d}")
+                m.add_implication(y, x[u, d])
+                m.add_implication(y, x[v, d])
+                m.add_hint(y, int(pl[u] == d and pl[v] == d))
+                same.append(y)
+        m.add(s_var[v] >= e_var[u] + c - c * sum(same))
+    mk = m.new_int_var(0, horizon + rest_max + int(up(max(const))) + 1, "M")
+    m.add(mk >= int(up(max(const))))
+    for v in win.tolist():
+        m.add(mk >= e_var[v])
+    for j in e_out.tolist():
+        u, w = int(src[j]), int(dst[j])
+        rest = int(up(p.time[w] + tail[w]))
+        c = int(up(comm[j]))
+        dw = int(pl[w])
+        m.add(mk >= e_var[u] + c + rest - c * lit(u, dw))
+    for d in range(k):
+        a = first_after[d]
+        if a >= 0:
+            rest = int(up(p.time[a] + tail[a]))
+            for v in win.tolist():
+                if (v, d) in x:
+                    m.add(mk >= e_var[v] + rest).only_enforce_if(x[v, d])
+    if memory_model == "static":
+        need = p.param_bytes + p.out_bytes
+        gcd = max(1, int(np.gcd.reduce(np.ceil(need - 1e-9).astype(np.int64))))
+        out_load = np.bincount(pl[~in_win], weights=need[~in_win], minlength=k)
+        for d in range(k):
+            if not math.isfinite(p.memory[d]):
+                continue
+            room = int(math.floor((p.memory[d] * (1 + 1e-12) - out_load[d]) / gcd))
+            terms = [int(math.ceil(need[v] / gcd - 1e-9)) * x[v, d] for v in win.tolist() if (v, d) in x and need[v] > 0]
+            if terms:
+                m.add(sum(terms) <= room)
+    m.minimize(mk)
+    m.add_hint(mk, _hint_makespan(p, win, hint, dur, pl, up, tail, first_after, e_out, const_int=int(up(max(const)))))
+    where_w = {v: i for i, v in enumerate(win.tolist())}
+    for v in win.tolist():  # hint: the incumbent, re-timed with the model's integers
+        m.add_hint(s_var[v], int(hint[v]))
+        m.add_hint(e_var[v], int(hint[v]) + int(dur[where_w[v]]))
+        for d in range(k):
+            if (v, d) in x:
+                m.add_hint(x[v, d], int(pl[v] == d))
+    solver = cp_solver(opts)
+    status = run_cp(solver, m, opts)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    new_pl = pl.copy()
+    for (v, d), lit_v in x.items():
+        if solver.boolean_value(lit_v):
+            new_pl[v] = d
+    s_win = {v: solver.value(s_var[v]) for v in win.tolist()}
+    rank = p.topo_rank
+    order: list[list[int]] = []
+    for d in range(k):
+        nodes = np.asarray(base.order[d], dtype=np.int64)
+        mine = [v for v in win.tolist() if new_pl[v] == d]
+        mine.sort(key=lambda v: (s_win[v], rank[v]))
+        order.append(nodes[before[nodes]].tolist() + mine + nodes[after[nodes]].tolist() if nodes.size else mine)
+    return new_pl, order, solver.objective_value / f
+
+
+def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memory_model: str) -> Evaluation | None:
+    """The schedule running each device's positive-time nodes in ``order`` as early as possible
+    (zero-time nodes start when their inputs arrive: the contract lets them coincide with anything),
+    measured by the evaluator's checker; None if the order contradicts the graph."""
+    busy = [[v for v in seq if problem.time[v] > 0] for seq in order]
+    start = retime(problem, placement, busy)
+    return None if start is None else check(problem, placement, start, memory_model, check_memory=False)
+
+
+def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,
+        memory_model: str = "static", window: int = 300, window_seconds: float = 5.0, stats: LnsStats | None = None,
+        say: Callable[[str], None] | None = None) -> tuple[np.ndarray, Evaluation]:
+    """Improve the schedule (``placement``, ``start``: a valid schedule of it) window by window
+    until ``deadline`` (time.monotonic()). Returns the best placement and its evaluation (the
+    schedule of :func:`timed`), never worse than that of the input's order. Deterministic given
+    ``opts.seed`` and enough time per window."""
+    p = problem
+    stats = stats or LnsStats()
+    rng = np.random.default_rng(opts.seed)
+    base = IncrementalSchedule(p, placement, start)
+    best_ev = timed(p, base.placement, base.order, memory_model)
+    stats.start_makespan = stats.best_makespan = best_ev.makespan
+    size = min(window, p.n)
+    tried: set[int] = set()
+    while True:
+        left = deadline - time.monotonic()
+        if opts.stop.is_set() or left < 0.5:
+            stats.stopped = "stopped" if opts.stop.is_set() else "deadline"
+            break
+        eps = 1e-9 * max(1.0, base.makespan)
+        crit = np.flatnonzero(base.start + p.time + base.tail >= base.makespan - eps)
+        fresh = [int(v) for v in crit if int(v) not in tried]
+        if not fresh:
+            if size >= p.n:
+                stats.stopped = "converged"
+                break
+            tried.clear()
+            size = min(p.n, size * 2)  # every critical window tried: widen
+            continue
+        center = fresh[int(rng.integers(len(fresh)))]
+        lo, hi, seq = window_at(base, center, size)
+        tried.update(int(v) for v in seq[lo:hi])
+        t = time.monotonic()
+        sub = SolveOptions(memory_model=memory_model, time_limit=min(window_seconds, max(0.1, left - 0.3)),
+                           workers=opts.workers, seed=opts.seed, stop=opts.stop)
+        got = solve_window(p, base, lo, hi, seq, sub, memory_model)
+        stats.model_seconds += time.monotonic() - t
+        stats.windows += 1
+        if got is None:
+            continue
+        new_pl, order, promised = got
+        if promised >= best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
+            continue
+        ev = timed(p, new_pl, order, memory_model)
+        if ev is not None and ev.feasible(p) and ev.makespan < best_ev.makespan - eps:
+            stats.improved += 1
+            best_ev = ev
+            stats.best_makespan = ev.makespan
+            base.reset(ev.placement, ev.start)
+            tried.clear()
+            if say is not None:
+                say(f"lns: window {stats.windows} ({hi - lo} nodes) -> {ev.makespan:.6g}")
+    return best_ev.placement, best_ev

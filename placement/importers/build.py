@@ -1,0 +1,123 @@
+"""Nodes and edges with tensor identity, assembled into a validated :class:`Problem`.
+
+Importers add operators and the tensors flowing between them; one producer feeding one consumer
+several tensors becomes one edge whose bytes are the sum over the distinct tensors (a tensor used
+at several input positions is sent once), with every ``(src_output, dst_inputs)`` pair kept in the
+edge's ``tensors`` record (placement/problem.py, ``edge_meta``).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..formats.native import native_text
+from ..problem import Link, Problem, ProblemError, make_problem
+
+
+@dataclass
+class _Edge:
+    tensors: dict[int | None, list[int]] = field(default_factory=dict)  # src_output -> dst_inputs
+    nbytes: dict[int | None, float] = field(default_factory=dict)  # src_output -> bytes
+
+
+class GraphBuilder:
+    """Collects node records (native-format fields) and tensor uses, then builds the Problem."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+        self._index: dict[str, int] = {}
+        self._edges: dict[tuple[str, str], _Edge] = {}
+        self._out: dict[str, dict[str, None]] = {}  # src -> its consumers, in insertion order
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self._index
+
+    def node(self, node_id: str, **fields_: Any) -> dict[str, Any]:
+        """Add a node; fields are the native JSON node fields (time, out_bytes, param_bytes, ...)."""
+        rec = {"id": node_id, "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0}
+        rec.update({k: v for k, v in fields_.items() if v is not None})
+        self._index[node_id] = len(self.nodes)
+        self.nodes.append(rec)
+        return rec
+
+    def record(self, node_id: str) -> dict[str, Any]:
+        return self.nodes[self._index[node_id]]
+
+    def use(self, src: str, dst: str, nbytes: float, src_output: int | None = None, dst_input: int | None = None) -> None:
+        """``dst`` reads output ``src_output`` of ``src`` (``nbytes`` bytes) at input ``dst_input``;
+        without either, ``dst`` only has to wait for ``src``."""
+        if src == dst:
+            return
+        e = self._edges.get((src, dst))
+        if e is None:
+            e = self._edges[(src, dst)] = _Edge()
+            self._out.setdefault(src, {})[dst] = None
+        slots = e.tensors.setdefault(src_output, [])
+        if dst_input is not None and dst_input not in slots:
+            slots.append(dst_input)
+        e.nbytes[src_output] = max(e.nbytes.get(src_output, 0.0), float(nbytes))
+
+    def consumers(self, src: str, src_output: int | None) -> list[str]:
+        """The nodes reading output ``src_output`` of ``src``."""
+        return [dst for dst in self._out.get(src, ()) if src_output in self._edges[(src, dst)].tensors]
+
+    def reroute(self, src: str, src_output: int | None, new_src: str) -> None:
+        """Every read of output ``src_output`` of ``src`` now reads output 0 of ``new_src``."""
+        for dst in self.consumers(src, src_output):
+            e = self._edges[(src, dst)]
+            slots, nbytes = e.tensors.pop(src_output), e.nbytes.pop(src_output)
+            if not e.tensors:
+                del self._edges[(src, dst)]
+                del self._out[src][dst]
+            for j in slots or [None]:
+                self.use(new_src, dst, nbytes, 0, j)
+
+    def edge_records(self) -> list[dict[str, Any]]:
+        out = []
+        for (src, dst), e in self._edges.items():
+            rec: dict[str, Any] = {"src": src, "dst": dst, "bytes": sum(e.nbytes.values())}
+            parts = [({"src_output": k} if k is not None else {}) | ({"dst_inputs": sorted(v)} if v else {})
+                     for k, v in e.tensors.items() if k is not None or v]  # (None, []): an ordering-only use
+            if parts:
+                rec.update(parts[0])
+            if len(parts) > 1:
+                rec["tensors"] = parts
+            out.append(rec)
+        return out
+
+    def problem(self, *, name: str, link: Link, memory: float, devices: int = 1, attrs: dict[str, Any] | None = None) -> Problem:
+        return make_problem(self.nodes, self.edge_records(), devices=devices, memory=memory, link=link, name=name, attrs=attrs)
+
+
+def check_output_path(path: str | Path) -> Path:
+    """Fail before any work when the output cannot be written there."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ProblemError(f"-o: directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ProblemError(f"-o: {str(path)!r} is a directory")
+    return path
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so a failure leaves no half-written output."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_native(problem: Problem, path: str | Path) -> None:
+    """Write the native JSON atomically (gzipped when the name ends in .gz)."""
+    data = native_text(problem).encode()
+    write_atomic(path, gzip.compress(data, mtime=0) if Path(path).suffix == ".gz" else data)

@@ -1,0 +1,766 @@
+"""PyTorch in: a model's training step (or inference pass) as an ATen-level placement problem.
+
+    python -m placement.importers.torch MODULE:FACTORY -o graph.json [--inference]
+        [--optimizer adam|sgd] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
+
+``FACTORY()`` returns ``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``. The step
+is captured with ``make_fx`` over fake tensors (docs/importers.md says why not torch.export or
+aot_autograd): a function running the forward pass through ``torch.func.functional_call``, the
+loss, ``torch.autograd.grad`` and the optimizer's own per-tensor update (as torch.optim's
+single-tensor Adam/SGD writes it, in place), so forward, backward and update are one ATen graph.
+
+Modelling (every choice is in docs/importers.md):
+- one node per ATen operator; pure views (schema: returns alias an input, no write) and
+  ``getitem`` are folded into the producer of the tensor they view;
+- a parameter is one node holding its persistent bytes: weight + gradient (+ Adam's two states);
+  its update operators are colocated with it;
+- in-place operators write into an existing tensor: they cost time but allocate no output bytes;
+  an operator writing a buffer (batch-norm running stats) is colocated with it;
+- edges carry the bytes of the tensor consumed (a view's own bytes, at most its storage's);
+- times in milliseconds: roofline on a device spec, measured on this machine's CPU, or a table.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import operator
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..problem import Problem, ProblemError
+from .build import GraphBuilder, check_output_path, write_native
+from .costs import load_time_table, table_time
+from .devicespec import DeviceSpec, device_spec
+
+OPTIMIZERS = ("adam", "sgd")
+COSTS = ("roofline", "measure")
+ADAM_STATES = 2
+LR, BETA1, BETA2, EPS = 1e-3, 0.9, 0.999, 1e-8
+
+
+@dataclass
+class Capture:
+    """A captured step: the FX graph, the problem built from it, and how they correspond.
+
+    owner: FX node name -> problem node id (folded views and getitems name their producer; the
+    ``output`` node is absent). phase: problem node id -> input, param, buffer, constant, forward,
+    backward or optimizer."""
+
+    graph_module: Any
+    problem: Problem
+    owner: dict[str, str]
+    phase: dict[str, str]
+    param_nodes: dict[str, str] = field(default_factory=dict)  # parameter name -> node id
+    arguments: list[Any] = field(default_factory=list)  # the traced function's flat arguments
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise ProblemError("the PyTorch importer needs torch: pip install '.[torch]'") from None
+    return torch
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = _import_torch()
+    return isinstance(x, torch.Tensor)
+
+
+def _desc(t: Any) -> dict[str, Any]:
+    if not _is_tensor(t):
+        return {}
+    return {"shape": [int(s) for s in t.shape], "dtype": dtype_name(t.dtype)}
+
+
+def _nbytes(t: Any) -> float:
+    """Bytes of a tensor as consumed: its elements, at most its storage (an expanded view of a
+    scalar moves one element)."""
+    if not _is_tensor(t):
+        return 0.0
+    logical = t.numel() * t.element_size()
+    try:
+        return float(min(logical, t.untyped_storage().nbytes()))
+    except (RuntimeError, NotImplementedError):
+        return float(logical)
+
+
+def _fresh_bytes(t: Any) -> float:
+    return float(t.numel() * t.element_size()) if _is_tensor(t) else 0.0
+
+
+def _flat_tensors(value: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves
+
+    return [x for x in tree_leaves(value) if _is_tensor(x)]
+
+
+# ----- the traced step ------------------------------------------------------------------------
+
+def default_loss(out: Any) -> Any:
+    """The output's own loss when it carries one (``.loss`` or ``["loss"]``), else the sum of its
+    floating-point tensors."""
+    loss = getattr(out, "loss", None)
+    if loss is None and isinstance(out, Mapping):
+        loss = out.get("loss")
+    if loss is not None:
+        return loss
+    leaves = [t for t in _flat_tensors(out) if t.is_floating_point()]
+    if not leaves:
+        raise ProblemError("the model's output has no floating-point tensor to take a loss from; pass loss_fn")
+    total = leaves[0].sum()
+    for t in leaves[1:]:
+        total = total + t.sum()
+    return total
+
+
+def _adam_update(p: Any, g: Any, m: Any, v: Any) -> None:
+    """torch.optim.Adam's single-tensor update at step 1 (same ops, same temporaries, in place)."""
+    bias1, bias2_sqrt = 1 - BETA1, math.sqrt(1 - BETA2)
+    m.lerp_(g, 1 - BETA1)
+    v.mul_(BETA2).addcmul_(g, g, value=1 - BETA2)
+    denom = (v.sqrt() / bias2_sqrt).add_(EPS)
+    p.addcdiv_(m, denom, value=-LR / bias1)
+
+
+def _sgd_update(p: Any, g: Any) -> None:
+    """torch.optim.SGD's update without momentum or weight decay."""
+    p.add_(g, alpha=-LR)
+
+
+@dataclass
+class _Layout:
+    """The flat argument list of the traced function, role by role."""
+
+    param_names: list[str]
+    buffer_names: list[str]
+    n_states: int
+    input_spec: Any  # pytree spec of (args, kwargs)
+    n_inputs: int
+
+    def role(self, pos: int) -> tuple[str, Any]:
+        p, b = len(self.param_names), len(self.buffer_names)
+        if pos < p:
+            return "param", self.param_names[pos]
+        pos -= p
+        if pos < b:
+            return "buffer", self.buffer_names[pos]
+        pos -= b
+        if pos < p * self.n_states:
+            return "state", (self.param_names[pos // self.n_states], pos % self.n_states)
+        return "input", pos - p * self.n_states
+
+
+def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
+    torch = _import_torch()
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functional_call
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    params = {n: p for n, p in model.named_parameters() if (p.requires_grad or not train)}
+    frozen = {n: p for n, p in model.named_parameters() if n not in params}
+    buffers = {**frozen, **dict(model.named_buffers())}
+    n_states = (ADAM_STATES if optimizer == "adam" else 0) if train else 0
+    states = [torch.zeros_like(p) for p in params.values() for _ in range(n_states)]
+    leaves, spec = tree_flatten((args, kwargs))
+    tensor_pos = [i for i, x in enumerate(leaves) if _is_tensor(x)]
+    layout = _Layout(list(params), list(buffers), n_states, spec, len(tensor_pos))
+    p_count, b_count = len(params), len(buffers)
+
+    def step(*flat: Any) -> Any:
+        ps = dict(zip(layout.param_names, flat[:p_count]))
+        bs = dict(zip(layout.buffer_names, flat[p_count:p_count + b_count]))
+        st = flat[p_count + b_count:p_count + b_count + p_count * n_states]
+        vals = list(leaves)
+        for i, x in zip(tensor_pos, flat[p_count + b_count + p_count * n_states:]):
+            vals[i] = x
+        a, kw = tree_unflatten(vals, spec)
+        if not train:
+            with torch.no_grad():
+                return functional_call(model, {**ps, **bs}, tuple(a), kw)
+        for p in ps.values():
+            p.requires_grad_(True)
+        out = functional_call(model, {**ps, **bs}, tuple(a), kw)
+        loss = loss_fn(out) if loss_fn is not None else default_loss(out)
+        if not _is_tensor(loss) or loss.numel() != 1:
+            raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
+        grads = torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
+        with torch.no_grad():
+            for i, (p, g) in enumerate(zip(ps.values(), grads)):
+                if g is None:
+                    continue
+                if optimizer == "adam":
+                    _adam_update(p, g, st[2 * i], st[2 * i + 1])
+                else:
+                    _sgd_update(p, g)
+        return loss, [g for g in grads if g is not None]
+
+    flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
+    was_training = model.training
+    model.train(train)
+    try:
+        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*flat)
+    except ProblemError:
+        raise
+    except Exception as exc:  # tracing failures come in many types; name the model and the cause
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
+    finally:
+        model.train(was_training)
+    return gm, layout, flat
+
+
+# ----- graph -> problem ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Ref:
+    """Where an FX value lives: output ``out`` of problem node ``node`` (``out`` None: the node's
+    whole tuple of outputs, resolved by getitem; ``views``: a list of views of one tensor)."""
+
+    node: str
+    out: int | None = 0
+    views: bool = False
+
+
+def _op_name(target: Any) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return f"aten.{packet.__name__}" if getattr(target, "namespace", "aten") == "aten" else f"{target.namespace}.{packet.__name__}"
+    return getattr(target, "__name__", str(target))
+
+
+def _alias(target: Any) -> tuple[bool, list[int], list[bool]]:
+    """From the op's schema: is it a pure view; the positions of the arguments it writes in place;
+    per return, is it a fresh tensor (not an alias of an argument)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False, [], []
+    writes = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    rets = schema.returns
+    view = bool(rets) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
+    return view, writes, [r.alias_info is None for r in rets]
+
+
+VIEW_LIKE = {"aten._unsafe_view", "aten.lift_fresh"}  # view-like by implementation, not by schema
+# Ops that update arguments in place without saying so in their schema: batch norm's running stats.
+UNDECLARED_WRITES = {"aten.native_batch_norm": (3, 4), "aten.cudnn_batch_norm": (3, 4), "aten.miopen_batch_norm": (3, 4)}
+
+
+def _tensor_args(node: Any) -> list[Any]:
+    """The FX nodes among an op's arguments, in argument order (lists flattened)."""
+    from torch.fx.node import map_arg
+
+    found: list[Any] = []
+    map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
+    return [n for n in found if _is_tensor(n.meta.get("val"))]
+
+
+def _flops(node: Any) -> tuple[float, bool]:
+    """FLOPs of an op and whether it is matmul-class (torch's flop counter formulas, plus
+    scaled-dot-product attention on CPU); other ops count one FLOP per element."""
+    from torch.utils.flop_counter import flop_registry
+    from torch.fx.node import map_arg
+
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    args, kwargs = map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    out = node.meta.get("val")
+    name = _op_name(target)
+    if name in ("aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_flash_attention_for_cpu_backward"):
+        q, k = (args[0], args[1]) if name.endswith("cpu") else (args[1], args[2])
+        b_h = math.prod(q.shape[:-2])
+        work = 4.0 * b_h * q.shape[-2] * k.shape[-2] * q.shape[-1]
+        return (work if name.endswith("cpu") else 2 * work), True
+    if packet in flop_registry:
+        try:
+            return float(flop_registry[packet](*args, **kwargs, out_val=out)), True
+        except Exception:  # a formula that does not fit this overload: fall back to elements
+            pass
+    elems = max([t.numel() for t in _flat_tensors(out)] + [t.numel() for t in _flat_tensors(args)] + [0])
+    return float(elems), False
+
+
+def _roofline(node: Any, spec: DeviceSpec) -> float:
+    flops, matmul = _flops(node)
+    ins = _tensor_args(node)
+    moved = sum(_nbytes(a.meta["val"]) for a in ins) + sum(_fresh_bytes(t) for t in _flat_tensors(node.meta.get("val")))
+    vals = [a.meta["val"] for a in ins] + _flat_tensors(node.meta.get("val"))
+    dtype = next((dtype_name(t.dtype) for t in vals if t.is_floating_point()), "float32")
+    return spec.roofline_ms(flops, moved, dtype, matmul)
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _module_path(node: Any) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1]
+    path = path[0] if isinstance(path, tuple) else path
+    return str(path).replace("L['self'].", "").replace("L__self___", "")
+
+
+def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str | Mapping[str, float], spec: DeviceSpec,
+           flat: list[Any], name: str, devices: int) -> Capture:
+    b = GraphBuilder()
+    ref: dict[Any, _Ref] = {}  # FX node -> where its value lives
+    writes_into: dict[str, list[str]] = {}  # op node -> producers of the tensors it writes in place
+    storage: dict[str, tuple[str, int | None]] = {}  # in-place op -> (producer, output) of the tensor it returns
+    owner: dict[str, str] = {}
+    phase: dict[str, str] = {}
+    param_nodes: dict[str, str] = {}
+    # Training: the weight is the node's output, read until its update at the step's end (so a copy
+    # on another device is charged there too); gradient and optimizer states are persistent bytes.
+    # Inference: nothing updates the weight, so it is persistent bytes.
+    state_factor = (1 + layout.n_states) if train else 1
+    op_nodes: list[Any] = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+    for pos, node in enumerate(placeholders):
+        val = node.meta["val"]
+        role, key = layout.role(pos)
+        if role == "param":
+            nid = f"param:{key}"
+            size = _fresh_bytes(val)
+            b.node(nid, param_bytes=state_factor * size, out_bytes=size if train else 0.0, op="placeholder.param",
+                   outputs=[_desc(val)] * (1 + layout.n_states))
+            param_nodes[key] = nid
+            ref[node] = _Ref(nid, 0)
+            phase[nid] = "param"
+        elif role == "state":
+            pname, k = key
+            ref[node] = _Ref(f"param:{pname}", 1 + k)
+        elif role == "buffer":
+            nid = f"buffer:{key}"
+            b.node(nid, param_bytes=_fresh_bytes(val), op="placeholder.buffer", outputs=[_desc(val)])
+            ref[node] = _Ref(nid, 0)
+            phase[nid] = "buffer"
+        else:
+            nid = f"input:{key}"
+            b.node(nid, out_bytes=_fresh_bytes(val), op="placeholder.input", outputs=[_desc(val)])
+            ref[node] = _Ref(nid, 0)
+            phase[nid] = "input"
+        owner[node.name] = ref[node].node
+
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            val = getattr(gm, node.target)
+            nid = f"const:{node.target}"
+            if nid not in b:
+                b.node(nid, out_bytes=_fresh_bytes(val), op="placeholder.constant", outputs=[_desc(val)])
+            ref[node] = _Ref(nid, 0)
+            phase[nid] = "constant"
+            owner[node.name] = nid
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem:
+            base = ref[node.args[0]]
+            ref[node] = base if base.views else _Ref(base.node, int(node.args[1]))
+            owner[node.name] = base.node
+            continue
+        op = _op_name(node.target)
+        is_view, writes, fresh = _alias(node.target)
+        writes = writes + [w for w in UNDECLARED_WRITES.get(op, ()) if w < len(node.args) and node.args[w] is not None]
+        ins = _tensor_args(node)
+        val = node.meta.get("val")
+        if (is_view or op in VIEW_LIKE) and ins:
+            base = ref[ins[0]]
+            ref[node] = _Ref(base.node, base.out, views=isinstance(val, (list, tuple)))
+            owner[node.name] = base.node
+            continue
+        nid = node.name
+        outs = list(val) if isinstance(val, (list, tuple)) else [val]
+        label = _module_path(node)
+        b.node(nid, name=f"{nid} ({label})" if label else None, op=op,
+               inputs=[_desc(a.meta["val"]) for a in ins], outputs=[_desc(t) for t in outs],
+               out_bytes=sum(_fresh_bytes(t) for k, t in enumerate(outs) if k >= len(fresh) or fresh[k]))
+        for j, a in enumerate(ins):
+            src = ref[a]
+            if src.node in storage:  # a tensor written in place: its bytes live at its producer
+                root, out = storage[src.node]
+                b.use(root, nid, _nbytes(a.meta["val"]), out, j)
+                b.use(src.node, nid, 0.0)  # and the read waits for the write
+            else:
+                b.use(src.node, nid, _nbytes(a.meta["val"]), src.out, j)
+        ref[node] = _Ref(nid, None) if isinstance(val, (list, tuple)) else _Ref(nid, 0)
+        owner[node.name] = nid
+        op_nodes.append(node)
+        written = [node.args[w] for w in writes if w < len(node.args) and node.args[w] in ref]
+        if written:
+            writes_into[nid] = [storage.get(ref[a].node, (ref[a].node, 0))[0] for a in written]
+            if len(fresh) == 1 and not fresh[0]:  # returns the tensor it wrote: readers follow it
+                first = ref[written[0]]
+                storage[nid] = storage.get(first.node, (first.node, first.out))
+
+    outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    _phases(ref, outputs, phase, op_nodes, train)
+    _colocate(b, ref, writes_into, phase, op_nodes)
+    _split_saved_outputs(b, phase, op_nodes)
+    _times(b, gm, op_nodes, cost, spec, flat, layout)
+    kind = "training step" if train else "inference"
+    unit = "ms (measured on this machine's CPU: CPU times, not an accelerator's)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
+    prob = b.problem(name=name, link=spec.link(), memory=spec.memory, devices=devices,
+                     attrs={"format": "torch", "time_unit": unit, "capture": kind, "optimizer": optimizer if train else None})
+    return Capture(gm, prob, owner, phase, param_nodes, flat)
+
+
+def _phases(ref: dict[Any, _Ref], outputs: Any, phase: dict[str, str], op_nodes: list[Any], train: bool) -> None:
+    """forward: ancestors of the loss (or of the outputs, for inference); backward: the rest of
+    what the gradients need; optimizer: the rest."""
+    from torch.fx.node import map_arg
+
+    def ancestors(starts: list[Any]) -> set[str]:
+        seen: set[Any] = set()
+        todo = list(starts)
+        while todo:
+            n = todo.pop()
+            if n in seen or not hasattr(n, "op"):
+                continue
+            seen.add(n)
+            map_arg((n.args, n.kwargs), lambda a: todo.append(a) or a)
+        return {ref[n].node for n in seen if n in ref}
+
+    if train:
+        loss, grads = outputs
+        fwd = ancestors([loss])
+        bwd = ancestors(list(grads)) - fwd
+    else:
+        fwd, bwd = ancestors(_leaves(outputs)), set()
+    for node in op_nodes:
+        nid = node.name
+        phase[nid] = "forward" if nid in fwd else ("backward" if nid in bwd else ("optimizer" if train else "forward"))
+
+
+def _leaves(x: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves
+
+    return [n for n in tree_leaves(x) if hasattr(n, "op")]
+
+
+def _colocate(b: GraphBuilder, ref: dict[Any, _Ref], writes_into: dict[str, list[str]], phase: dict[str, str], op_nodes: list[Any]) -> None:
+    """An op writing a tensor in place goes with that tensor's producer (so with the parameter or
+    buffer it updates); the optimizer's temporaries go with the update they feed. Every resulting
+    group holding a parameter or buffer (and at most one parameter) becomes a colocation group named
+    after it, so each parameter's whole update shares its device, and batch norm sits with its
+    running statistics."""
+    uf = _UnionFind()
+    persistent = {nid for nid, ph in phase.items() if ph in ("param", "buffer")}
+    for node in op_nodes:
+        nid = node.name
+        uf.find(nid)
+        for target in writes_into.get(nid, []):
+            uf.union(target, nid)
+        if phase.get(nid) == "optimizer":
+            for a in _tensor_args(node):
+                src = ref[a].node
+                if phase.get(src) in ("optimizer", "param"):
+                    uf.union(src, nid)
+    members: dict[str, list[str]] = {}
+    for nid in list(uf.parent):
+        members.setdefault(uf.find(nid), []).append(nid)
+    for group in members.values():
+        if len(group) < 2:
+            continue
+        anchors = sorted(m for m in group if m in persistent)
+        if sum(phase[m] == "param" for m in anchors) > 1:
+            continue  # something global (e.g. gradient clipping) ties parameters: leave them free
+        name_ = anchors[0] if anchors else group[0]
+        for m in group:
+            b.record(m)["colocate"] = name_
+
+
+def _split_saved_outputs(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any]) -> None:
+    """A forward op's outputs that only the backward reads (batch norm's saved mean and inverse
+    std, dropout's mask, attention's logsumexp) live until the backward, while its main output dies
+    with its next forward reader; one node frees all its outputs together, so each such output
+    moves to a zero-time ``<op>:saved<k>`` node colocated with the op, holding it until its last
+    reader."""
+    for node in op_nodes:
+        nid = node.name
+        val = node.meta.get("val")
+        if phase.get(nid) != "forward" or not isinstance(val, (list, tuple)):
+            continue
+        outs = [(k, t) for k, t in enumerate(val) if _is_tensor(t)]
+        readers = {k: b.consumers(nid, k) for k, _ in outs}
+        forward_read = {k for k, r in readers.items() if any(phase.get(x) == "forward" for x in r)}
+        if not forward_read:
+            continue
+        for k, t in outs:
+            if k in forward_read or not readers[k]:
+                continue
+            rec = b.record(nid)
+            group = rec.setdefault("colocate", nid)
+            holder = f"{nid}:saved{k}"
+            b.node(holder, out_bytes=_fresh_bytes(t), colocate=group, op="saved", inputs=[_desc(t)], outputs=[_desc(t)])
+            phase[holder] = "forward"
+            b.reroute(nid, k, holder)
+            b.use(nid, holder, _fresh_bytes(t), k, 0)
+            rec["out_bytes"] -= _fresh_bytes(t)
+
+
+def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[str, float], spec: DeviceSpec, flat: list[Any],
+           layout: _Layout) -> None:
+    if isinstance(cost, Mapping):
+        for node in op_nodes:
+            b.record(node.name)["time"] = table_time(cost, node.name, _op_name(node.target))
+    elif cost == "roofline":
+        for node in op_nodes:
+            b.record(node.name)["time"] = _roofline(node, spec)
+    elif cost == "measure":
+        first = len(layout.param_names) + len(layout.buffer_names)
+        measured = measure_ops(gm, flat, scratch=range(first, first + len(layout.param_names) * layout.n_states))
+        for node in op_nodes:
+            b.record(node.name)["time"] = measured[node.name]
+    else:
+        raise ProblemError(f"cost {cost!r}: expected one of {', '.join(COSTS)} or a time table")
+
+
+# ----- measured costs --------------------------------------------------------------------------
+
+def _signature(node: Any, args: Any, kwargs: Any) -> tuple:
+    """Ops with the same target, tensor shapes/dtypes/strides and other arguments cost the same."""
+    from torch.utils._pytree import tree_leaves
+
+    parts: list[Any] = [str(node.target)]
+    for x in tree_leaves((args, kwargs)):
+        if _is_tensor(x):
+            parts.append((tuple(x.shape), str(x.dtype), tuple(x.stride())))
+        else:
+            parts.append(repr(x))
+    return tuple(parts)
+
+
+def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int = 5, cache: bool = True,
+                scratch: range = range(0)) -> dict[str, float]:
+    """Run the captured graph on real tensors and time every operator on this machine's CPU
+    (median of ``repeats`` after ``warmup`` runs, in ms); ops with the same signature are timed
+    once (``cache=False`` times every op: the benchmark's baseline). The arguments are cloned first,
+    as the step's in-place updates must not touch the model, except those in ``scratch`` (the
+    optimizer states, zeros that are ours), which are zeroed again afterwards."""
+    torch = _import_torch()
+    from torch.fx import Interpreter
+
+    timed: dict[tuple, float] = {}
+    times: dict[str, float] = {}
+
+    class Timer(Interpreter):
+        def run_node(self, n: Any) -> Any:
+            if n.op != "call_function" or n.target is operator.getitem:
+                return super().run_node(n)
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            key = _signature(n, args, kwargs) if cache else (n.name,)
+            if key not in timed:
+                for _ in range(warmup):
+                    n.target(*args, **kwargs)
+                samples = []
+                while len(samples) < repeats:
+                    t0 = time.perf_counter()
+                    n.target(*args, **kwargs)
+                    samples.append(time.perf_counter() - t0)
+                timed[key] = 1e3 * statistics.median(samples)
+            times[n.name] = timed[key]
+            return n.target(*args, **kwargs)
+
+    real = [x.detach().clone() if _is_tensor(x) and i not in scratch else x for i, x in enumerate(flat)]
+    with torch.no_grad():
+        Timer(gm).run(*real)
+        for i in scratch:
+            flat[i].zero_()
+    return times
+
+
+# ----- what PyTorch itself measures ----------------------------------------------------------------
+
+def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam",
+                       loss_fn: Callable | None = None) -> dict[str, float]:
+    """The peak of live tensor bytes during one eager step of ``model`` on this CPU, as PyTorch's
+    own allocator reports it (torch.profiler's memory events), for checking an imported graph's
+    peak memory. The step runs on a copy, after a warm-up step, in the steady state the problem
+    models: weights, gradients (zeroed in place, not freed) and torch.optim's state persist.
+
+    Returns {"peak": persistent + the highest running sum of allocations during the step,
+    "persistent": bytes live before it (weights, gradients, optimizer state, buffers, inputs)}."""
+    torch = _import_torch()
+    import copy
+
+    from torch.profiler import ProfilerActivity, profile
+
+    model = copy.deepcopy(model)
+    model.train(train)
+    args, kwargs = _normalise_inputs(example_inputs)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = None
+    if train:
+        opt = torch.optim.Adam(params, lr=LR, foreach=False) if optimizer == "adam" else torch.optim.SGD(params, lr=LR, foreach=False)
+
+    def step() -> None:
+        if not train:
+            with torch.no_grad():
+                model(*args, **kwargs)
+            return
+        out = model(*args, **kwargs)
+        loss = loss_fn(out) if loss_fn is not None else default_loss(out)
+        loss.backward()
+        opt.step()
+
+    step()
+    if opt is not None:
+        opt.zero_grad(set_to_none=False)
+    live = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in list(model.parameters()) + list(model.buffers()) + _flat_tensors((args, kwargs))}
+    for p in params:
+        if p.grad is not None:
+            live[p.grad.untyped_storage().data_ptr()] = p.grad.untyped_storage().nbytes()
+    if opt is not None:
+        for state in opt.state.values():
+            for t in state.values():
+                if _is_tensor(t):
+                    live[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    persistent = float(sum(live.values()))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    running = top = 0.0
+    for _, nbytes in events:
+        running += nbytes
+        top = max(top, running)
+    return {"peak": persistent + top, "persistent": persistent}
+
+
+# ----- public API -------------------------------------------------------------------------------
+
+def _normalise_inputs(example_inputs: Any) -> tuple[tuple, dict]:
+    if isinstance(example_inputs, Mapping):
+        return (), dict(example_inputs)
+    if isinstance(example_inputs, tuple):
+        return example_inputs, {}
+    if isinstance(example_inputs, list):
+        return tuple(example_inputs), {}
+    return (example_inputs,), {}
+
+
+def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam", loss_fn: Callable | None = None,
+            cost: str | Mapping[str, float] = "roofline", device_spec_: str | dict | DeviceSpec = "h100",
+            devices: int = 1, name: str | None = None) -> Capture:
+    """Capture ``model``'s training step (or inference pass when ``train`` is False) and build its
+    placement problem; see :func:`graph_from_torch`. Also returns the FX graph and the map from its
+    nodes to the problem's, for :func:`placement.importers.devicemap.annotate_graph`."""
+    if optimizer not in OPTIMIZERS:
+        raise ProblemError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+    if isinstance(cost, str) and cost not in COSTS:
+        cost = load_time_table(cost)
+    elif isinstance(cost, Mapping):
+        cost = load_time_table(cost)
+    spec = device_spec(device_spec_)
+    args, kwargs = _normalise_inputs(example_inputs)
+    gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn)
+    return _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
+                  name=name or type(model).__name__, devices=devices)
+
+
+def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimizer: str = "adam", cost: str | Mapping[str, float] = "roofline",
+                     device_spec: str | dict | DeviceSpec = "h100", loss_fn: Callable | None = None, devices: int = 1) -> Problem:
+    """The placement problem of ``model``'s training step with ``optimizer`` (or its inference
+    pass when ``train`` is False), at ATen level.
+
+    example_inputs: a tensor, a tuple of positional inputs or a dict of keyword inputs.
+    loss_fn: maps the model's output to a scalar (default: the output's own ``loss``, else the sum).
+    cost: "roofline" (FLOPs and bytes against ``device_spec``), "measure" (timed on this CPU), a
+    mapping or JSON file of ms per node id or op name. Times in ms; memory in bytes; the devices
+    get the spec's memory and the spec's link prices the edges."""
+    return capture(model, example_inputs, train=train, optimizer=optimizer, loss_fn=loss_fn, cost=cost,
+                   device_spec_=device_spec, devices=devices).problem
+
+
+# ----- command line -------------------------------------------------------------------------------
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """``MODULE:FACTORY`` with MODULE an importable name or a .py file path. This runs the user's
+    own code (with runpy), the one thing a model importer has to load by name."""
+    import runpy
+
+    if ":" not in spec:
+        raise ProblemError(f"{spec!r}: expected MODULE:FACTORY (a module name or .py path, then a function)")
+    mod_name, func = spec.rsplit(":", 1)
+    is_file = mod_name.endswith(".py") or os.sep in mod_name
+    if is_file and not Path(mod_name).exists():
+        raise ProblemError(f"{mod_name}: no such file")
+    try:
+        namespace = runpy.run_path(mod_name) if is_file else runpy.run_module(mod_name)
+    except Exception as exc:
+        raise ProblemError(f"{mod_name}: cannot import: {type(exc).__name__}: {exc}") from None
+    factory = namespace.get(func)
+    if not callable(factory):
+        raise ProblemError(f"{mod_name}: no function {func!r}")
+    return factory
+
+
+def _unpack(made: Any, where: str) -> tuple[Any, Any, Callable | None]:
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise ProblemError(f"{where}() must return (model, example_inputs) or (model, example_inputs, loss_fn)")
+    model, inputs = made[0], made[1]
+    loss_fn = made[2] if len(made) == 3 else None
+    return model, inputs, loss_fn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m placement.importers.torch",
+                                description="Capture a PyTorch model's training step at ATen level and write it as a native placement problem.")
+    p.add_argument("factory", metavar="MODULE:FACTORY", help="FACTORY() returns (model, example_inputs[, loss_fn]); MODULE is a module name or a .py file")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="native JSON to write (.json.gz: gzipped)")
+    p.add_argument("--inference", action="store_true", help="the forward pass only (no gradients, no optimizer)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="optimizer of the training step (default adam)")
+    p.add_argument("--cost", default="roofline", metavar="roofline|measure|FILE",
+                   help="roofline (default): FLOPs and bytes against --device-spec; measure: time every op on this CPU; FILE: JSON {node id or op name: ms}")
+    p.add_argument("--device-spec", default="h100", metavar="h100|a100|FILE", help="accelerator for the roofline, device memory and links (default h100)")
+    p.add_argument("--devices", type=int, default=1, metavar="K", help="device count written in the problem (default 1)")
+    args = p.parse_args(argv)
+    try:
+        if args.devices < 1:
+            raise ProblemError(f"--devices must be at least 1, got {args.devices}")
+        out = check_output_path(args.output)
+        _import_torch()
+        factory = load_factory(args.factory)
+        try:
+            made = factory()
+        except Exception as exc:
+            raise ProblemError(f"{args.factory}: the factory failed: {type(exc).__name__}: {exc}") from None
+        model, inputs, loss_fn = _unpack(made, args.factory)
+        cap = capture(model, inputs, train=not args.inference, optimizer=args.optimizer, loss_fn=loss_fn,
+                      cost=args.cost, device_spec_=args.device_spec, devices=args.devices,
+                      name=args.factory.rsplit(":", 1)[1])
+        write_native(cap.problem, out)
+    except ProblemError as exc:
+        print(f"placement.importers.torch: error: {exc}", file=sys.stderr)
+        return 2
+    prob = cap.problem
+    print(f"{prob.describe()}; times in {prob.attrs['time_unit']}; wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,414 @@
+"""The PyTorch importer: a hand-checked MLP, real architectures, costs, the CLI, bad input, and
+placements back onto the captured graph. Needs the torch extra (CI installs '.[test,torch,onnx]')."""
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_models as tm  # noqa: E402  (tests/torch_models.py)
+
+from placement.evaluator import evaluate  # noqa: E402
+from placement.formats import load_problem  # noqa: E402
+from placement.formats.native import problem_to_native, read_problem  # noqa: E402
+from placement.importers.build import write_native  # noqa: E402
+from placement.importers.devicemap import annotate_graph, device_map, run_split  # noqa: E402
+from placement.importers.torch import capture, graph_from_torch, main, measured_step_peak  # noqa: E402
+from placement.problem import ProblemError  # noqa: E402
+
+MODELS = Path(tm.__file__)
+VIEWS = {"aten.view", "aten.t", "aten.transpose", "aten.expand", "aten.permute", "aten.unsqueeze", "aten.squeeze",
+         "aten._unsafe_view", "aten.detach", "aten.split", "aten.slice", "aten.select", "aten.alias", "getitem"}
+ADAM_UPDATE = ["aten.add_", "aten.addcdiv_", "aten.addcmul_", "aten.div", "aten.lerp_", "aten.mul_", "aten.sqrt"]
+
+
+def _ops(cap, phase=None):
+    p = cap.problem
+    return sorted(p.node_meta[i]["op"] for i in range(p.n) if phase is None or cap.phase.get(p.ids[i]) == phase)
+
+
+def _bytes(p, nid):
+    return p.out_bytes[p.index[nid]]
+
+
+def _groups(p):
+    members: dict[str, list[str]] = {}
+    for i, g in enumerate(p.colocate.tolist()):
+        if g >= 0:
+            members.setdefault(p.colocate_names[g], []).append(p.ids[i])
+    return members
+
+
+# ----- the hand-checked MLP: 8 -> 16 -> 16 -> 4, batch 2, float32, fc3 without bias ---------------
+
+W = {"fc1.weight": 16 * 8 * 4, "fc1.bias": 16 * 4, "fc2.weight": 16 * 16 * 4, "fc2.bias": 16 * 4, "fc3.weight": 4 * 16 * 4}
+
+
+def test_mlp_training_step_checked_by_hand():
+    model, inputs = tm.mlp_factory()
+    cap = capture(model, inputs)
+    p = cap.problem
+    assert _ops(cap, "forward") == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm", "aten.sum"])
+    # backward: the loss's seed, fc3's weight gradient and input gradient, two ReLU backwards, fc2's
+    # and fc1's weight gradients (mm) and bias gradients (sum), fc2's input gradient
+    assert _ops(cap, "backward") == sorted(["aten.ones_like", "aten.mm", "aten.mm", "aten.threshold_backward", "aten.mm",
+                                            "aten.mm", "aten.sum", "aten.threshold_backward", "aten.mm", "aten.sum"])
+    assert _ops(cap, "optimizer") == sorted(ADAM_UPDATE * 5)
+    assert p.n == 5 + 1 + 6 + 10 + 35
+    # the weight is the parameter node's output (read until its update); gradient and Adam's two
+    # states are persistent bytes
+    assert {nid: p.out_bytes[p.index[f"param:{nid}"]] for nid in W} == W
+    assert {nid: p.param_bytes[p.index[f"param:{nid}"]] for nid in W} == {k: 3 * v for k, v in W.items()}
+    assert p.param_bytes.sum() == 3 * sum(W.values())
+    # activations: [2, 16] float32 = 128 bytes; the logits [2, 4] = 32; the loss 4
+    fwd = [p.ids[i] for i in range(p.n) if cap.phase[p.ids[i]] == "forward"]
+    assert [p.node_meta[p.index[n]]["outputs"][0]["shape"] for n in fwd] == [[2, 16], [2, 16], [2, 16], [2, 16], [2, 4], []]
+    assert [_bytes(p, n) for n in fwd] == [128, 128, 128, 128, 32, 4]
+    assert _bytes(p, "input:0") == 64
+    # the weight gradients are as large as the weights
+    bwd_mm = sorted(_bytes(p, p.ids[i]) for i in range(p.n) if cap.phase[p.ids[i]] == "backward" and p.node_meta[i]["op"] == "aten.mm")
+    assert bwd_mm == sorted([W["fc3.weight"], 128, 128, W["fc2.weight"], W["fc1.weight"]])
+    # fc1: addmm(bias, x, weight^T): the transpose is folded, the edge carries the weight's bytes
+    fc1 = fwd[0]
+    assert p.node_meta[p.index[fc1]]["inputs"] == [{"shape": [16], "dtype": "float32"}, {"shape": [2, 8], "dtype": "float32"},
+                                                    {"shape": [8, 16], "dtype": "float32"}]
+    edges = {(p.ids[u], p.ids[v]): (b, m) for u, v, b, m in zip(p.src.tolist(), p.dst.tolist(), p.edge_bytes.tolist(), p.edge_meta)}
+    assert edges[("param:fc1.bias", fc1)] == (64, {"src_output": 0, "dst_inputs": [0]})
+    assert edges[("input:0", fc1)] == (64, {"src_output": 0, "dst_inputs": [1]})
+    assert edges[("param:fc1.weight", fc1)] == (512, {"src_output": 0, "dst_inputs": [2]})
+    # each parameter's update: its 7 Adam ops, colocated with it; only sqrt and div allocate
+    groups = _groups(p)
+    assert sorted(groups) == sorted(f"param:{n}" for n in W)
+    for name, size in W.items():
+        members = groups[f"param:{name}"]
+        assert members[0] == f"param:{name}"
+        assert sorted(p.node_meta[p.index[m]]["op"] for m in members[1:]) == ADAM_UPDATE
+        assert sorted(_bytes(p, m) for m in members[1:]) == [0, 0, 0, 0, 0, size, size]
+        lerp = next(m for m in members if p.node_meta[p.index[m]]["op"] == "aten.lerp_")
+        assert edges[(f"param:{name}", lerp)][1] == {"src_output": 1, "dst_inputs": [0]}  # exp_avg is output 1
+    # no views left
+    assert not VIEWS & set(_ops(cap))
+
+
+def test_mlp_inference_and_sgd_persistent_bytes():
+    model, inputs = tm.mlp_factory()
+    inf = capture(model, inputs, train=False)
+    assert _ops(inf) == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm"] + ["placeholder.param"] * 5 + ["placeholder.input"])
+    assert inf.problem.param_bytes.sum() == sum(W.values())  # nothing updates them: persistent
+    assert inf.problem.out_bytes[[inf.problem.index[f"param:{n}"] for n in W]].sum() == 0
+    sgd = capture(model, inputs, optimizer="sgd")
+    assert sgd.problem.param_bytes.sum() == sum(W.values())  # the gradients; the weights are outputs
+    assert _ops(sgd, "optimizer") == ["aten.add_"] * 5
+
+
+def test_roofline_times_by_hand():
+    model, inputs = tm.mlp_factory()
+    p = graph_from_torch(model, inputs, train=False)
+    fc1 = p.index["addmm"]
+    # 2*2*8*16 FLOPs; bytes: bias 64 + x 64 + weight 512 read, 128 written: memory-bound on an H100
+    assert p.time[fc1] == pytest.approx(1e3 * (max(512 / 67e12, 768 / 3.35e12) + 5e-6))
+    big = torch.nn.Linear(1024, 1024)
+    q = graph_from_torch(big, (torch.randn(512, 1024),), train=False, device_spec="a100")
+    flops = 2 * 512 * 1024 * 1024
+    assert q.time[q.index["addmm"]] == pytest.approx(1e3 * (flops / 19.5e12 + 5e-6))
+    assert q.memory.tolist() == [80e9]
+
+
+def test_the_captured_step_is_the_real_step():
+    """Running the captured graph gives eager PyTorch's loss and torch.optim.Adam's updated weights."""
+    for factory in (tm.mlp_factory, tm.gpt2_tiny):
+        made = factory()
+        model, inputs = made[0], made[1]
+        loss_fn = made[2] if len(made) > 2 else (lambda out: out.sum())
+        cap = capture(model, inputs, loss_fn=loss_fn)
+        args = [a.clone() for a in cap.arguments]
+        loss, _ = cap.graph_module(*args)
+        ref = copy.deepcopy(model)
+        opt = torch.optim.Adam(ref.parameters(), lr=1e-3, foreach=False)
+        eager = loss_fn(ref(*inputs))
+        eager.backward()
+        opt.step()
+        assert loss.item() == pytest.approx(eager.item(), rel=1e-5)
+        for (name, p), updated in zip(ref.named_parameters(), args):
+            torch.testing.assert_close(updated, p.detach(), rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_native_round_trip_equals_the_importers_problem(tmp_path):
+    model, inputs, loss_fn = tm.bert_tiny()
+    p = graph_from_torch(model, inputs, loss_fn=loss_fn)
+    path = tmp_path / "bert.json.gz"
+    write_native(p, path)
+    q = load_problem(path)
+    assert q.ids == p.ids and q.names == p.names and q.colocate_names == p.colocate_names
+    for field in ("time", "out_bytes", "param_bytes", "colocate", "src", "dst", "comm", "edge_bytes", "memory"):
+        assert np.array_equal(getattr(q, field), getattr(p, field)), field
+    assert q.node_meta == p.node_meta and q.edge_meta == p.edge_meta
+    assert q.link == p.link
+    assert problem_to_native(q) == problem_to_native(p)
+
+
+# ----- real architectures -------------------------------------------------------------------------
+
+def _param_bytes(model):
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _weights_and_states(cap):
+    """Bytes of weights (parameter nodes' outputs) plus persistent bytes (gradients, states, buffers)."""
+    p = cap.problem
+    return p.param_bytes.sum() + sum(p.out_bytes[p.index[n]] for n in cap.param_nodes.values())
+
+
+def test_bert():
+    c = tm.BertConfig()
+    model, inputs, loss_fn = tm.bert_factory(c)
+    cap = capture(model, inputs, loss_fn=loss_fn)
+    p = cap.problem
+    fwd = Counter(_ops(cap, "forward"))
+    assert fwd["aten.bmm"] == 2 * c.layers  # scores and context per layer
+    assert fwd["aten._softmax"] == c.layers
+    assert fwd["aten.native_layer_norm"] == 2 * c.layers + 2  # two per layer, embeddings, MLM head
+    # dropout (three per layer) is a mask drawn in place: empty_like, bernoulli_, div_ (scale)
+    assert fwd["aten.bernoulli_"] == fwd["aten.empty_like"] == fwd["aten.div_"] == 3 * c.layers
+    assert fwd["aten.embedding"] == 3
+    bwd = Counter(_ops(cap, "backward"))
+    assert bwd["aten._softmax_backward_data"] == c.layers and bwd["aten.native_layer_norm_backward"] == 2 * c.layers + 2
+    assert _weights_and_states(cap) == 4 * _param_bytes(model)
+    assert len([g for g in _groups(p) if g.startswith("param:")]) == len(list(model.parameters()))
+    assert not VIEWS & set(_ops(cap))
+    groups = _groups(p)
+    edges = set(zip((p.ids[u] for u in p.src.tolist()), (p.ids[v] for v in p.dst.tolist())))
+    for i in range(p.n):
+        if p.node_meta[i]["op"] != "aten.empty_like":
+            continue
+        mask = p.ids[i]
+        # the in-place writes sit with the mask, which holds its bytes until the backward reads it
+        assert sorted(p.node_meta[p.index[m]]["op"] for m in groups[mask]) == ["aten.bernoulli_", "aten.div_", "aten.empty_like"]
+        readers = {cap.phase[v] for u, v in edges if u == mask and v not in groups[mask]}
+        assert readers == {"forward", "backward"}
+        shape = p.node_meta[i]["outputs"][0]["shape"]
+        assert shape in ([c.batch, c.seq, c.hidden], [c.batch, c.heads, c.seq, c.seq])
+        assert p.out_bytes[i] == 4 * np.prod(shape)
+    # layer-norm statistics are held for the backward apart from the outputs
+    saved = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "saved"]
+    assert len(saved) == 2 * (2 * c.layers + 2)
+
+
+def test_gpt2_block_stack_with_tied_embeddings():
+    c = tm.GPT2Config()
+    model, inputs, loss_fn = tm.gpt2_factory(c)
+    cap = capture(model, inputs, loss_fn=loss_fn)
+    p = cap.problem
+    ops = Counter(_ops(cap))
+    assert ops["aten._scaled_dot_product_flash_attention_for_cpu"] == c.n_layer
+    assert ops["aten._scaled_dot_product_flash_attention_for_cpu_backward"] == c.n_layer
+    assert ops["aten.native_layer_norm"] == 2 * c.n_layer + 1
+    # the LM head shares wte: one parameter, whose gradient sums the embedding's and the head's
+    assert len(cap.param_nodes) == len(list(model.parameters())) == 4 + 12 * c.n_layer
+    wte = _groups(p)["param:wte.weight"]
+    lerp = next(m for m in wte if p.node_meta[p.index[m]]["op"] == "aten.lerp_")
+    grad = [p.ids[u] for u, v in zip(p.src.tolist(), p.dst.tolist()) if p.ids[v] == lerp and not p.ids[u].startswith("param:")]
+    assert [p.node_meta[p.index[g]]["op"] for g in grad] == ["aten.add"]
+    assert _weights_and_states(cap) == 4 * _param_bytes(model)
+
+
+def test_cnn_batch_norm_sits_with_its_running_statistics():
+    model, inputs, loss_fn = tm.cnn_tiny()
+    cap = capture(model, inputs, loss_fn=loss_fn)
+    p = cap.problem
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    bns = [n for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    ops = Counter(_ops(cap))
+    assert ops["aten.convolution"] == ops["aten.convolution_backward"] == len(convs)
+    assert ops["aten.native_batch_norm"] == ops["aten.native_batch_norm_backward"] == len(bns)
+    groups = _groups(p)
+    for bn in bns:
+        group = next(g for g in groups.values() if f"buffer:{bn}.running_mean" in g)
+        assert f"buffer:{bn}.running_var" in group
+        assert [p.node_meta[p.index[m]]["op"] for m in group].count("aten.native_batch_norm") == 1
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    assert _weights_and_states(cap) == 4 * _param_bytes(model) + buffers
+
+
+@pytest.mark.parametrize("name, made", [
+    ("cnn", lambda: tm.cnn_factory(widths=(16, 32), blocks=2, batch=8, size=32)),
+    ("bert", lambda: tm.bert_factory(tm.BertConfig(vocab=1000, hidden=128, layers=2, heads=4, intermediate=512, batch=8, seq=64))),
+    ("gpt2", lambda: tm.gpt2_factory(tm.GPT2Config(vocab=1000, n_embd=128, n_layer=2, n_head=4, batch=8, seq=64))),
+])
+def test_peak_memory_on_one_device_within_25_percent_of_pytorchs_own(name, made):
+    model, inputs, loss_fn = made()
+    p = graph_from_torch(model, inputs, loss_fn=loss_fn)
+    ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
+    theirs = measured_step_peak(model, inputs, loss_fn=loss_fn)
+    assert theirs["peak"] > 1.5 * theirs["persistent"]  # activations matter in these configs
+    assert abs(ours - theirs["peak"]) <= 0.25 * theirs["peak"], (ours, theirs)
+
+
+# ----- costs --------------------------------------------------------------------------------------
+
+def test_measured_costs_time_each_signature_once():
+    model, inputs = tm.mlp_factory()
+    p = graph_from_torch(model, inputs, cost="measure")
+    ops = [m["op"] for m in p.node_meta]
+    real = [i for i, op in enumerate(ops) if not op.startswith("placeholder.")]
+    assert all(p.time[i] > 0 for i in real)
+    assert all(p.time[i] == 0 for i, op in enumerate(ops) if op.startswith("placeholder."))
+    # the two ReLUs have one signature ([2, 16] float32): one measurement, the same time
+    relus = [p.time[i] for i, op in enumerate(ops) if op == "aten.relu"]
+    assert len(relus) == 2 and relus[0] == relus[1]
+    assert "CPU" in p.attrs["time_unit"]
+
+
+def test_time_table_by_node_id_then_op_name(tmp_path):
+    model, inputs = tm.mlp_factory()
+    table = {"addmm": 7.0, "aten::addmm": 2.0, "aten.relu": 1.0, "mm": 3.0}
+    p = graph_from_torch(model, inputs, train=False, cost=table)
+    t = {i: p.time[p.index[i]] for i in ("addmm", "addmm_1", "relu", "relu_1", "mm")}
+    assert t == {"addmm": 7.0, "addmm_1": 2.0, "relu": 1.0, "relu_1": 1.0, "mm": 3.0}
+    f = tmp_path / "times.json"
+    f.write_text(json.dumps({"aten::addmm": 2.0, "relu": 1.0}))
+    with pytest.raises(ProblemError, match=r"operator 'mm' \(aten.mm\) has no cost"):
+        graph_from_torch(model, inputs, train=False, cost=str(f))
+
+
+# ----- command line and bad input ------------------------------------------------------------------
+
+def test_cli_writes_the_same_problem_as_the_api(tmp_path, capsys):
+    out = tmp_path / "mlp.json"
+    assert main([f"{MODELS}:mlp_factory", "-o", str(out), "--device-spec", "a100", "--devices", "2"]) == 0
+    model, inputs = tm.mlp_factory()
+    ref = graph_from_torch(model, inputs, device_spec="a100", devices=2)
+    got = read_problem(out)
+    assert got.ids == ref.ids and got.k == 2
+    assert np.array_equal(got.time, ref.time) and np.array_equal(got.comm, ref.comm)
+    assert got.node_meta == ref.node_meta
+
+
+BROKEN = '''
+import torch
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # control flow on a value: no static graph
+            return x * 2
+        return x
+
+def untraceable():
+    return DataDependent(), (torch.randn(3),)
+
+def wrong_shape():
+    return torch.nn.Linear(2, 2)
+
+def raises():
+    raise RuntimeError("no weights here")
+'''
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{mod}:untraceable", "--inference"], "cannot trace DataDependent"),
+    (["{mod}:wrong_shape"], "must return (model, example_inputs)"),
+    (["{mod}:raises"], "the factory failed: RuntimeError: no weights here"),
+    (["{mod}:missing"], "no function 'missing'"),
+    (["{dir}/nope.py:f"], "no such file"),
+    (["no_such_module_xyz:f"], "cannot import"),
+    (["{models}:mlp_factory", "--cost", "{dir}/times.json"], "operator 'addmm' (aten.addmm) has no cost"),
+    (["{models}:mlp_factory", "--device-spec", "tpu9"], "neither a known device"),
+])
+def test_cli_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, args, message):
+    mod = tmp_path / "broken.py"
+    mod.write_text(BROKEN)
+    (tmp_path / "times.json").write_text(json.dumps({"relu": 1.0}))
+    out = tmp_path / "out.json"
+    argv = [a.format(mod=mod, dir=tmp_path, models=MODELS) for a in args] + ["-o", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+# ----- placements back onto the graph --------------------------------------------------------------
+
+def test_annotated_graph_runs_split_and_matches_the_plain_run():
+    model, inputs, loss_fn = tm.gpt2_tiny()
+    cap = capture(model, inputs, loss_fn=loss_fn, devices=2)
+    p = cap.problem
+    # two devices: nodes by index parity, each colocation group with its first member
+    pl = np.arange(p.n) % 2
+    for members in p.groups:
+        pl[members] = pl[members[0]]
+    ev = evaluate(p, pl)
+    dmap = device_map(p.ids, ev.placement, ev.start, ["cpu", "cpu"])
+    fx_devices = annotate_graph(cap, dmap)
+    nodes = [n for n in cap.graph_module.graph.nodes if n.op != "output"]
+    assert set(fx_devices) == {n.name for n in nodes}
+    for n in nodes:  # folded views and getitems follow the operator that owns them
+        assert n.meta["device"] == dmap["devices"][cap.owner[n.name]]
+    plain = cap.graph_module(*[a.clone() for a in cap.arguments])
+    split = run_split(cap, dmap, *[a.clone() for a in cap.arguments])
+    torch.testing.assert_close(split[0], plain[0])
+    for a, b in zip(split[1], plain[1]):
+        torch.testing.assert_close(a, b)
+
+
+def test_solve_on_an_imported_model_respects_colocation(tmp_path):
+    from solvers.cli import main as solve_main
+
+    model, inputs, loss_fn = tm.cnn_tiny()
+    p = graph_from_torch(model, inputs, loss_fn=loss_fn)
+    path = tmp_path / "cnn.json"
+    write_native(p, path)
+    single = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
+    report = tmp_path / "r.json"
+    code = solve_main([str(path), "--devices", "4", "--memory", str(int(0.5 * single)), "--memory-model", "peak",
+                       "--time-limit", "4", "--quiet", "--workers", "1", "--report", str(report)])
+    rep = json.loads(report.read_text())
+    assert code == 0 and rep["status"] in ("feasible", "optimal")
+    assert max(rep["peak_memory"]) <= 0.5 * single
+    for name, members in _groups(p).items():
+        assert len({rep["placement"][m] for m in members}) == 1, name
+
+
+@pytest.mark.slow
+def test_gpt2_with_48_layers_imports_whole():
+    """The benchmark's 48-block GPT-2 (about 6K nodes): every block's attention, layer norms and
+    update groups are there, and no view survived."""
+    model, inputs, loss_fn = tm.gpt2_48()
+    cap = capture(model, inputs, loss_fn=loss_fn)
+    ops = Counter(_ops(cap))
+    assert ops["aten._scaled_dot_product_flash_attention_for_cpu"] == 48
+    assert ops["aten.native_layer_norm"] == ops["aten.native_layer_norm_backward"] == 2 * 48 + 1
+    assert len(cap.param_nodes) == 4 + 12 * 48
+    assert sum(1 for g in cap.problem.colocate_names if g.startswith("param:")) == 4 + 12 * 48
+    assert not VIEWS & set(ops)
+    assert _weights_and_states(cap) == 4 * _param_bytes(model)
+
+
+class _WithLoss(torch.nn.Module):
+    """Returns its own loss, as Hugging Face models do when given labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        return {"logits": logits, "loss": torch.nn.functional.cross_entropy(logits, labels)}
+
+
+def test_default_loss_is_the_outputs_own_loss_else_the_sum():
+    model, x, labels = _WithLoss(), torch.randn(2, 4), torch.tensor([0, 2])
+    own = capture(model, {"x": x, "labels": labels})
+    explicit = capture(model, {"x": x, "labels": labels}, loss_fn=lambda out: out["loss"])
+    assert own.problem.ids == explicit.problem.ids
+    assert "aten.nll_loss_forward" in _ops(own, "forward")
+    # no loss in the output: the sum of its floating-point tensors (here one)
+    pair = capture(torch.nn.Linear(4, 3), (torch.randn(2, 4),), loss_fn=None)
+    assert Counter(_ops(pair, "forward"))["aten.sum"] == 1
+    with pytest.raises(ProblemError, match="loss must be a scalar"):
+        capture(torch.nn.Linear(4, 3), (torch.randn(2, 4),), loss_fn=lambda out: out)

@@ -1,0 +1,128 @@
+"""Incremental re-timing equals the full evaluator on random moves (placement/incremental.py)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.evaluator import evaluate
+from placement.generate import generate
+from heuristics.list_scheduling import etf
+from placement.incremental import IncrementalSchedule, device_order
+from placement.solution import SolveOptions
+from solvers.refine import RefineStats, refine
+from tests.conftest import random_problem
+
+
+def full(problem, placement, ref_start, memory_model="static"):
+    """The one evaluator's ordered schedule of ``placement`` in the order of ``ref_start``."""
+    return evaluate(problem, placement, order=device_order(problem, placement, ref_start), memory_model=memory_model)
+
+
+def assert_same(trial, expected, memory_model):
+    ev = trial.evaluation(memory_model)
+    assert np.array_equal(ev.placement, expected.placement)
+    assert np.array_equal(ev.start, expected.start)  # bit for bit: the same maxima of the same sums
+    assert trial.makespan == expected.makespan
+    assert np.array_equal(ev.static_memory, expected.static_memory)
+    assert np.array_equal(ev.peak_memory, expected.peak_memory)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 14), k=st.integers(2, 4), fifo=st.booleans(),
+       steps=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3)), min_size=1, max_size=5),
+                                st.booleans()), min_size=1, max_size=6),
+       memory_model=st.sampled_from(["static", "peak"]))
+def test_random_moves_equal_the_full_evaluator(seed, n, k, fifo, steps, memory_model):
+    prob = random_problem(seed, n, k, zero_time_p=0.3)  # integer times and zero-time nodes: many ties
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, k, size=n)
+    # The reference: the FIFO schedule, or the schedule running each device in topological order.
+    ref = evaluate(prob, pl).start if fifo else full(prob, pl, np.zeros(n)).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    base = full(prob, pl, ref)
+    assert np.array_equal(inc.start, base.start)
+    for move, commit in steps:
+        moves = {v % n: d % k for v, d in move}
+        new_pl = pl.copy()
+        for v, d in moves.items():
+            new_pl[v] = d
+        expected = full(prob, new_pl, ref)
+        cutoff = inc.makespan * (0.5 + (seed % 7) / 10)
+        cut = inc.try_move(moves, cutoff=cutoff)
+        if cut.complete:
+            assert_same(cut, expected, memory_model)
+        else:  # stopped early: only when the makespan really reaches the cutoff, and a true lower bound
+            assert cutoff <= cut.makespan <= expected.makespan
+        trial = inc.try_move(moves)
+        assert trial.complete
+        assert_same(trial, expected, memory_model)
+        if commit:
+            inc.commit(trial)
+            pl, ref = new_pl, expected.start
+            assert np.array_equal(inc.start, full(prob, pl, ref).start)
+
+
+@pytest.mark.parametrize("family", ["transformer", "lstm", "cnn"])
+def test_block_moves_on_a_generated_graph_equal_the_full_evaluator(family):
+    prob = generate(family, 600, seed=2, devices=4)
+    rng = np.random.default_rng(1)
+    pl = rng.integers(0, prob.k, size=prob.n)
+    for members in prob.groups:  # colocation groups move as one
+        pl[members] = pl[members[0]]
+    ref = evaluate(prob, pl).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    order = np.lexsort((ref, pl))
+    for step in range(30):
+        # a block of consecutive nodes of one device (as refine moves them), or scattered nodes
+        if step % 2:
+            lo = int(rng.integers(0, prob.n - 20))
+            nodes = order[lo:lo + int(rng.integers(1, 20))]
+        else:
+            nodes = rng.choice(prob.n, size=int(rng.integers(1, 6)), replace=False)
+        moves = {}
+        for v in nodes:
+            d = int(rng.integers(0, prob.k))
+            group = prob.groups[prob.colocate[v]] if prob.colocate[v] >= 0 else [v]
+            moves.update((int(x), d) for x in group)
+        trial = inc.try_move(moves)
+        new_pl = pl.copy()
+        for v, d in moves.items():
+            new_pl[v] = d
+        expected = full(prob, new_pl, ref)
+        assert_same(trial, expected, "peak")
+        assert trial.recomputed <= prob.n
+        if trial.makespan < inc.makespan:
+            inc.commit(trial)
+            pl, ref = new_pl, expected.start
+            order = np.lexsort((ref, pl))
+
+
+def test_a_move_that_changes_nothing_recomputes_little():
+    prob = generate("transformer", 400, seed=1, devices=2)
+    pl = np.zeros(prob.n, dtype=np.int64)
+    inc = IncrementalSchedule(prob, pl, evaluate(prob, pl).start)
+    assert inc.try_move({0: 0}).recomputed == 0  # not a move
+    last = int(np.argmax(inc.finish))
+    trial = inc.try_move({last: 1})  # the last node to another device: only it and nothing after it
+    assert trial.recomputed <= 1 + len(inc._succs[last]) + 1
+
+
+@pytest.mark.parametrize("memory_model", ["static", "peak"])
+def test_refine_takes_the_same_path_with_and_without_incremental_retiming(memory_model):
+    prob = generate("lstm", 500, seed=4, devices=3, memory_fraction=0.6)
+    sol = etf(prob, SolveOptions(memory_model=memory_model))
+    pl = np.asarray(sol.placement)
+    runs = []
+    for incremental in (True, False):
+        stats = RefineStats()
+        got, ev = refine(prob, pl, SolveOptions(seed=3), deadline=time.monotonic() + 1e6, memory_model=memory_model,
+                         max_evals=400, keep_order=True, stats=stats, incremental=incremental)
+        runs.append((got, ev, stats))
+    (a, ev_a, st_a), (b, ev_b, st_b) = runs
+    assert st_a.evaluations == st_b.evaluations and st_a.accepted == st_b.accepted
+    assert np.array_equal(a, b) and ev_a.makespan == ev_b.makespan
+    assert st_a.accepted > 0  # the path compared is not empty

@@ -1,0 +1,82 @@
+"""Progress lines of ``auto``: the heartbeat speaks during the phases (phase, incumbent, bound,
+gap, moves tried) and ``--quiet`` silences everything."""
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from placement.generate import generate
+from placement.solution import SolveOptions
+from solvers.cli import main
+from solvers.progress import Heartbeat, gap_text
+from solvers.run import run
+from tests.conftest import DATA
+
+LINE = re.compile(r"^(?P<phase>[\w-]+): incumbent=(?P<inc>\S+) bound=(?P<bound>\S+) gap=(?P<gap>\S+)"
+                  r"(?: moves=(?P<moves>\d+))? elapsed=\S+s$")
+
+
+def test_gap_text():
+    assert gap_text(None, 1.0) == "-"
+    assert gap_text(200.0, 150.0) == "25.00%"
+    assert gap_text(100.0, 120.0) == "0.00%"  # never negative
+
+
+def test_heartbeat_speaks_while_a_phase_runs_and_reads_its_counters():
+    lines: list[str] = []
+    heard = threading.Event()
+    moves = [0]
+
+    def say(msg: str) -> None:
+        lines.append(msg)
+        if "moves=" in msg and int(LINE.match(msg)["moves"]) >= 3:
+            heard.set()
+
+    with Heartbeat(say, lambda: 120.0, 100.0, interval=0.05) as hb:
+        hb.enter("refine", moves=lambda: moves[0], best=lambda: 110.0)
+        for _ in range(2000):  # a phase at work: it only bumps its counter
+            moves[0] += 1
+            if heard.wait(0.005):
+                break
+    assert heard.is_set()
+    m = LINE.match(lines[-1])
+    assert m["phase"] == "refine"
+    assert float(m["inc"]) == 110.0  # the phase's own better answer, not yet offered
+    assert m["gap"] == "9.09%"
+
+
+def test_heartbeat_without_a_callback_starts_no_thread():
+    with Heartbeat(None, lambda: None, 1.0, interval=0.01) as hb:
+        assert hb._thread is None
+        hb.say("nothing")  # no error, nothing printed
+
+
+def test_auto_heartbeat_names_phases_with_moves_in_refine():
+    prob = generate("transformer", 400, seed=3, devices=3, memory_fraction=0.5)
+    lines: list[str] = []
+    extra = {"progress_seconds": 0.1, "exact_max_nodes": 50, "refine_share": 0.4, "lns_window": 60, "lns_window_seconds": 0.5}
+    res = run(prob, "auto", SolveOptions(time_limit=8, workers=2, extra=extra), progress=lines.append)
+    assert res.feasible
+    status = [m for m in map(LINE.match, lines) if m]
+    phases = {m["phase"] for m in status}
+    assert {"warm-start", "exact-lns", "refine"} <= phases
+    assert any(m["phase"] == "exact-lns" and m["moves"] is not None for m in status), "no heartbeat during LNS"
+    beats = [m for m in status if m["phase"] == "refine" and m["moves"] is not None]
+    assert beats, "no heartbeat during refine"
+    for m in status:
+        if m["inc"] != "-":
+            # every incumbent shown is a real answer: never below the final one's bound or above the warm start
+            assert float(m["inc"]) >= res.lower_bound * (1 - 1e-6)
+    # moves tried only grow within the phase
+    counts = [int(m["moves"]) for m in beats]
+    assert counts == sorted(counts)
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_cli_quiet_prints_no_progress(tmp_path, capsys, quiet):
+    args = [str(DATA / "pardnn_example"), "--time-limit", "3"] + (["--quiet"] if quiet else [])
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert (err == "") == quiet
