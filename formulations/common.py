@@ -244,3 +244,49 @@ def finish_solution(
     status = "optimal" if proved_optimal and is_optimal(obj, lb) else "feasible"
     return Solution(method, status, placement=ev.placement, start=ev.start, objective=obj, lower_bound=lb,
                     seconds=seconds, info=info)
+
+
+def available_memory() -> float:
+    """Bytes of memory this machine can still give (Linux MemAvailable; 8 GB where unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8e9
+
+
+# A model may use at most this share of the memory available when it is built.
+MODEL_MEMORY_SHARE = 0.5
+
+
+def too_big(method: str, what: str, count: float, bytes_each: float) -> str | None:
+    """The reason to refuse a model of ``count`` ``what`` (about ``bytes_each`` bytes each) when
+    it would not fit in memory, or None. A 10,000-node MIP once grew to 23 GB before the kernel
+    killed it."""
+    need, have = count * bytes_each, MODEL_MEMORY_SHARE * available_memory()
+    if need <= have:
+        return None
+    return (f"{method}: refused: the model would hold about {count:,.0f} {what} (~{need / 1e9:.1f} GB), more than "
+            f"the {have / 1e9:.1f} GB it may use on this machine")
+
+
+def unbuilt_solution(problem: Problem, opts: SolveOptions, method: str, t0: float, reason: str,
+                     known_lb: float | None = None) -> Solution:
+    """What a method returns when its model could not be built (out of time, stopped, or too big):
+    its hint's schedule when it was given one (status "feasible", never a proof), else "unknown";
+    either way with ``reason``."""
+    found = None
+    if opts.hint is not None:
+        hint = hint_schedule(problem, opts.hint, opts.memory_model)
+        if hint is not None:
+            got = best_schedule(problem, hint[0], hint[1], opts.memory_model)
+            if got is not None:
+                found = (hint[0], got[1])
+    if known_lb is None:
+        known_lb = lower_bound(problem, opts.memory_model, path_bound=False)
+    sol = finish_solution(problem, opts, method, t0, False, None, found, {"unbuilt": reason}, known_lb=known_lb)
+    sol.reason = reason
+    return sol

@@ -16,20 +16,24 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
-from placement.solution import Solution, SolveOptions
+from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import cp_solver, set_params
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, units,
-                     with_reserve)
+                     hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
+                     units, with_reserve)
 
+# Memory per model variable, with its share of constraints (measured roughly on the transformer
+# graphs: ~2 KB per variable including CP-SAT's presolve copies); for refusing what cannot fit.
+CP_BYTES_PER_VARIABLE = 2048
 TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
 _EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9)
 _MAX_INT = 2**52
@@ -139,27 +143,37 @@ def model_data(problem: Problem, sc: Scale, mode: str) -> tuple[np.ndarray, np.n
     return np.where(tiny, 1, sc.dur_lo), sc.comm_lo, int(tiny.sum())
 
 
-def _heads_tails(problem: Problem, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _no_tick() -> None:
+    pass
+
+
+def _heads_tails(problem: Problem, dur: np.ndarray, tick: Callable[[], None] = _no_tick) -> tuple[np.ndarray, np.ndarray]:
     """head[i]: longest duration path before i; tail[i]: longest path from i (i included)."""
     n = problem.n
     head = np.zeros(n, dtype=np.int64)
     tail = dur.astype(np.int64).copy()
     topo = problem.topo_order.tolist()
     ptr, nbr, _ = problem.pred_ptr
-    for v in topo:
+    for j, v in enumerate(topo):
+        if j % 1024 == 0:
+            tick()
         for u in nbr[ptr[v]:ptr[v + 1]].tolist():
             head[v] = max(head[v], head[u] + dur[u])
     sptr, snbr, _ = problem.succ_ptr
-    for u in reversed(topo):
+    for j, u in enumerate(reversed(topo)):
+        if j % 1024 == 0:
+            tick()
         for v in snbr[sptr[u]:sptr[u + 1]].tolist():
             tail[u] = max(tail[u], dur[u] + tail[v])
     return head, tail
 
 
 def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, symmetry: bool = True,
-          redundant: bool = True, makespan_floor: float = 0.0) -> Built:
+          redundant: bool = True, makespan_floor: float = 0.0, tick: Callable[[], None] = _no_tick) -> Built:
     """Build the CP-SAT model (see the module docstring). ``makespan_floor``: a valid lower bound
-    on the real optimum, given to the makespan variable (scaled down, so still valid)."""
+    on the real optimum, given to the makespan variable (scaled down, so still valid). ``tick`` is
+    called often while building (SolveOptions.check_time raises OutOfTime there: a model of 10^5
+    nodes takes longer to build than many limits)."""
     if memory_model not in MEMORY_MODELS:
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     sc = scale or choose_scale(problem)
@@ -172,10 +186,12 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     mask = problem.allowed_mask()
     m = cp_model.CpModel()
     horizon = int(dur.sum() + comm.sum()) + 1
-    head, tail = _heads_tails(problem, dur)
+    head, tail = _heads_tails(problem, dur, tick)
 
     x: dict[tuple[int, int], cp_model.IntVar] = {}
     for g, mem in enumerate(un.members):
+        if g % 256 == 0:
+            tick()
         devs = np.flatnonzero(mask[mem[0]]).tolist()
         lits = [m.new_bool_var(f"x{g}_{d}") for d in devs]
         for d, lit in zip(devs, lits):
@@ -195,6 +211,8 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     # One node at a time per device (zero-time nodes may coincide with anything).
     per_dev: list[list] = [[] for _ in range(k)]
     for i in range(n):
+        if i % 256 == 0:
+            tick()
         if dur[i] <= 0:
             continue
         for d in np.flatnonzero(mask[i]).tolist():
@@ -206,6 +224,8 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     # Precedence, with comm when the ends are on different devices.
     same_of: dict[tuple[int, int], cp_model.IntVar] = {}
     for e in range(problem.m):
+        if e % 256 == 0:
+            tick()
         u, v = int(problem.src[e]), int(problem.dst[e])
         gu, gv = int(ug[u]), int(ug[v])
         c = int(comm[e])
@@ -236,6 +256,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
 
     if redundant:  # per-device load
         for d in range(k):
+            tick()
             terms = [(int(dur[i]), x[ug[i], d]) for i in range(n) if mask[i, d] and dur[i] > 0]
             if terms:
                 m.add(sum(w * lit for w, lit in terms) <= mk)
@@ -243,22 +264,23 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     # Memory.
     if memory_model == "static":
         for d in range(k):
+            tick()
             if cap[d] < 0:
                 continue
             terms = [(int(param[i] + out[i]), x[ug[i], d]) for i in range(n) if mask[i, d] and param[i] + out[i] > 0]
             if terms:
                 m.add(sum(w * lit for w, lit in terms) <= int(cap[d]))
     else:
-        _peak_memory(problem, b, dur, param, out, cap, mask, horizon)
+        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick)
 
     if symmetry:
-        _break_symmetry(problem, b, mask)
+        _break_symmetry(problem, b, mask, tick)
     m.minimize(mk)
     return b
 
 
 def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray, out: np.ndarray, cap: np.ndarray,
-                 mask: np.ndarray, horizon: int) -> None:
+                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick) -> None:
     """Cumulative per device over the tensor lifetimes of placement.evaluator.peak_memory.
 
     For node v and device d, T[v,d] >= F_v and >= F_c for every consumer c on d (the model only
@@ -272,6 +294,8 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
     intervals: list[list] = [[] for _ in range(k)]
     demands: list[list[int]] = [[] for _ in range(k)]
     for v in range(problem.n):
+        if v % 128 == 0:
+            tick()
         size = int(out[v])
         if size <= 0:
             continue
@@ -326,7 +350,7 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
             m.add_cumulative(intervals[d], demands[d], room)
 
 
-def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray) -> None:
+def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray, tick: Callable[[], None] = _no_tick) -> None:
     """Within a class of identical devices c0 < c1 < ..., unit g may use c_j (j >= 1) only if some
     unit before g uses c_{j-1}: devices are labelled in the order of their lowest unit."""
     m, x = b.model, b.x
@@ -335,6 +359,8 @@ def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray) -> None:
             continue
         prev_used: dict[int, cp_model.IntVar | None] = {d: None for d in cls}
         for g, mem in enumerate(b.units.members):
+            if g % 64 == 0:
+                tick()
             if not mask[mem[0], cls[0]]:
                 continue  # the class is all-or-nothing for a unit (same allowed columns)
             for j in range(len(cls) - 1, 0, -1):
@@ -411,8 +437,16 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         return Solution("cpsat", "infeasible", reason=why, seconds=time.monotonic() - t0)
     scale = choose_scale(problem, float(ex.get("time_units", TIME_UNITS)))
     floor_lb = lower_bound(problem, mm, bool(ex.get("path_bound", True))) if ex.get("redundant", True) else 0.0
-    b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
-              makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0)
+    refused = too_big("cpsat", "variables", problem.k * (units(problem).count + (problem.n if mm == "peak" else 0)) + problem.n + problem.m,
+                      CP_BYTES_PER_VARIABLE)
+    if refused:
+        return unbuilt_solution(problem, opts, "cpsat", t0, refused, known_lb=floor_lb or None)
+    try:
+        b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
+                  makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0, tick=opts.check_time)
+    except OutOfTime as exc:
+        return unbuilt_solution(problem, opts, "cpsat", t0, f"cpsat: the model of {problem.n} nodes x {problem.k} devices "
+                                f"was not built ({exc}); answer: the hint, if any", known_lb=floor_lb or None)
     info: dict = {"scale": scale.factor, "exact_data": scale.exact, "mode": b.mode, "bound_valid": b.bound_valid,
                   "bound_slack_units": b.bound_slack}
     hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None

@@ -18,12 +18,13 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from placement.problem import Problem
-from placement.solution import Solution, SolveOptions, stop_watch
+from placement.solution import OutOfTime, Solution, SolveOptions, stop_watch
 
 from .bruteforce import _reach
 from .mip_peak import PeakModel, add_peak_memory
 from .common import (best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, judge_reserved, retime, units, with_reserve)
+                     hint_schedule, infeasible_reason, judge_reserved, retime, too_big, unbuilt_solution, units,
+                     with_reserve)
 
 
 def _heads_tails(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +60,38 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     solver = pywraplp.Solver.CreateSolver(backend)
     if solver is None:
         raise ValueError(f"mip: linear solver {backend!r} is not available in this ortools build")
+    n, k = problem.n, problem.k
+    refused = _refuse(problem, mm)
+    if refused:
+        return unbuilt_solution(problem, opts, "mip", t0, refused)
+    try:
+        return _build_and_solve(problem, opts, solver, backend, t0)
+    except OutOfTime as exc:
+        return unbuilt_solution(problem, opts, "mip", t0, f"mip: the model of {n} nodes x {k} devices was not built "
+                                f"({exc}); answer: the hint, if any")
+
+
+# Memory per order pair (a binary and two big-M rows, SCIP's copy included) and per peak-model
+# transitivity triple (two rows), measured roughly; for refusing what cannot fit.
+MIP_BYTES_PER_PAIR = 2000
+MIP_BYTES_PER_TRIPLE = 400
+
+
+def _refuse(problem: Problem, memory_model: str) -> str | None:
+    """Why the model cannot fit in memory (an upper estimate of its pairs, or triples), or None."""
+    busy = int((problem.time > 0).sum())
+    why = too_big("mip", "order pairs", busy * (busy - 1) / 2 * (problem.k > 1), MIP_BYTES_PER_PAIR)
+    if why is None and memory_model == "peak":
+        points = 2 * int((problem.out_bytes > 0).sum())
+        why = too_big("mip", "event-order triples", points ** 3 / 6, MIP_BYTES_PER_TRIPLE)
+    return why
+
+
+def _build_and_solve(problem: Problem, opts: SolveOptions, solver: pywraplp.Solver, backend: str, t0: float) -> Solution:
+    """Build the model (abandoned through OutOfTime when the limit passes) and solve it."""
+    ex = opts.extra
+    mm = opts.memory_model
+    tick = opts.check_time
     n, k = problem.n, problem.k
     un = units(problem)
     ug = un.of
@@ -102,6 +135,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         return y
 
     for e in range(problem.m):
+        if e % 256 == 0:
+            tick()
         u, v = int(problem.src[e]), int(problem.dst[e])
         c = float(problem.comm[e])
         if ug[u] == ug[v] or c == 0:
@@ -117,6 +152,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     busy = [i for i in range(n) if t[i] > 0]
     orders: list[tuple[pywraplp.Variable, int, int]] = []
     for a_pos, i in enumerate(busy):
+        tick()
         for j in busy[a_pos + 1:]:
             if anc[j] >> i & 1 or anc[i] >> j & 1:
                 continue  # precedence already keeps them apart
@@ -142,7 +178,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             if terms:
                 solver.Add(sum(terms) <= C)
     need = problem.param_bytes + problem.out_bytes
-    peak: PeakModel | None = add_peak_memory(solver, problem, un, x, s, H, anc) if mm == "peak" else None
+    peak: PeakModel | None = add_peak_memory(solver, problem, un, x, s, H, anc, tick) if mm == "peak" else None
     for d in range(k) if mm == "static" else ():
         if np.isfinite(problem.memory[d]):
             terms = [float(need[un.members[g]].sum()) * x[g, d] for g in range(un.count) if (g, d) in x]
@@ -156,6 +192,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                 continue
             prev: dict[int, pywraplp.Variable | None] = {d: None for d in cls}
             for g, mem in enumerate(un.members):
+                if g % 64 == 0:
+                    tick()
                 if not mask[mem[0], cls[0]]:
                     continue
                 for j in range(1, len(cls)):
@@ -216,6 +254,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                 solver.SetHint(vars_, vals)
             hint_found = (hint_found[0], pl, hint_found[1])
 
+    tick()  # the hint took its time too
     rem = opts.remaining()
     if rem is not None:
         solver.SetTimeLimit(max(1, int(rem * 1000)))

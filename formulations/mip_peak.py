@@ -28,7 +28,7 @@ rows: it is the second opinion on small instances, not a large-scale model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Callable, Union
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -82,9 +82,10 @@ class PeakModel:
 
 
 def add_peak_memory(solver: pywraplp.Solver, problem: Problem, un: Units, x: dict, s: list, horizon: float,
-                    anc: list[int]) -> PeakModel:
+                    anc: list[int], tick: Callable[[], None] = lambda: None) -> PeakModel:
     """Add the peak memory constraints to ``solver``; ``x[g, d]`` places unit g on device d,
-    ``s[v]`` is v's start, ``anc[v]`` the bitmask of v's ancestors, ``horizon`` a big-M on times."""
+    ``s[v]`` is v's start, ``anc[v]`` the bitmask of v's ancestors, ``horizon`` a big-M on times.
+    ``tick`` is called often (it raises to abandon the build when out of time)."""
     n, k = problem.n, problem.k
     t = problem.time
     ug = un.of
@@ -190,6 +191,7 @@ def add_peak_memory(solver: pywraplp.Solver, problem: Problem, un: Units, x: dic
         mine = [b for b in bufs if b[2] == d]
         checks = sorted({pid[v, kind] for v, kind, _, _ in mine})
         for e in checks:
+            tick()
             level = []
             for v in sorted({b[0] for b in mine}):
                 rows = []
@@ -214,16 +216,17 @@ def add_peak_memory(solver: pywraplp.Solver, problem: Problem, un: Units, x: dic
             if level:
                 solver.Add(pterm + sum(level) <= rhs)
 
-    _transitivity(solver, before, len(points))
+    _transitivity(solver, before, len(points), tick)
     return pm
 
 
-def _transitivity(solver: pywraplp.Solver, before, count: int) -> None:
+def _transitivity(solver: pywraplp.Solver, before, count: int, tick: Callable[[], None] = lambda: None) -> None:
     """sigma is a total order of the start points: every pair gets its order (fixed or a binary),
     and no triple forms a cycle (the linear-ordering inequalities)."""
     rel = [[before(p, q) for q in range(count)] for p in range(count)]
     for i in range(count):
         for j in range(i + 1, count):
+            tick()
             for l in range(j + 1, count):
                 parts = (rel[i][j], rel[j][l], rel[i][l])
                 if all(isinstance(z, int) for z in parts):

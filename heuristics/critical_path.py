@@ -16,7 +16,7 @@ import numpy as np
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .list_scheduling import _fail, _result, insertion_schedule, run_with_accounting, upward_rank_order
+from .list_scheduling import Stopped, _fail, _result, _stopped, insertion_schedule, run_with_accounting, upward_rank_order
 from .pardnn.graph import Graph, weighted_levels
 
 
@@ -43,9 +43,12 @@ def critical_path(problem: Problem, opts: SolveOptions) -> Solution:
     cp = critical_path_nodes(problem)
     pinned[cp] = int(np.argmax(problem.memory))
     prio = upward_rank_order(problem)
-    dev, order, bad, info = run_with_accounting(
-        lambda acc: insertion_schedule(problem, prio, opts.reserve, False, pinned, acc),
-        problem, opts, False)
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda acc: insertion_schedule(problem, prio, opts.reserve, False, pinned, acc, stop=opts.stop.is_set),
+            problem, opts, False)
+    except Stopped:
+        return _stopped("critical-path", t0)
     if bad >= 0:
         return _fail("critical-path", problem, bad, t0)
     return _result(problem, opts, "critical-path", dev, order, t0, {**info, "critical_path_nodes": int(cp.size)})

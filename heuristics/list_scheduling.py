@@ -30,6 +30,8 @@ import bisect
 import heapq
 import time
 
+from typing import Callable
+
 import numpy as np
 from typing import NamedTuple
 
@@ -174,13 +176,24 @@ def _fail(name: str, problem: Problem, v: int, t0: float) -> Solution:
                     seconds=time.monotonic() - t0)
 
 
-def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "static") -> Scheduled:
+class Stopped(Exception):
+    """A stop was requested (Ctrl-C, SIGTERM, the time limit) while scheduling: no schedule."""
+
+
+def _check(stop: Callable[[], bool] | None, count: int) -> None:
+    if stop is not None and count % 256 == 0 and stop():
+        raise Stopped
+
+
+def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "static",
+                 stop: Callable[[], bool] | None = None) -> Scheduled:
     """ETF with the memory check (see memory_book). Returns (device per node, per-device order,
     failed node or -1).
 
     ETF starts nodes in non-decreasing time and each device's memory profile is empty from its
     free time on, so a node that does not fit on a device at its candidate start will not fit there
-    later either (buffers only grow): dropping it from that device's heaps loses nothing."""
+    later either (buffers only grow): dropping it from that device's heaps loses nothing.
+    Raises Stopped when ``stop()`` becomes true (checked every 256 nodes)."""
     n, k = problem.n, problem.k
     g = Graph.of(problem)
     bl = bottom_levels(g, problem.comm)
@@ -218,6 +231,7 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
             release(v)
     done = 0
     while done < n:
+        _check(stop, done)
         best = None
         for d in range(k):
             A, B = arrive[d], avail[d]
@@ -264,7 +278,8 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
 
 
 def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 0.0, insertion: bool = True,
-                       pinned: np.ndarray | None = None, accounting: str = "static") -> Scheduled:
+                       pinned: np.ndarray | None = None, accounting: str = "static",
+                       stop: Callable[[], bool] | None = None) -> Scheduled:
     """Schedule nodes in the given (topological) priority order, each on the device giving the
     earliest finish (gaps filled when ``insertion``) among those where it fits (memory_book; under
     the peak accounting a gap that does not fit falls back to the end of the device's schedule).
@@ -279,7 +294,8 @@ def insertion_schedule(problem: Problem, priority: np.ndarray, reserve: float = 
     ends: list[list[float]] = [[] for _ in range(k)]
     nodes: list[list[int]] = [[] for _ in range(k)]
     dur = problem.time
-    for v in priority.tolist():
+    for count, v in enumerate(priority.tolist()):
+        _check(stop, count)
         dr = data_ready(problem, v, dev, finish)
         ok = mem.allowed(v).copy()
         t = float(dur[v])
@@ -361,10 +377,18 @@ def run_with_accounting(schedule, problem: Problem, opts: SolveOptions, inputs_f
     return dev, order, bad, {"accounting": tried[-1]}
 
 
+def _stopped(name: str, t0: float) -> Solution:
+    return Solution(name, "unknown", reason=f"{name}: stopped before its schedule was complete", seconds=time.monotonic() - t0)
+
+
 def etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad, info = run_with_accounting(lambda acc: etf_schedule(problem, opts.reserve, acc),
-                                                problem, opts, False)
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda acc: etf_schedule(problem, opts.reserve, acc, stop=opts.stop.is_set),
+            problem, opts, False)
+    except Stopped:
+        return _stopped("etf", t0)
     if bad >= 0:
         return _fail("etf", problem, bad, t0)
     return _result(problem, opts, "etf", dev, order, t0, info)
@@ -372,8 +396,12 @@ def etf(problem: Problem, opts: SolveOptions) -> Solution:
 
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    dev, order, bad, info = run_with_accounting(lambda acc: etf_schedule(problem, opts.reserve, acc),
-                                                problem, opts, True)
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda acc: etf_schedule(problem, opts.reserve, acc, stop=opts.stop.is_set),
+            problem, opts, True)
+    except Stopped:
+        return _stopped("m-etf", t0)
     if bad >= 0:
         return _fail("m-etf", problem, bad, t0)
     return _result(problem, opts, "m-etf", dev, order, t0, info)
@@ -382,9 +410,12 @@ def m_etf(problem: Problem, opts: SolveOptions) -> Solution:
 def heft(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     prio = upward_rank_order(problem)
-    dev, order, bad, info = run_with_accounting(
-        lambda acc: insertion_schedule(problem, prio, opts.reserve, True, None, acc),
-        problem, opts, False)
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda acc: insertion_schedule(problem, prio, opts.reserve, True, None, acc, stop=opts.stop.is_set),
+            problem, opts, False)
+    except Stopped:
+        return _stopped("heft", t0)
     if bad >= 0:
         return _fail("heft", problem, bad, t0)
     return _result(problem, opts, "heft", dev, order, t0, info)

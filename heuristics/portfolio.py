@@ -91,6 +91,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                         "seconds": time.monotonic() - t, "reason": sol.reason})
         if ok and (best is None or sol.objective < best.objective):
             best = sol
+            opts.best_so_far.publish_answer(problem, sol)  # kept if a later member overruns the limit
     info = {"members": members}
     if best is None:
         return Solution("portfolio", "unknown", reason="portfolio: no member found a memory-feasible placement",

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .evaluator import Evaluation
+from .output import write_atomic
 from .problem import Problem, ProblemError
 
 
@@ -54,6 +53,9 @@ def _clean(x: Any) -> Any:
         f = float(x)
         return None if math.isnan(f) or math.isinf(f) else f
     return x
+
+
+json_safe = _clean
 
 
 def build_report(
@@ -98,25 +100,22 @@ def build_report(
     return _clean(rep)
 
 
-def _atomic_write(path: str | Path, text: str) -> None:
-    """Write via a temporary file and rename, so a failure leaves no half-written output."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
     """One top-level field per line, each value compact: readable with ``head``, and written by
     json's C encoder (``indent`` falls back to the pure-Python one, 2x slower on 200K-node reports)."""
-    fields = ",\n".join(f" {json.dumps(key)}: {json.dumps(value)}" for key, value in report.items())
-    _atomic_write(path, "{\n" + fields + "\n}\n")
+    # allow_nan=False: NaN and Infinity are not JSON (_clean turns them into null); a stray one is a bug.
+    fields = ",\n".join(f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in report.items())
+    write_atomic(path, "{\n" + fields + "\n}\n")
+
+
+def unwritable_id(problem: Problem) -> str | None:
+    """The first node id that a ``node device`` line cannot carry (read back by read_placement:
+    stripped, split at the last white space, '#' lines skipped), or None when all can."""
+    for nid in problem.ids:
+        text = str(nid)
+        if not text or text != text.strip() or any(ch in text for ch in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029") or text.startswith("#"):
+            return text
+    return None
 
 
 def placement_lines(problem: Problem, placement: np.ndarray) -> str:
@@ -125,7 +124,7 @@ def placement_lines(problem: Problem, placement: np.ndarray) -> str:
 
 def write_placement(path: str | Path, problem: Problem, placement: np.ndarray) -> None:
     """PARDNN's placement file: one ``node device`` line per node (node = its id)."""
-    _atomic_write(path, placement_lines(problem, placement))
+    write_atomic(path, placement_lines(problem, placement))
 
 
 def read_placement(path: str | Path, problem: Problem) -> np.ndarray:

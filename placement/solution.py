@@ -17,6 +17,41 @@ import numpy as np
 STATUSES = ("optimal", "feasible", "heuristic", "infeasible", "unknown")
 
 
+class OutOfTime(Exception):
+    """Raised by :meth:`SolveOptions.check_time` once the limit has passed or a stop was requested:
+    work that cannot return a partial answer (building a model) is abandoned, and the method
+    returns its best answer so far (its hint) instead."""
+
+
+class BestSoFar:
+    """The best answer of a run so far and the best proved bound, kept where the ``solve`` command
+    can read them even while a method is still running: when a phase does not stop in time (a
+    heuristic deaf to the clock, a model still being built), the command reports this answer
+    (re-checked by the evaluator) rather than none. Thread-safe. Publishers publish only answers
+    better than their own previous ones, for the problem they were given."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answer: tuple[Any, "Solution", Any] | None = None
+        self._bound: float | None = None
+
+    def publish_answer(self, problem: Any, solution: "Solution", evaluation: Any = None) -> None:
+        """Record a feasible answer for ``problem`` (its Evaluation too, when the publisher has it)."""
+        with self._lock:
+            self._answer = (problem, solution, evaluation)
+
+    def publish_bound(self, bound: float) -> None:
+        """Record a lower bound proved for the user's problem (the largest one is kept)."""
+        with self._lock:
+            if self._bound is None or bound > self._bound:
+                self._bound = bound
+
+    def get(self) -> tuple[tuple[Any, "Solution", Any] | None, float | None]:
+        """((problem, solution, evaluation or None) or None, bound or None)."""
+        with self._lock:
+            return self._answer, self._bound
+
+
 @dataclass
 class SolveOptions:
     """Options shared by all methods.
@@ -37,6 +72,8 @@ class SolveOptions:
     started: float = field(default_factory=time.monotonic)
     # Set by Ctrl-C / SIGTERM: methods stop at their next check and return their best answer.
     stop: threading.Event = field(default_factory=threading.Event)
+    # Shared by every copy of these options (dataclasses.replace keeps the reference).
+    best_so_far: BestSoFar = field(default_factory=BestSoFar)
 
     def remaining(self) -> float | None:
         """Seconds left of the time limit (None when unlimited; 0 once a stop was requested)."""
@@ -49,6 +86,11 @@ class SolveOptions:
     def out_of_time(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0.0
+
+    def check_time(self) -> None:
+        """Raise :class:`OutOfTime` when out of time or stopped (cheap: call it in build loops)."""
+        if self.stop.is_set() or self.out_of_time():
+            raise OutOfTime("stopped" if self.stop.is_set() else "time limit reached")
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 matplotlib is installed (the ``plot`` extra), a PNG Gantt chart."""
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from .evaluator import Evaluation
 from .problem import Problem
-from .report import _atomic_write
+from .output import write_atomic
 
 
 def chrome_trace(problem: Problem, ev: Evaluation, time_unit_us: float = 1000.0) -> dict:
@@ -27,7 +28,7 @@ def chrome_trace(problem: Problem, ev: Evaluation, time_unit_us: float = 1000.0)
 
 
 def write_chrome_trace(path: str | Path, problem: Problem, ev: Evaluation) -> None:
-    _atomic_write(path, json.dumps(chrome_trace(problem, ev)))
+    write_atomic(path, json.dumps(chrome_trace(problem, ev), allow_nan=False))
 
 
 def write_gantt(path: str | Path, problem: Problem, ev: Evaluation) -> None:
@@ -49,5 +50,7 @@ def write_gantt(path: str | Path, problem: Problem, ev: Evaluation) -> None:
     ax.set_title(f"{problem.name}: makespan {ev.makespan:.6g}")
     ax.invert_yaxis()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    write_atomic(path, png.getvalue())

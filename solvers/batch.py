@@ -27,7 +27,8 @@ from typing import Any, Sequence
 from placement.evaluator import MEMORY_MODELS
 from placement.formats import load_problem
 from placement.problem import ProblemError
-from placement.report import _atomic_write, write_report
+from placement.output import write_atomic
+from placement.report import write_report
 from placement.units import format_bytes, parse_bytes
 
 from .methods import methods
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in results:
         write_report(man["out"] / r["label"]["file"], r["report"])
     table = summary_table(results, ran)
-    _atomic_write(man["out"] / "summary.md", table)
+    write_atomic(man["out"] / "summary.md", table)
     print(table, end="")
     return 0 if all(r["feasible"] for r in results) else 1
 

@@ -6,22 +6,29 @@ written).
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # first of all: Ctrl-C during the imports below is one line too
+    from solvers.early_signals import install_early_handlers
+
+    install_early_handlers()
+
 import argparse
-import contextlib
+import math
+import os
 import signal
 import sys
 import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from formulations.maxload.heuristics import read_split
 from placement.evaluator import MEMORY_MODELS
 from placement.explain import explain, explain_text
 from placement.formats import FORMATS, load_problem
-from placement.problem import Problem, ProblemError
-from placement.report import write_placement, write_report
+from placement.problem import Problem, ProblemError, check_device_count
+from placement.output import OutputError, check_writable
+from placement.report import json_safe, unwritable_id, write_placement, write_report
 from placement.solution import SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_memory_list
@@ -29,7 +36,8 @@ from placement.units import format_bytes, parse_memory_list
 from .methods import methods
 from . import run as run_module
 from .frontier import frontier, frontier_table, min_devices, plot_frontier
-from .run import RunResult, objective_model, run
+from .pipeline import finish_reserve
+from .run import RunResult, interrupted_result, objective_model, run
 from .sweep import ray_available
 
 OBJECTIVES = ("makespan", "max-load", "latency")
@@ -38,6 +46,37 @@ DEFAULT_EXAMPLE = "default.json"
 
 class UsageError(Exception):
     """Bad options: exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints its usage (8 lines) before an error; the contract is one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# Seconds a stopped run gets to return before the command reports without it (Ctrl-C, SIGTERM,
+# or the time limit passed): "Ctrl-C stops within a second", writing the report included.
+STOP_GRACE = 0.25
+# After Ctrl-C on a graph this big (nodes + edges), the report leaves out the explain section: it
+# costs about 0.5 s per 300K elements, and the stop is due within a second.
+EXPLAIN_SKIP_ELEMENTS = 50_000
+OUTPUT_FLAGS = ("--report", "--out", "--trace", "--gantt", "--plot")
+
+
+def process_started() -> float:
+    """The process's start on the time.monotonic() clock (Linux: from /proc), so that --time-limit
+    counts Python's start-up and imports too; the current time where that is unknown."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - min(max(age, 0.0), 60.0)
 
 
 def default_graph() -> Path:
@@ -53,7 +92,7 @@ def default_graph() -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="solve",
         description="Place a DNN operator graph on K memory-limited devices and report the makespan, memory per "
                     "device, a valid lower bound and the gap. With no GRAPH, solves the shipped default example.",
@@ -96,8 +135,8 @@ def list_methods() -> str:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise UsageError(f"--time-limit must be positive, got {args.time_limit}")
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
     if args.devices is not None and args.devices < 1:
         raise UsageError(f"--devices must be at least 1, got {args.devices}")
     if args.workers is not None and args.workers < 1:
@@ -130,14 +169,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
             raise UsageError("--parallel ray needs Ray: pip install '.[ray]'")
     if args.coarse_size is not None and args.coarse_size < 2:
         raise UsageError(f"--coarse-size must be at least 2, got {args.coarse_size}")
-    for flag, value in (("--out", args.out), ("--report", args.report), ("--trace", args.trace), ("--gantt", args.gantt),
-                        ("--plot", args.plot)):
-        if value is not None:
-            folder = Path(value).parent
-            if not folder.is_dir():
-                raise UsageError(f"{flag}: directory {str(folder)!r} does not exist")
-            if Path(value).is_dir():
-                raise UsageError(f"{flag}: {value!r} is a directory")
+    _check_outputs(args)
     memory = None
     if args.memory is not None:
         try:
@@ -154,6 +186,8 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
     if args.objective != "makespan" and args.method == "auto":
         if run_module.AUTO_FOR.get(args.objective) not in table:
             raise UsageError(f"--objective {args.objective}: no method for it is installed yet")
+    if args.devices is not None:
+        check_device_count(args.devices, "--devices")
     graph = args.graph or default_graph()
     problem = load_problem(graph, args.format)
     if args.devices is not None or memory is not None:
@@ -161,6 +195,11 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
             raise UsageError(f"--memory lists {len(memory)} sizes for --devices {args.devices}")
         count = args.devices if args.devices is not None else (len(memory) if isinstance(memory, list) else None)
         problem = problem.with_devices(count, memory)
+    if args.out:
+        bad = unwritable_id(problem)
+        if bad is not None:
+            raise UsageError(f"--out: node id {bad!r} (empty, a line break, white space at an end, or a leading '#') "
+                             "cannot be written as a 'node device' line; use --report")
     opts = SolveOptions(memory_model=args.memory_model, time_limit=args.time_limit, workers=args.workers,
                         seed=args.seed, reserve=args.reserve, verbose=args.verbose)
     if args.coarse_size is not None:
@@ -173,6 +212,52 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
         except (OSError, ValueError, TypeError) as exc:
             raise UsageError(f"--split {args.split}: {exc}") from None
     return problem, opts
+
+
+def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> int:
+    """``--frontier`` and ``--min-devices``: independent solves over memory or device counts."""
+    if args.frontier:
+        fr = frontier(problem, opts.memory_model, args.method, args.points, args.time_limit, args.seed,
+                      args.parallel, args.ray_address)
+        print(frontier_table(fr, format_bytes))
+        if args.report:
+            write_report(args.report, {**fr.as_dict(), "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m}})
+        if args.plot:
+            plot_frontier(args.plot, fr)
+        return 0 if fr.smallest_feasible is not None else 1
+    cap = float(problem.memory.max())
+    md = min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed)
+    verdict = "-" if md.devices is None else f"{md.devices}{' (proved fewest: fewer cannot hold the memory)' if md.proved else ''}"
+    print(f"devices of {format_bytes(cap)}: fewest found {verdict}; the memory lower bound allows no fewer than {md.fewest_by_bound}")
+    for row in md.tried:
+        print(f"  K={row['devices']}: {row['status']} makespan={row['makespan']}")
+    if args.report:
+        write_report(args.report, {"capacity": cap, "memory_model": opts.memory_model, "devices": md.devices, "proved": md.proved,
+                                   "fewest_by_bound": md.fewest_by_bound, "tried": md.tried})
+    return 0 if md.devices is not None else 1
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output can be written, and none overwrites another or the input: found out before the
+    solve, not after it (an unwritable --report once lost the answer of a whole run)."""
+    seen: dict[str, str] = {}
+    inputs = {os.path.realpath(args.graph)} if args.graph else set()
+    for flag in OUTPUT_FLAGS:
+        value = getattr(args, flag[2:])
+        if value is None:
+            continue
+        try:
+            check_writable(value)
+        except OutputError as exc:
+            raise UsageError(f"{flag}: {exc}") from None
+        real = os.path.realpath(value)
+        if real.startswith(("/dev/", "/proc/")):
+            continue  # /dev/stdout twice is fine
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} name the same file {value!r}")
+        if real in inputs:
+            raise UsageError(f"{flag} would overwrite the input {value!r}")
+        seen[real] = flag
 
 
 def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
@@ -221,104 +306,173 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    started = time.monotonic()  # --time-limit counts loading the graph too
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.list_methods:
-        print(list_methods())
-        return 0
-    try:
-        problem, opts = _prepare(args)
-    except (UsageError, ProblemError) as exc:
-        print(f"solve: error: {exc}", file=sys.stderr)
-        return 2
-    opts.started = started
-    if args.frontier or args.min_devices:
-        return _sweep_main(problem, opts, args)
-    progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
-    with _stop_on_signals(opts.stop):
-        result = _in_worker_thread(lambda: run(problem, args.method, opts, progress=progress, objective=args.objective))
-    report = result.report(problem, opts.memory_model)
-    if result.evaluation is not None:
-        report["explain"] = explain(problem, result.evaluation)
-    if args.report:
-        write_report(args.report, report)
-    if args.out and result.answered and (result.evaluation is not None or result.split is not None):
-        write_placement(args.out, problem, result.evaluation.placement if result.evaluation is not None else result.split)
-    if result.evaluation is not None and args.trace:
-        write_chrome_trace(args.trace, problem, result.evaluation)
-    if result.evaluation is not None and args.gantt:
-        write_gantt(args.gantt, problem, result.evaluation)
-    print(summary(problem, result, opts.memory_model))
-    if args.explain and result.evaluation is not None:
-        print(explain_text(problem, result.evaluation))
-    return 0 if result.answered else 1
+    """The ``solve`` command (see the module docstring for the exit statuses)."""
+    return Command().main(argv)
 
 
-def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> int:
-    """``--frontier`` and ``--min-devices``: independent solves over memory or device counts."""
-    if args.frontier:
-        fr = frontier(problem, opts.memory_model, args.method, args.points, args.time_limit, args.seed,
-                      args.parallel, args.ray_address)
-        print(frontier_table(fr, format_bytes))
-        if args.report:
-            write_report(args.report, {**fr.as_dict(), "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m}})
-        if args.plot:
-            plot_frontier(args.plot, fr)
-        return 0 if fr.smallest_feasible is not None else 1
-    cap = float(problem.memory.max())
-    md = min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed)
-    verdict = "-" if md.devices is None else f"{md.devices}{' (proved fewest: fewer cannot hold the memory)' if md.proved else ''}"
-    print(f"devices of {format_bytes(cap)}: fewest found {verdict}; the memory lower bound allows no fewer than {md.fewest_by_bound}")
-    for row in md.tried:
-        print(f"  K={row['devices']}: {row['status']} makespan={row['makespan']}")
-    if args.report:
-        write_report(args.report, {"capacity": cap, "memory_model": opts.memory_model, "devices": md.devices, "proved": md.proved,
-                                   "fewest_by_bound": md.fewest_by_bound, "tried": md.tried})
-    return 0 if md.devices is not None else 1
+class Command:
+    """One run of ``solve``: its signal handling, its watchdog and its outputs.
 
+    Signals: while the graph loads, Ctrl-C or SIGTERM ends the run at once (one line, exit 130,
+    nothing written). While solving, the first asks the methods to stop and keeps the best answer
+    so far; a second Ctrl-C abandons the run (one line, exit 130, nothing written). While the
+    outputs are written, the first signal lets them finish; a second Ctrl-C aborts the file being
+    written, which stays complete or absent.
+    The watchdog: a run that has not returned STOP_GRACE seconds after a stop (signal or time
+    limit) is abandoned and the best verified answer published so far is reported instead;
+    ``abandoned`` then tells the caller to end the process without waiting for that thread."""
 
-def _in_worker_thread(job: Callable[[], RunResult]) -> RunResult:
-    """Run ``job`` in a worker thread while the main thread waits in short steps: Python runs signal
-    handlers only in the main thread, between bytecodes, so a main thread blocked inside a long
-    native solve would not see Ctrl-C until the solve ended."""
-    box: dict[str, Any] = {}
+    def __init__(self, started: float | None = None) -> None:
+        # The clock of --time-limit: the process's start when this is the program (run_as_program), the
+        # call's start when main() is called from other code (a test, a notebook).
+        self.started = time.monotonic() if started is None else started
+        self.stage = "loading"
+        self.stop = threading.Event()
+        self.signalled_at: float | None = None  # the first Ctrl-C or SIGTERM while solving
+        self.limit_at: float | None = None  # when the watchdog asked the run to stop for the time limit
+        self.abandoned = False
+        self.stdout_gone = False
 
-    def target() -> None:
+    def main(self, argv: Sequence[str] | None) -> int:
+        old = None
+        if threading.current_thread() is threading.main_thread():
+            old = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            box["result"] = job()
-        except BaseException as exc:  # re-raised in the main thread
-            box["error"] = exc
+            return self._run(argv)
+        except KeyboardInterrupt:
+            if self.stage == "solving":
+                self.abandoned = True
+            nothing = "; nothing written" if self.stage in ("loading", "solving") else ""
+            print(f"solve: interrupted while {self.stage}{nothing}", file=sys.stderr)
+            return 130
+        finally:
+            for sig, handler in (old or {}).items():
+                signal.signal(sig, handler)
 
-    worker = threading.Thread(target=target, name="solve", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """First Ctrl-C or SIGTERM: ask the methods to stop and keep the best answer so far; a second
-    Ctrl-C aborts at once."""
-    def handler(signum: int, frame: object) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.stage == "loading" or (self.signalled_at is not None and signum == signal.SIGINT):
             raise KeyboardInterrupt
-        stop.set()
-        print(f"solve: {signal.Signals(signum).name} received, stopping with the best answer so far", file=sys.stderr)
+        if self.signalled_at is not None:
+            return
+        self.signalled_at = time.monotonic()
+        self.stop.set()
+        if self.stage == "solving":
+            print(f"solve: {signal.Signals(signum).name} received, stopping with the best answer so far", file=sys.stderr)
+        else:  # the answer is being written: finish it (a second Ctrl-C aborts, leaving each file whole or absent)
+            print(f"solve: {signal.Signals(signum).name} received while {self.stage}; finishing them", file=sys.stderr)
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+    def _run(self, argv: Sequence[str] | None) -> int:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+            if args.list_methods:
+                self._print(list_methods())
+                return 0
+            problem, opts = _prepare(args)
+        except (UsageError, ProblemError) as exc:
+            print(f"solve: error: {_one_line(str(exc))}", file=sys.stderr)
+            return 2
+        opts.started = self.started
+        opts.stop = self.stop
+        if args.frontier or args.min_devices:
+            self.stage = "solving"
+            return _sweep_main(problem, opts, args)
+        progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
+        self.stage = "solving"
+        result = self._solve(lambda: run(problem, args.method, opts, progress=progress, objective=args.objective),
+                             problem, opts, args)
+        result.interrupted = self.signalled_at is not None  # reaching the time limit is no interruption
+        self.stage = "writing the outputs"
+        report = result.report(problem, opts.memory_model)
+        if result.evaluation is not None and result.interrupted and problem.n + problem.m > EXPLAIN_SKIP_ELEMENTS:
+            report["explain"] = None
+            report["explain_skipped"] = "interrupted: left out to stop promptly (run solve --explain without Ctrl-C)"
+        elif result.evaluation is not None:
+            report["explain"] = json_safe(explain(problem, result.evaluation))  # unlimited capacity is inf
+        try:
+            if args.report:
+                write_report(args.report, report)
+            if args.out and result.answered and (result.evaluation is not None or result.split is not None):
+                write_placement(args.out, problem, result.evaluation.placement if result.evaluation is not None else result.split)
+            if result.evaluation is not None and args.trace:
+                write_chrome_trace(args.trace, problem, result.evaluation)
+            if result.evaluation is not None and args.gantt:
+                write_gantt(args.gantt, problem, result.evaluation)
+        except BrokenPipeError:
+            self.stdout_gone = True  # e.g. --report /dev/stdout | head: the reader has what it wanted
+        except OutputError as exc:
+            print(f"solve: error: {_one_line(str(exc))}", file=sys.stderr)
+            self._print(summary(problem, result, opts.memory_model))
+            return 2
+        self.stage = "printing"
+        self._print(summary(problem, result, opts.memory_model))
+        if args.explain and result.evaluation is not None:
+            self._print(explain_text(problem, result.evaluation))
+        return 0 if result.answered else 1
+
+    def _print(self, text: str) -> None:
+        """Print to stdout; a reader that went away (``solve ... | head``) is not an error."""
+        if self.stdout_gone:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            self.stdout_gone = True
+            devnull = os.open(os.devnull, os.O_WRONLY)  # so the interpreter's final flush fails no more
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+    def _solve(self, job: Callable[[], RunResult], problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> RunResult:
+        """Run ``job`` in a worker thread while the main thread waits in short steps (Python runs
+        signal handlers only in the main thread, so a main thread blocked in a native solve would
+        not see Ctrl-C) and watches the clock."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = job()
+            except BaseException as exc:  # re-raised in the main thread
+                box["error"] = exc
+
+        limit = float(args.time_limit)
+        # The run plans to end when the finish reserve begins; past that it is asked to stop, and
+        # STOP_GRACE later it is abandoned: the reserve pays for the report either way.
+        soft = self.started + limit - finish_reserve(problem, limit)
+        worker = threading.Thread(target=target, name="solve", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.05)
+            now = time.monotonic()
+            if now >= soft and self.limit_at is None:
+                self.limit_at = now
+                self.stop.set()
+            since = min(t for t in (self.signalled_at, self.limit_at, math.inf) if t is not None)
+            if worker.is_alive() and now - since > STOP_GRACE:
+                self.abandoned = True
+                why = "interrupted" if self.signalled_at is not None else f"the time limit of {limit:g} s"
+                return interrupted_result(problem, opts, args.method, f"{why}: the run did not stop within {STOP_GRACE} s; "
+                                          "reporting the best answer verified so far", args.objective)
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n")) if "\n" in text else text
+
+
+def run_as_program() -> NoReturn:
+    """Run ``solve`` as the program and end the process with its status. The time limit counts
+    from the process's start. When a solver thread was abandoned (it did not stop in time), the
+    process ends without waiting for it (os._exit, after flushing)."""
+    command = Command(started=process_started())
+    code = command.main(None)
+    if command.abandoned:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_as_program()

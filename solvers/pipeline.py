@@ -112,8 +112,10 @@ class PipelineResult:
 class Incumbent:
     """The best feasible answer so far, judged on the original graph."""
 
-    def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation]):
+    def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation],
+                 publish: Callable[[tuple[Solution, Evaluation]], None] | None = None):
         self.problem, self.memory_model, self.verify = problem, memory_model, verify
+        self.publish = publish  # told every new best (the solve command's watchdog reads it)
         self.best: tuple[Solution, Evaluation] | None = None
         self.check_seconds = 0.0  # the longest verification so far: what judging one more answer costs
 
@@ -130,6 +132,8 @@ class Incumbent:
             sol, ev = got
         if self.best is None or ev.makespan < self.best[1].makespan - 1e-12:
             self.best = (sol, ev)
+            if self.publish is not None:
+                self.publish(self.best)
         return ev
 
     def hint(self) -> Solution | None:
@@ -158,7 +162,8 @@ def pipeline(
 ) -> PipelineResult:
     """Run the phases within ``opts.time_limit`` counted from ``opts.started`` (the CLI sets it when
     the process starts, so loading the graph counts too), leaving :func:`finish_reserve` at the end."""
-    inc = Incumbent(problem, opts.memory_model, verify)
+    inc = Incumbent(problem, opts.memory_model, verify,
+                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
     interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
     with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval) as hb:
         return _pipeline(problem, opts, lower_bound, inc, hb)
@@ -246,6 +251,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                 return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
             if sol.lower_bound is not None:
                 bound = max(bound, float(sol.lower_bound))
+                opts.best_so_far.publish_bound(bound)
             inc.offer(sol)
             proved = sol.status == "optimal"
             ph.status = sol.status

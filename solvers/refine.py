@@ -234,6 +234,7 @@ class _Search:
         self.units = _Units(problem)
         self.rng = np.random.default_rng(opts.seed)
         self.deadline = deadline
+        self.stop = opts.stop  # Ctrl-C / SIGTERM: checked before every evaluation
         self.mm = memory_model
         self.max_evals = max_evals
         self.patience = patience
@@ -248,7 +249,7 @@ class _Search:
             fifo_ev = self.cur_ev
             self.keep_order = True  # no second FIFO evaluation per start below
             firsts = [self.cur_ev.start] + ([np.asarray(start, dtype=float)] if start is not None else [])
-            evs = [self._eval(pl, s) for s in firsts]
+            evs = [self._eval(pl, s) for s in firsts[:1 if self.stop.is_set() else None]]
             self.cur_ev = min(evs, key=lambda e: _key(problem, e))
             self.keep_order = keep_order
             if keep_order == "auto":
@@ -270,6 +271,8 @@ class _Search:
     # -- budget --
     def out_of_budget(self) -> str:
         """Why to stop now, or "": an evaluation that would end past the deadline is not started."""
+        if self.stop.is_set():
+            return "stopped"
         per_eval = self.eval_seconds / max(1, self.stats.evaluations)
         if time.monotonic() + per_eval >= self.deadline:
             return "deadline"
@@ -571,7 +574,7 @@ def refine_multilevel(problem: Problem, placement: np.ndarray, opts: SolveOption
     chain = []  # coarsenings, finest first
     cur = problem
     # Coarsening costs about 40 us per node (measured, loaded machine): only when time allows.
-    while cur.n > coarsest * 2 and deadline - time.monotonic() > 3 * 4e-5 * cur.n + 1.0:
+    while cur.n > coarsest * 2 and deadline - time.monotonic() > 3 * 4e-5 * cur.n + 1.0 and not opts.stop.is_set():
         cz = coarsen(cur, max(coarsest, cur.n // ratio), seed=opts.seed)
         if cz.coarse is cur:
             break
@@ -589,6 +592,8 @@ def refine_multilevel(problem: Problem, placement: np.ndarray, opts: SolveOption
     share = (deadline - now) * (1.0 - final_share) / levels if levels else 0.0
     carried: np.ndarray | None = None
     for i in range(levels - 1, -1, -1):  # from the coarsest level up; level i's problem is chain[i].coarse
+        if opts.stop.is_set():
+            break
         prob_i = chain[i].coarse
         cands = [starts[i + 1]] + ([carried] if carried is not None else [])
         evs = [evaluate(prob_i, c, memory_model=memory_model) for c in cands]
@@ -598,7 +603,7 @@ def refine_multilevel(problem: Problem, placement: np.ndarray, opts: SolveOption
                         max_evals=max_evals, stats=RefineStats())
         carried = chain[i].project(got)
     start = pl0
-    if carried is not None:
+    if carried is not None and not opts.stop.is_set():
         ev_c = evaluate(problem, carried, memory_model=memory_model)
         if _key(problem, ev_c) < _key(problem, ev0) and not (_key(problem, ev0)[0] == 0.0 and _key(problem, ev_c)[0] > 0.0):
             start = carried

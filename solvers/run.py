@@ -10,7 +10,7 @@ import math
 import time
 
 import numpy as np
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from heuristics.tofu import plan_summary
@@ -25,7 +25,7 @@ from placement.solution import Solution, SolveOptions
 from .ordering import fit_by_order, order_report, overflowing_placement
 from .methods import get as method_info
 from .methods import methods
-from .pipeline import pipeline
+from .pipeline import finish_reserve, pipeline
 
 
 
@@ -152,6 +152,39 @@ def _check_bound(bound: float, makespan: float) -> None:
         raise RuntimeError(f"lower bound {bound!r} exceeds the feasible makespan {makespan!r}: a bound is invalid")
 
 
+def method_options(problem: Problem, opts: SolveOptions) -> SolveOptions:
+    """The options one method runs with: the limit still counts from ``opts.started`` (the process's
+    start, so loading counts) and leaves :func:`finish_reserve` for checking and writing the answer."""
+    if opts.time_limit is None:
+        return replace(opts, started=time.monotonic())
+    return replace(opts, time_limit=max(0.0, opts.time_limit - finish_reserve(problem, opts.time_limit)))
+
+
+def interrupted_result(problem: Problem, opts: SolveOptions, method: str, why: str, objective: str = "makespan") -> RunResult:
+    """What to report when the run did not return in time (see the ``solve`` command's watchdog):
+    the best answer published for this problem, re-checked by the evaluator (and dropped unless it
+    fits memory), never a claim of optimality the published bound cannot show."""
+    answer, bound = opts.best_so_far.get()
+    lb = bound if bound is not None else 0.0
+    seconds = time.monotonic() - opts.started
+    found = None
+    if answer is not None and objective == "makespan" and answer[0] is problem:
+        _, sol, ev = answer
+        if ev is None:
+            try:
+                ev = verify(problem, sol, opts.memory_model)
+            except (ValueError, RuntimeError):  # a claim the evaluator rejects is no answer
+                ev = None
+        if ev is not None and ev.feasible(problem):
+            found = (sol, ev)
+    if found is None:
+        return RunResult("unknown", method, None, None, lb, seconds, reason=why, interrupted=True, objective_name=objective)
+    sol, ev = found
+    status = "optimal" if ev.makespan <= lb * (1 + 1e-9) else "heuristic"
+    return RunResult(status, f"{method}:{sol.method}" if method == "auto" else sol.method, sol, ev, min(lb, ev.makespan),
+                     seconds, reason=why, interrupted=True)
+
+
 def _call(name: str, problem: Problem, opts: SolveOptions) -> Solution:
     return method_info(name).func(problem, opts)
 
@@ -176,6 +209,7 @@ def run(
     say = progress or (lambda msg: None)
     lbs = lower_bounds(problem)
     lb = lbs.best
+    opts.best_so_far.publish_bound(lb)
     mem_lb = memory_lower_bound(problem, opts.memory_model)
     why = infeasibility(problem, opts.memory_model) or memory_infeasibility(problem, mem_lb)
     if why:
@@ -219,7 +253,7 @@ def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callab
     proved_lb = lb
     history: list[dict[str, Any]] = []
     reasons: list[str] = []
-    sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    sol = _call(method, problem, method_options(problem, opts))
     entry: dict[str, Any] = {"method": method, "status": sol.status, "seconds": sol.seconds}
     history.append(entry)
     if sol.status == "infeasible":
@@ -277,7 +311,7 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
     info = method_info(name)
     if info.objective != objective:
         raise KeyError(f"method {name!r} optimises {info.objective}, not {objective}")
-    sol = info.func(problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
+    sol = info.func(problem, method_options(problem, opts))
     history = [{"method": name, "status": sol.status, "seconds": sol.seconds}]
     seconds = time.monotonic() - t0
     bound = float(sol.lower_bound) if sol.lower_bound is not None else 0.0

@@ -62,7 +62,7 @@ def test_bad_problem_file(case, tmp_path, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--memory", "12 parsecs"], "--memory: not a memory size"),
     (["--devices", "0"], "--devices must be at least 1"),
-    (["--time-limit", "-3"], "--time-limit must be positive"),
+    (["--time-limit", "-3"], "--time-limit must be a positive number of seconds"),
     (["--method", "nonsense"], "unknown method 'nonsense'"),
     (["--devices", "3", "--memory", "1GB,2GB"], "--memory lists 2 sizes for --devices 3"),
     (["--report", "/no/such/dir/r.json"], "--report: directory"),

@@ -139,7 +139,7 @@ def test_placement_file_round_trip(tmp_path):
 def test_detection_by_content(tmp_path):
     (tmp_path / "weird.txt").write_text(json.dumps({"maxFPGAs": 1, "maxSizePerFPGA": 1, "nodes": [], "edges": []}))
     assert detect_format(tmp_path / "weird.txt") == "fiddle"
-    (tmp_path / "n.data").write_text(json.dumps({"devices": {"count": 1}, "nodes": []}))
+    (tmp_path / "n.data").write_text(json.dumps({"devices": {"count": 1}, "nodes": [{"id": 0, "time": 1, "out_bytes": 0, "param_bytes": 0}]}))
     assert detect_format(tmp_path / "n.data") == "native"
     (tmp_path / "x.json").write_text("hello")
     with pytest.raises(ProblemError, match="cannot tell the format"):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import bisect
 
+from typing import Callable
+
 import numpy as np
 
 from placement.problem import Problem
@@ -78,8 +80,9 @@ def eq5_holds(problem: Problem, placement: np.ndarray, tol: float = 1e-9) -> boo
 
 
 def balance_residual(problem: Problem, placement: np.ndarray, capacity: np.ndarray, units: Units | None = None,
-                     tol: float = 0.01) -> tuple[np.ndarray, int]:
-    """Move residual units until Eq. (5) holds within ``tol`` (relative to the mean score).
+                     tol: float = 0.01, out_of_time: Callable[[], bool] | None = None) -> tuple[np.ndarray, int]:
+    """Move residual units until Eq. (5) holds within ``tol`` (relative to the mean score), or
+    until ``out_of_time()`` says so (with 1000 devices the pairs to try number a million).
     Returns the new placement and the number of units moved."""
     k = problem.k
     pl = placement.copy()
@@ -107,7 +110,7 @@ def balance_residual(problem: Problem, placement: np.ndarray, capacity: np.ndarr
     target = 2.0 / k
     moved = 0
     blocked: set[tuple[int, int]] = set()
-    while True:
+    while out_of_time is None or not out_of_time():
         order = np.argsort(score, kind="stable")
         if score[order[0]] >= target * (1 - tol):
             break

@@ -232,7 +232,8 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
         """Step 2 on one Step-1 placement; the dict says what it did."""
         done: dict = {}
         if use_two:
-            placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)))
+            placement, moved = balance_residual(problem, placement, usable, units, float(extra.get("eq5_tol", 0.01)),
+                                                out_of_time=opts.out_of_time)
             done["residual_moved"] = moved
         if use_one:
             rem = opts.remaining()

@@ -10,6 +10,7 @@ In the makespan model every node may run on any device (unsupported nodes keep t
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,19 @@ def _field(rec: dict[str, Any], key: str, where: str) -> Any:
     if key not in rec:
         raise ProblemError(f"{where}: missing field {key!r}")
     return rec[key]
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ProblemError(f"{where}: expected a finite non-negative number, got {value!r}")
+    return float(value)
+
+
+def _flag(value: Any, where: str) -> bool:
+    """true/false, or 1/0 as some msr-fiddle graphs write them."""
+    if value not in (True, False) or not isinstance(value, (bool, int)):
+        raise ProblemError(f"{where}: expected true or false (or 1 or 0), got {value!r}")
+    return bool(value)
 
 
 def problem_from_fiddle(doc: dict[str, Any], name: str = "fiddle") -> Problem:
@@ -46,10 +60,12 @@ def problem_from_fiddle(doc: dict[str, Any], name: str = "fiddle") -> Problem:
         }
         if rec.get("colorClass") is not None:
             node["colocate"] = rec["colorClass"]
+            if isinstance(node["colocate"], bool) or not isinstance(node["colocate"], (str, int)):
+                raise ProblemError(f"{where} field 'colorClass': must be a string or an integer, got {rec['colorClass']!r}")
         nodes.append(node)
-        cpu.append(float(rec.get("cpuLatency", 0.0)))
-        supported.append(bool(rec.get("supportedOnFpga", True)))
-        backward.append(bool(rec.get("isBackwardNode", False)))
+        cpu.append(_number(rec.get("cpuLatency", 0.0), f"{where} field 'cpuLatency'"))
+        supported.append(_flag(rec.get("supportedOnFpga", True), f"{where} field 'supportedOnFpga'"))
+        backward.append(_flag(rec.get("isBackwardNode", False), f"{where} field 'isBackwardNode'"))
     edges = []
     for pos, rec in enumerate(doc.get("edges", [])):
         if not isinstance(rec, dict):
@@ -62,10 +78,16 @@ def problem_from_fiddle(doc: dict[str, Any], name: str = "fiddle") -> Problem:
     k = doc["maxFPGAs"]
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ProblemError(f"msr-fiddle: maxFPGAs must be a positive integer, got {k!r}")
+    memory = _field(doc, "maxSizePerFPGA", "msr-fiddle")
+    if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not memory >= 0:
+        raise ProblemError(f"msr-fiddle: maxSizePerFPGA must be a number of bytes, got {memory!r}")
+    cpus = doc.get("maxCPUs", 0)
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 0:
+        raise ProblemError(f"msr-fiddle: maxCPUs must be a non-negative integer, got {cpus!r}")
     return make_problem(
-        nodes, edges, devices=k, memory=_field(doc, "maxSizePerFPGA", "msr-fiddle"), name=name,
+        nodes, edges, devices=k, memory=float(memory), name=name,
         node_attrs={"cpu_latency": cpu, "supported": supported, "is_backward": backward},
-        attrs={"max_cpus": int(doc.get("maxCPUs", 0)), "format": "fiddle"},
+        attrs={"max_cpus": cpus, "format": "fiddle"},
     )
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..problem import Link, Problem, ProblemError, make_problem
 from ..units import parse_bytes
+from .files import parse_json, read_text
 
 
 def looks_like_native(doc: Any) -> bool:
@@ -37,6 +38,13 @@ def _memory(value: Any, where: str) -> float:
         raise ProblemError(f"{where}: {exc}") from None
 
 
+def _known_keys(obj: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """The schema forbids unknown keys here: a misspelt one ("memroy") must not be ignored."""
+    for key in obj:
+        if key not in allowed:
+            raise ProblemError(f"{where}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+
+
 def problem_from_native(doc: dict[str, Any], name: str = "problem") -> Problem:
     """Build a Problem from a parsed native document (validated by make_problem)."""
     if not isinstance(doc, dict):
@@ -47,9 +55,14 @@ def problem_from_native(doc: dict[str, Any], name: str = "problem") -> Problem:
     edges = doc.get("edges", [])
     if not isinstance(edges, list):
         raise ProblemError("native JSON: field 'edges' must be a list")
+    if "name" in doc and not isinstance(doc["name"], str):
+        raise ProblemError(f"name: expected a string, got {doc['name']!r}")
     devices = doc.get("devices", {"count": 1, "memory": None})
     if isinstance(devices, dict):
-        count = devices.get("count", 1)
+        _known_keys(devices, ("count", "memory"), "devices")
+        if "count" not in devices:
+            raise ProblemError("devices: missing 'count' (the number of devices)")
+        count = devices["count"]
         if isinstance(count, bool) or not isinstance(count, int):
             raise ProblemError(f"devices.count: expected an integer, got {count!r}")
         mem = devices.get("memory")
@@ -60,6 +73,9 @@ def problem_from_native(doc: dict[str, Any], name: str = "problem") -> Problem:
         for i, d in enumerate(devices):
             if not isinstance(d, dict):
                 raise ProblemError(f"devices[{i}]: expected an object with 'name' and 'memory'")
+            _known_keys(d, ("name", "memory"), f"devices[{i}]")
+            if "name" in d and not isinstance(d["name"], str):
+                raise ProblemError(f"devices[{i}].name: expected a string, got {d['name']!r}")
             dev_arg.append({"name": d.get("name", f"dev{i}"), "memory": _memory(d.get("memory"), f"devices[{i}].memory")})
         memory = math.inf
     else:
@@ -69,11 +85,15 @@ def problem_from_native(doc: dict[str, Any], name: str = "problem") -> Problem:
         lk = doc["link"]
         if not isinstance(lk, dict):
             raise ProblemError("link: expected {'latency', 'bandwidth'}")
-        try:
-            latency = float(lk.get("latency", 0.0))
-            bandwidth = float(lk.get("bandwidth", math.inf))
-        except (TypeError, ValueError):
-            raise ProblemError(f"link: latency and bandwidth must be numbers, got {lk!r}") from None
+        _known_keys(lk, ("latency", "bandwidth"), "link")
+        raw_latency = lk.get("latency", 0.0)
+        raw_bandwidth = lk.get("bandwidth")  # null or absent: unlimited
+        if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in (raw_latency, raw_bandwidth) if x is not None):
+            raise ProblemError(f"link: latency and bandwidth must be numbers, got {lk!r}")
+        latency = float(raw_latency) if raw_latency is not None else 0.0
+        bandwidth = float(raw_bandwidth) if raw_bandwidth is not None else math.inf
+        if not math.isfinite(latency):
+            raise ProblemError(f"link: latency must be a finite number of time units, got {raw_latency!r}")
         if not (latency >= 0 and bandwidth > 0):
             raise ProblemError(f"link: latency must be >= 0 and bandwidth > 0, got {lk!r}")
         link = Link(latency, bandwidth)
@@ -83,9 +103,7 @@ def problem_from_native(doc: dict[str, Any], name: str = "problem") -> Problem:
 
 def read_problem(path: str | Path) -> Problem:
     path = Path(path)
-    with open(path) as fh:
-        doc = json.load(fh)
-    return problem_from_native(doc, name=path.stem)
+    return problem_from_native(parse_json(read_text(path), path), name=path.stem)
 
 
 def _num(x: float) -> float | int:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..problem import Link, Problem, ProblemError, make_problem
+from ..problem import Link, Problem, ProblemError, check_device_count, make_problem
 from ..units import parse_bytes
+from .files import read_text
 
 _EDGE = re.compile(r'^\s*"?([^"]+?)"?\s*->\s*"?([^"\[;]+?)"?\s*(\[.*\])?\s*;?\s*$')
 
@@ -49,7 +50,7 @@ def read_dot_edges(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """Node names in order of first appearance, and the edges."""
     names: dict[str, None] = {}
     edges: list[tuple[str, str]] = []
-    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+    for lineno, raw in enumerate(read_text(path).splitlines(), 1):
         line = raw.split("//")[0].strip()
         if not line or line.startswith(("digraph", "graph", "}", "{", "#")) or line in ("{", "}"):
             continue
@@ -71,7 +72,7 @@ def read_dot_edges(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
 def read_values(path: Path) -> dict[str, str]:
     """``name::value`` lines; the name may itself contain ':' (split at the last '::')."""
     out: dict[str, str] = {}
-    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+    for lineno, raw in enumerate(read_text(path).splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -83,17 +84,28 @@ def read_values(path: Path) -> dict[str, str]:
 
 
 def read_list(path: Path) -> list[str]:
-    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln.strip() for ln in read_text(path).splitlines() if ln.strip() and not ln.startswith("#")]
 
 
-def _number(value: str, where: str) -> float:
+def _number(value: str, where: str, *, allow_inf: bool = False) -> float:
     try:
         x = float(value)
     except ValueError:
         raise ProblemError(f"{where}: {value!r} is not a number") from None
-    if math.isnan(x) or x < 0:
-        raise ProblemError(f"{where}: {value!r} must be a non-negative number")
+    if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_inf):
+        raise ProblemError(f"{where}: {value!r} must be a finite non-negative number")
     return x
+
+
+def _count(value: str, where: str) -> int:
+    """A device count: a positive integer written as one ("2", not "2.5" or "inf"; "1e6" is 10^6)."""
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x >= 1 and x.is_integer()):
+        raise ProblemError(f"{where}: {value!r} is not a positive integer")
+    return int(x)
 
 
 def read_pardnn(path: str | Path) -> Problem:
@@ -131,7 +143,7 @@ def read_pardnn(path: str | Path) -> Problem:
             raise ProblemError(f"{p}: node {sorted(unknown)[0]!r} is not in {dot.name}")
     link_vals = read_values(side("link.txt")) if side("link.txt") else {}
     latency = _number(link_vals.get("latency", "0"), "link.txt latency")
-    bandwidth = _number(link_vals.get("bandwidth", "inf"), "link.txt bandwidth")
+    bandwidth = _number(link_vals.get("bandwidth", "inf"), "link.txt bandwidth", allow_inf=True)
     if bandwidth <= 0:
         raise ProblemError("link.txt bandwidth: must be positive")
     link = Link(latency, bandwidth)
@@ -164,7 +176,8 @@ def read_pardnn(path: str | Path) -> Problem:
         nodes.append(rec)
     edge_recs = [{"src": a, "dst": b, "bytes": tensor[a]} for a, b in edges]
     dev_vals = read_values(side("devices.txt")) if side("devices.txt") else {}
-    count = int(_number(dev_vals.get("count", "1"), "devices.txt count"))
+    count = _count(dev_vals.get("count", "1"), "devices.txt count")
+    check_device_count(count, "devices.txt count")
     try:
         memory = parse_bytes(dev_vals.get("memory", "inf"))
     except ValueError as exc:
