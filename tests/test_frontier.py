@@ -114,3 +114,15 @@ def test_solve_batch_bad_manifest_exits_2_and_writes_nothing(tmp_path, capsys, m
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and what in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_frontier_on_ray_equals_the_sequential_frontier(transformer):
+    """The `ray` extra runs the same points as Ray tasks: same capacities, answers and bounds
+    (a deterministic method, so the two runs must agree exactly)."""
+    pytest.importorskip("ray")
+    seq = frontier(transformer, "peak", method="etf", points=3, time_limit=None, parallel="none")
+    par = frontier(transformer, "peak", method="etf", points=3, time_limit=None, parallel="ray")
+    assert [p.capacity for p in par.points] == [p.capacity for p in seq.points]
+    assert [p.makespan for p in par.points] == [p.makespan for p in seq.points]
+    assert [p.lower_bound for p in par.points] == [p.lower_bound for p in seq.points]
+    assert any(p.makespan is not None for p in par.points)
