@@ -461,3 +461,25 @@ def test_partitioning_respects_what_it_cannot_model():
     assert res.method != "auto:tofu" and res.evaluation is not None
     entry = [h for h in res.history if h.get("method") == "tofu"][0]
     assert "colocation" in entry["choice"]
+
+
+# ----- on models imported from PyTorch ------------------------------------------------------------
+
+def test_tofu_on_an_imported_gpt2_training_step():
+    """The importer's operator semantics are enough for Tofu: every op of a GPT-2 training step is
+    described, the 4-way plan's objective is the plan evaluator's makespan, and its largest device
+    holds less than even a perfect 2-way split would (half the single-device peak)."""
+    pytest.importorskip("torch")
+    from placement.importers.torch import graph_from_torch
+    from tests import torch_models
+
+    model, inputs, loss_fn = torch_models.gpt2_tiny()
+    prob = graph_from_torch(model, inputs, loss_fn=loss_fn).with_devices(4)
+    res = run(prob, "tofu", SolveOptions(memory_model="peak", time_limit=60))
+    assert res.feasible, res.reason
+    part = res.report(prob, "peak")["partition"]
+    assert part["undescribed_operators"] == []
+    assert part["factors"] == [2, 2]
+    pe = evaluate_plan(build_graph(prob), res.solution.info["plan"], "peak")
+    assert res.report(prob, "peak")["makespan"] == pytest.approx(pe.makespan)
+    assert part["max_device_memory"] < part["single_device_memory"] / 2
