@@ -87,8 +87,8 @@ def build_report(
         "capacity": problem.memory.tolist(),
         "static_memory": evaluation.static_memory.tolist() if evaluation is not None else None,
         "peak_memory": evaluation.peak_memory.tolist() if evaluation is not None else None,
-        "placement": {str(nid): int(d) for nid, d in zip(problem.ids, evaluation.placement.tolist())} if evaluation is not None else None,
-        "start": {str(nid): float(s) for nid, s in zip(problem.ids, evaluation.start.tolist())} if evaluation is not None else None,
+        "placement": None,  # filled below, after _clean: already JSON-safe, and 2 x n values to walk
+        "start": None,
         "seconds": seconds,
         "method": method,
         "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m, "devices": problem.k},
@@ -97,7 +97,15 @@ def build_report(
         rep["reason"] = reason
     if extra:
         rep.update(extra)
-    return _clean(rep)
+    rep = _clean(rep)
+    if evaluation is not None:
+        keys = [str(nid) for nid in problem.ids]
+        start = evaluation.start.tolist()
+        if not np.isfinite(evaluation.start).all():
+            start = [s if math.isfinite(s) else None for s in start]
+        rep["placement"] = dict(zip(keys, evaluation.placement.astype(np.int64).tolist()))
+        rep["start"] = dict(zip(keys, start))
+    return rep
 
 
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
