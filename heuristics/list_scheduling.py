@@ -47,6 +47,16 @@ from .pardnn.graph import Graph, bottom_levels
 GAP_SCAN = 64
 
 
+def allowed_devices(problem: Problem, mask: np.ndarray, group_dev: dict[int, int], v: int) -> np.ndarray:
+    """The devices node ``v`` may take: its group's device once a member is placed, else its mask."""
+    g = int(problem.colocate[v])
+    if g >= 0 and g in group_dev:
+        ok = np.zeros(problem.k, dtype=bool)
+        ok[group_dev[g]] = True
+        return ok
+    return mask[v]
+
+
 class _Memory:
     """Static-memory bookkeeping with colocation groups reserved whole at their first member."""
 
@@ -63,12 +73,7 @@ class _Memory:
         self.pred = problem.pred_ptr
 
     def allowed(self, v: int) -> np.ndarray:
-        g = int(self.p.colocate[v])
-        if g >= 0 and g in self.group_dev:
-            ok = np.zeros(self.p.k, dtype=bool)
-            ok[self.group_dev[g]] = True
-            return ok
-        return self.mask[v]
+        return allowed_devices(self.p, self.mask, self.group_dev, v)
 
     def cost(self, v: int, d: int, dev: np.ndarray) -> float:
         """Bytes placing v on d adds to d."""
@@ -114,12 +119,7 @@ class _PeakMemory:
         self.headroom = headroom
 
     def allowed(self, v: int) -> np.ndarray:
-        g = int(self.p.colocate[v])
-        if g >= 0 and g in self.group_dev:
-            ok = np.zeros(self.p.k, dtype=bool)
-            ok[self.group_dev[g]] = True
-            return ok
-        return self.mask[v]
+        return allowed_devices(self.p, self.mask, self.group_dev, v)
 
     def fits(self, v: int, d: int, dev: np.ndarray, s: float = 0.0, f: float = 0.0) -> bool:
         """Within capacity; a node free to choose its device (not in a colocation group already

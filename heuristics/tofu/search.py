@@ -183,11 +183,10 @@ def _strategy_sequences(g: PGraph, o: int, factors: Sequence[int]) -> list[tuple
     return _sequences(ext0, options, shrink, factors)
 
 
-def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None,
-               max_cells: int = 1 << 22) -> tuple[Plan, float, bool]:
-    """The non-recursive DP: each variable's value is its whole sequence of layouts over the steps,
-    each operator's its sequence of strategies; exact over all plans of the (tied) model unless a
-    table would exceed ``max_cells`` (then conditioned: the third value is False)."""
+def _sequence_domains(g: PGraph, k: int, tie: bool, factors: Sequence[int] | None
+                      ) -> tuple[list[int], list[int], list[list[Any]], list[list[Any]]]:
+    """What the whole-plan searches choose from: the step factors, each tensor's tie class, each
+    class's layout sequences over the steps, and each operator's strategy sequences."""
     factors = list(factors) if factors is not None else factorize(k)
     classes = tie_classes(g, tie)
     shapes, _ = initial_shapes(g)
@@ -196,6 +195,15 @@ def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | 
         rep.setdefault(c, t)
     doms = [_layout_sequences(shapes[rep[c]], factors) for c in range(len(rep))]
     strats = [_strategy_sequences(g, o, factors) for o in range(len(g.ops))]
+    return factors, classes, doms, strats
+
+
+def joint_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[int] | None = None,
+               max_cells: int = 1 << 22) -> tuple[Plan, float, bool]:
+    """The non-recursive DP: each variable's value is its whole sequence of layouts over the steps,
+    each operator's its sequence of strategies; exact over all plans of the (tied) model unless a
+    table would exceed ``max_cells`` (then conditioned: the third value is False)."""
+    factors, classes, doms, strats = _sequence_domains(g, k, tie, factors)
 
     def seq_cost(o: int, seq: tuple, lay: dict[int, tuple]) -> float:
         return sum(op_step_cost(g, o, seq[i], {t: lay[t][i] for t in lay}, q) for i, q in enumerate(factors))
@@ -214,14 +222,7 @@ def exhaustive_plan(g: PGraph, k: int, *, tie: bool = True, factors: Sequence[in
                     limit: int = 2_000_000) -> tuple[Plan, float]:
     """Every plan (layout and strategy sequences, tied classes sharing layouts) priced by
     :func:`plan_cost`; the cheapest (first found on ties). For tests on tiny graphs."""
-    factors = list(factors) if factors is not None else factorize(k)
-    classes = tie_classes(g, tie)
-    shapes, _ = initial_shapes(g)
-    rep: dict[int, int] = {}
-    for t, c in enumerate(classes):
-        rep.setdefault(c, t)
-    doms = [_layout_sequences(shapes[rep[c]], factors) for c in range(len(rep))]
-    strats = [_strategy_sequences(g, o, factors) for o in range(len(g.ops))]
+    factors, classes, doms, strats = _sequence_domains(g, k, tie, factors)
     total = math.prod(len(d) for d in doms) * math.prod(len(s) for s in strats)
     if total > limit:
         raise ValueError(f"{total} plans: too many to enumerate")

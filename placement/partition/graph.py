@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..problem import Problem, ProblemError
-from .ops import SINKS, SOURCES, OpDesc, _shape, describe, op_name, tensor_bytes
+from .ops import SINKS, SOURCES, OpDesc, _shape, align_dims, describe, op_name, tensor_bytes
 
 
 @dataclass
@@ -131,16 +131,7 @@ def dim_map(seen: tuple[int, ...], shape: tuple[int, ...]) -> list[int | None]:
             cands = [i for i, e in enumerate(shape) if e == ext]
             out.append(cands[0] if len(cands) == 1 else (j if shape[j] == ext else None))
         return out
-    res: list[int | None] = [None] * len(seen)
-    p = 0
-    while p < min(len(seen), len(shape)) and seen[p] == shape[p]:
-        res[p] = p
-        p += 1
-    s = 1
-    while s <= min(len(seen), len(shape)) - p and seen[-s] == shape[-s]:
-        res[len(seen) - s] = len(shape) - s
-        s += 1
-    return res
+    return align_dims(shape, seen)
 
 
 def with_placed(g: PGraph, placed: dict[int, int]) -> PGraph:

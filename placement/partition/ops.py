@@ -306,7 +306,7 @@ def _pool(ins: list, outs: list) -> OpDesc:
     return OpDesc(V.extents, tuple(None if s is None else dims(s) for s in ins), tuple((dims(s), frozenset()) for s in outs))
 
 
-def _align(src: Sequence[int], dst: Sequence[int]) -> list[int | None]:
+def align_dims(src: Sequence[int], dst: Sequence[int]) -> list[int | None]:
     """For each dim of ``dst``, the dim of ``src`` it is (by common prefix and suffix), or None."""
     res: list[int | None] = [None] * len(dst)
     p = 0
@@ -326,7 +326,7 @@ def _view(ins: list, outs: list) -> OpDesc:
     V = _Vars()
     names = [f"d{i}" for i in range(len(x))]
     dx = V.dims(names, x)
-    dy = tuple(V.use(names[a], y[j]) if a is not None else None for j, a in enumerate(_align(x, y)))
+    dy = tuple(V.use(names[a], y[j]) if a is not None else None for j, a in enumerate(align_dims(x, y)))
     rest = tuple(None for _ in ins[1:])
     return OpDesc(V.extents, (dx,) + rest, ((dy, frozenset()),))
 
