@@ -23,7 +23,6 @@ from placement.problem import Problem
 from placement.report import OPTIMAL_GAP, within_optimal_gap
 from placement.solution import Solution, SolveOptions
 
-from .pathbound import path_lower_bound
 from .units import Units, units  # noqa: F401  (re-exported for the models)
 
 # Relative gap under which a solver's proved optimum counts as "optimal" for the real problem.
@@ -167,16 +166,11 @@ def longest_starts(dur: Sequence[float], succ: list[list[tuple[int, float]]], in
 
 def lower_bound(problem: Problem, memory_model: str, path_bound: bool = True) -> float:
     """The best of the project's simple valid bounds (placement.bounds: critical path, load / K,
-    largest node or group) and, with ``path_bound``, the memory-aware path bound of
-    formulations.pathbound."""
-    try:
-        from placement.bounds import makespan_lower_bound
-        lb = float(makespan_lower_bound(problem, memory_model))
-    except ImportError:  # pragma: no cover - bounds.py is part of the foundation
-        lb = float(max(problem.time.sum() / problem.k, problem.time.max())) if problem.n else 0.0
-    if path_bound:
-        lb = max(lb, path_lower_bound(problem, memory_model))
-    return lb
+    largest node or group, communication) and, with ``path_bound``, the memory-aware path bound
+    (placement.memory_path_bound)."""
+    from placement.bounds import makespan_lower_bound
+
+    return float(makespan_lower_bound(problem, memory_model if path_bound else None))
 
 
 def infeasible_reason(problem: Problem, memory_model: str) -> str | None:
