@@ -211,6 +211,20 @@ def _key(problem: Problem, ev: Evaluation) -> tuple[int, float]:
     return (0, ev.makespan) if over <= 0 else (1, over)
 
 
+def no_order_fits(problem: Problem, placement: np.ndarray) -> bool:
+    """True when some device overflows in every order: in the peak model a device always holds its
+    nodes' params, and while one of its nodes runs, that node's output and inputs too
+    (docs/peak.md, "working set"). Checking it first spares the simulations of the memory-aware
+    rules on hopeless placements (all nodes on one device, typically: 10 s on a 10K-node graph)."""
+    from placement.memory_bounds import working_sets
+
+    k = problem.k
+    params = np.bincount(placement, weights=problem.param_bytes, minlength=k)
+    ws = np.zeros(k)
+    np.maximum.at(ws, placement, working_sets(problem))
+    return bool(np.any(params + ws > problem.memory * (1 + 1e-12) + 1e-9))
+
+
 def lower_peak_order(problem: Problem, placement: np.ndarray, fifo: Evaluation | None = None) -> Ordered:
     """The best of FIFO and the memory-aware orders for this placement under the peak model
     (``order`` None means FIFO is the best). Only runs the memory-aware rules when FIFO overflows."""
@@ -219,7 +233,7 @@ def lower_peak_order(problem: Problem, placement: np.ndarray, fifo: Evaluation |
         fifo = evaluate(problem, pl, memory_model="peak")
     fifo_fits = fifo.feasible(problem)
     best = Ordered(None, fifo, "fifo", fifo_fits)
-    if fifo_fits:
+    if fifo_fits or no_order_fits(problem, pl):
         return best
     for mode in ("fit", "min", "net"):
         order = memory_aware_order(problem, pl, mode=mode)

@@ -97,3 +97,33 @@ def test_net_rule_reaches_the_smallest_peak_over_all_orders_on_a_gradient_accumu
     assert float(net.peak_memory[0]) == smallest
     got = lower_peak_order(gradient_accumulation(4, smallest), pl)
     assert got.evaluation.feasible(gradient_accumulation(4, smallest))
+
+
+def test_no_order_fits_only_when_every_order_overflows():
+    """Brute force over every order of each device on tiny graphs: the quick check never gives
+    up on a placement that some order fits, and it does give up on some that none fits."""
+
+    from heuristics.memory_order import no_order_fits
+    from tests.test_memory_bounds import _topological_orders
+
+    hopeless = 0
+    for seed in range(12):
+        p = random_problem(seed, 6, 2, zero_time_p=0.15)
+        rng = np.random.default_rng(seed)
+        pl = rng.integers(0, 2, size=p.n)
+        orders = list(_topological_orders(p))
+        peaks = [evaluate(p, pl, order=[[v for v in g if pl[v] == d] for d in range(2)], memory_model="peak").peak_memory.max()
+                 for g in orders]
+        for cap in sorted(set(float(x) for x in peaks)) + [float(min(peaks)) * 0.7]:
+            tight = p.with_devices(2, memory=cap)
+            if no_order_fits(tight, pl):
+                assert min(peaks) > cap
+                hopeless += 1
+    assert hopeless >= 1
+
+
+def test_portfolio_runs_the_list_schedulers_before_pardnn_under_peak():
+    from heuristics.portfolio import ORDER, PEAK_ORDER
+
+    assert sorted(PEAK_ORDER) == sorted(ORDER)
+    assert PEAK_ORDER.index("etf") < PEAK_ORDER.index("pardnn") and PEAK_ORDER.index("heft") < PEAK_ORDER.index("pardnn")
