@@ -17,6 +17,7 @@ capacity.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,9 +66,10 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
     return np.asarray(head_l)
 
 
-def lower_bounds(problem: Problem, memory_model: str | None = None) -> LowerBounds:
+def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None) -> LowerBounds:
     """Every simple bound; the memory path bound only when ``memory_model`` ("static" or "peak")
-    says which capacity constraint holds (a static-model bound is not valid under the peak model)."""
+    says which capacity constraint holds (a static-model bound is not valid under the peak model),
+    cut short once ``stop`` is set."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
@@ -77,7 +79,7 @@ def lower_bounds(problem: Problem, memory_model: str | None = None) -> LowerBoun
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
         communication=comm_bound(problem),
-        memory_path=memory_path_bound(problem, memory_model) if memory_model else 0.0,
+        memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
     )
 
 

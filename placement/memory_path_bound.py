@@ -25,6 +25,7 @@ is one pass over the graph. About a second per candidate at 200K nodes (pure Pyt
 """
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import numpy as np
@@ -132,9 +133,10 @@ def segmentation_cost(problem: Problem, path: list[int], memory_model: str, capa
     return f_prev
 
 
-def memory_path_bound(problem: Problem, memory_model: str = "static") -> float:
+def memory_path_bound(problem: Problem, memory_model: str = "static", stop: threading.Event | None = None) -> float:
     """The best memory-aware path bound over a few candidate paths (0 when memory is unlimited,
-    the critical path then being the same bound)."""
+    the critical path then being the same bound). Once ``stop`` is set, no further path is tried:
+    the best so far is still a valid bound (about 0.3 s per path at 200K nodes)."""
     if problem.n == 0:
         return 0.0
     capacity = float(problem.memory.max())
@@ -148,18 +150,19 @@ def memory_path_bound(problem: Problem, memory_model: str = "static") -> float:
     scale_t = float(problem.time.sum()) or 1.0
     inter = (unit[problem.src] != unit[problem.dst]).astype(float)
     ew = problem.comm / scale_t
-    candidates: list[list[int]] = [best_path(problem, problem.time / scale_t, ew),
-                                   best_path(problem, problem.time / scale_t, ew * inter)]
+    weights: list[tuple[np.ndarray, np.ndarray]] = [(problem.time / scale_t, ew), (problem.time / scale_t, ew * inter)]
     for mem in mems:
         total_mem = float(mem.sum()) or 1.0
-        candidates.append(best_path(problem, mem / total_mem, np.zeros(problem.m)))
+        weights.append((mem / total_mem, np.zeros(problem.m)))
         for wm in (0.5, 1.0, 4.0):
             w = problem.time / scale_t + wm * mem / total_mem
-            candidates.append(best_path(problem, w, ew))
-            candidates.append(best_path(problem, w, ew * inter))
+            weights += [(w, ew), (w, ew * inter)]
     best = 0.0
     seen: set[tuple[int, ...]] = set()
-    for path in candidates:
+    for w, e in weights:
+        if stop is not None and stop.is_set():
+            break
+        path = best_path(problem, w, e)
         key = tuple(path)
         if key in seen:
             continue

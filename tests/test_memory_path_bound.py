@@ -80,3 +80,14 @@ def test_run_reports_the_memory_path_bound(workloads) -> None:
     res = run(p, "etf", SolveOptions(memory_model="static"))
     assert res.bounds["memory_path"] == pytest.approx(memory_path_bound(p, "static"))
     assert res.lower_bound >= res.bounds["memory_path"] - 1e-9 or res.lower_bound == pytest.approx(res.evaluation.makespan)
+
+
+def test_a_stop_cuts_the_search_short_with_a_valid_bound() -> None:
+    import threading
+
+    nodes = [{"id": x, "time": 2, "out_bytes": 3, "param_bytes": 4} for x in "ab"]
+    p = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 5}], devices=2, memory=10.0)
+    stop = threading.Event()
+    stop.set()
+    assert memory_path_bound(p, "peak", stop) == 0.0  # no path tried: the trivial bound
+    assert memory_path_bound(p, "peak", threading.Event()) == pytest.approx(9)
