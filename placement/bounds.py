@@ -83,9 +83,9 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     )
 
 
-def makespan_lower_bound(problem: Problem, memory_model: str | None = "static") -> float:
-    """The best valid lower bound on the optimal makespan in ``memory_model`` (None: without the
-    memory path bound, valid in either model)."""
+def makespan_lower_bound(problem: Problem, memory_model: str | None = None) -> float:
+    """The best valid lower bound on the optimal makespan in ``memory_model`` (None, the default:
+    without the memory path bound, so valid in either model)."""
     return lower_bounds(problem, memory_model).best
 
 
