@@ -144,9 +144,8 @@ def memory_path_bound(problem: Problem, memory_model: str = "static", stop: thre
         return 0.0
     unit = unit_of(problem)
     ws = working_sets(problem)
-    # Paths heavy in memory are the likeliest to need cuts: under the peak model both what a run
-    # must hold (params + working set) and params alone are tried as the weight.
-    mems = [problem.param_bytes + problem.out_bytes] if memory_model == "static" else [problem.param_bytes + ws, problem.param_bytes]
+    # Paths heavy in what a run must hold are the likeliest to need cuts.
+    mems = [problem.param_bytes + (problem.out_bytes if memory_model == "static" else ws)]
     scale_t = float(problem.time.sum()) or 1.0
     inter = (unit[problem.src] != unit[problem.dst]).astype(float)
     ew = problem.comm / scale_t
@@ -157,6 +156,9 @@ def memory_path_bound(problem: Problem, memory_model: str = "static", stop: thre
         for wm in (0.5, 1.0, 4.0):
             w = problem.time / scale_t + wm * mem / total_mem
             weights += [(w, ew), (w, ew * inter)]
+    if memory_model != "static":  # params alone, which a run holds at all times
+        params = problem.param_bytes / (float(problem.param_bytes.sum()) or 1.0)
+        weights += [(params, np.zeros(problem.m)), (problem.time / scale_t + params, ew * inter)]
     best = 0.0
     seen: set[tuple[int, ...]] = set()
     for w, e in weights:
