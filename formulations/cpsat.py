@@ -26,6 +26,7 @@ from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import cp_solver, set_params
+from .peak_repair import order_preserving_schedule
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
                      hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
@@ -126,7 +127,7 @@ class Built:
     same: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
     used: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
     last: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
-    remote: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
+    remote: list[tuple[cp_model.IntVar, int, int, list[int], cp_model.IntVar]] = field(default_factory=list)
     room: list[tuple[cp_model.IntVar, int]] = field(default_factory=list)
 
 
@@ -141,6 +142,20 @@ def model_data(problem: Problem, sc: Scale, mode: str) -> tuple[np.ndarray, np.n
         return sc.dur_hi, sc.comm_hi, 0
     tiny = (problem.time > 0) & (sc.dur_lo == 0)
     return np.where(tiny, 1, sc.dur_lo), sc.comm_lo, int(tiny.sum())
+
+
+def model_mode(problem: Problem, memory_model: str, sc: Scale) -> str:
+    """"relax" (floored data: the model relaxes the real problem, its bound is valid) or "safe"
+    (a restriction whose schedules are real schedules, for peak memory when relaxing is not sound).
+
+    Static memory and exact data always relax. Peak memory with inexact data relaxes when no
+    positive time floors to zero units: every model lifetime then lies inside the floored real one
+    (docs/exact.md, "Peak memory with inexact data"). Sub-unit times get 1 unit and shift the
+    mapping by up to one unit per node, which could lengthen a lifetime, so those stay "safe"."""
+    if memory_model == "static" or sc.exact:
+        return "relax"
+    tiny = (problem.time > 0) & (sc.dur_lo == 0)
+    return "safe" if bool(tiny.any()) else "relax"
 
 
 def _no_tick() -> None:
@@ -177,7 +192,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     if memory_model not in MEMORY_MODELS:
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     sc = scale or choose_scale(problem)
-    mode = "relax" if (memory_model == "static" or sc.exact) else "safe"
+    mode = model_mode(problem, memory_model, sc)
     dur, comm, slack = model_data(problem, sc, mode)
     param, out, cap, mem_exact = _memory_ints(problem, memory_model)
     bound_valid = mem_exact and (mode == "relax")
@@ -289,6 +304,9 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
     (inexact times) remote copies start at S_v + floor(time), ends use the rounded-up times."""
     m, x, ug, start = b.model, b.x, b.units.of, b.start
     lo = b.scale.dur_lo
+    # Relaxed model of inexact data: floor(s S_v) + floor(s t_v) may fall one unit below
+    # floor(s F_v), so a remote copy starts one unit later (its end at least its start).
+    shrink = 1 if (b.mode == "relax" and not b.scale.exact) else 0
     k = problem.k
     ptr, nbr, _ = problem.succ_ptr
     intervals: list[list] = [[] for _ in range(k)]
@@ -334,10 +352,15 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
                 if local is not None:
                     m.add_implication(y, local.Not())
                 m.add_bool_or([y.Not()] + [x[int(ug[c]), d] for c in on_d])
-                b.remote.append((y, v, d, on_d))
-                rs = start[v] + int(lo[v])
-                sz = m.new_int_var(0, horizon, f"Rs{v}_{d}")
-                intervals[d].append(m.new_optional_interval_var(rs, sz, t, y, f"R{v}_{d}"))
+                rs = start[v] + int(lo[v]) + shrink
+                t_remote = t
+                if shrink:
+                    t_remote = m.new_int_var(0, horizon + shrink, f"Tr{v}_{d}")
+                    m.add(t_remote >= t)
+                    m.add(t_remote >= rs)
+                b.remote.append((y, v, d, on_d, t_remote))
+                sz = m.new_int_var(0, horizon + shrink, f"Rs{v}_{d}")
+                intervals[d].append(m.new_optional_interval_var(rs, sz, t_remote, y, f"R{v}_{d}"))
                 demands[d].append(size)
     for d in range(k):
         if cap[d] < 0:
@@ -413,10 +436,15 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
         first.setdefault(d, g)
     for u, g, d in b.used:
         m.add_hint(u, first.get(d, len(dev_of_unit)) <= g)
+    t_of = {}
     for t, v, d, on_d in b.last:
-        m.add_hint(t, int(max([fin[v]] + [fin[c] for c in on_d if pl[c] == d])))
-    for y, v, d, on_d in b.remote:
+        t_of[v, d] = int(max([fin[v]] + [fin[c] for c in on_d if pl[c] == d]))
+        m.add_hint(t, t_of[v, d])
+    shrink = 1 if (b.mode == "relax" and not b.scale.exact) else 0
+    for y, v, d, on_d, t_remote in b.remote:
         m.add_hint(y, pl[v] != d and any(pl[c] == d for c in on_d))
+        if shrink:
+            m.add_hint(t_remote, max(t_of[v, d], int(s[v] + b.scale.dur_lo[v]) + shrink))
     param, out, cap, _ = _memory_ints(problem, "peak")
     for room, d in b.room:
         m.add_hint(room, int(cap[d] - param[pl == d].sum()))
@@ -425,7 +453,7 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
 
 def b_valid_for_floor(problem: Problem, memory_model: str, scale: Scale) -> bool:
     """A real lower bound may bound the model's makespan only when the model is a relaxation."""
-    return memory_model == "static" or scale.exact
+    return model_mode(problem, memory_model, scale) == "relax"
 
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
@@ -501,6 +529,12 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                     pl[b.units.members[g]] = d
             s_int = np.array([solver.value(v) for v in b.start], dtype=float)
             got = best_schedule(problem, pl, s_int / scale.factor, mm)
+            if mm == "peak" and not scale.exact:  # floored times: keep the model's memory interleaving
+                shrink = 1.0 if b.mode == "relax" else 0.0
+                kept = order_preserving_schedule(problem, pl, s_int / scale.factor, b.dur / scale.factor, shrink / scale.factor)
+                if kept is not None and (got is None or kept[0] < got[0]):
+                    got = kept
+                    info["order_preserved"] = True
             if got is not None and (found is None or got[0] <= found[0]):
                 found = (got[0], pl, got[1])
                 info["returned_hint"] = False
