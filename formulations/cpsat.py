@@ -27,6 +27,7 @@ from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import cp_solver, set_params
 from .peak_repair import order_preserving_schedule
+from .saved_bytes import saved_bytes
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
                      hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
@@ -286,7 +287,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
             if terms:
                 m.add(sum(w * lit for w, lit in terms) <= int(cap[d]))
     else:
-        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick)
+        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick, redundant)
 
     if symmetry:
         _break_symmetry(problem, b, mask, tick)
@@ -295,7 +296,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
 
 
 def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray, out: np.ndarray, cap: np.ndarray,
-                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick) -> None:
+                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick, redundant: bool = True) -> None:
     """Cumulative per device over the tensor lifetimes of placement.evaluator.peak_memory.
 
     For node v and device d, T[v,d] >= F_v and >= F_c for every consumer c on d (the model only
@@ -362,6 +363,14 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
                 sz = m.new_int_var(0, horizon + shrink, f"Rs{v}_{d}")
                 intervals[d].append(m.new_optional_interval_var(rs, sz, t_remote, y, f"R{v}_{d}"))
                 demands[d].append(size)
+    if redundant:  # what units must hold at once while a node runs (formulations/saved_bytes.py)
+        for _x, w in saved_bytes(problem, param=param, out=out):
+            for d in range(k):
+                if cap[d] < 0:
+                    continue
+                terms = [(int(w[g]), x[g, d]) for g in range(b.units.count) if w[g] > 0 and (g, d) in x]
+                if terms and sum(c for c, _ in terms) > cap[d]:
+                    m.add(sum(c * lit for c, lit in terms) <= int(cap[d]))
     for d in range(k):
         if cap[d] < 0:
             continue

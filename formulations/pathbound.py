@@ -16,7 +16,10 @@ points and the bound fell back to the critical path.) Any path gives a valid bou
 (longest by time, by time plus memory, by memory, and with comm counted only on edges between
 units) and keep the best. Memory per node is params
 + outputs under the static model and params only under the peak model (params are resident for the
-whole run; outputs may be freed), so the bound holds for both.
+whole run; outputs may be freed), so the bound holds for both. Under the peak model the runs are
+also tried with each unit weighted by what it must hold while a node x runs (its params plus the
+outputs it keeps for a consumer of its own at or after x: formulations/saved_bytes.py), valid
+since a run's units share one device at that time.
 """
 from __future__ import annotations
 
@@ -24,7 +27,10 @@ import numpy as np
 
 from placement.problem import Problem
 
+from .saved_bytes import saved_bytes
 from .units import units
+
+PATH_CUT_NODES = 2  # saved-bytes weightings tried under the peak model (each costs a DP per path)
 
 
 def _best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) -> list[int]:
@@ -103,10 +109,17 @@ def path_lower_bound(problem: Problem, memory_model: str = "static") -> float:
         candidates.append(_best_path(problem, w, ew))
         if wm is not None:
             candidates.append(_best_path(problem, w, ew * inter))
+    mems = [node_mem]
+    if memory_model == "peak" and np.isfinite(capacity):
+        # what each unit must hold while a node x runs (formulations/saved_bytes.py), spread over
+        # the unit's members: a run's units hold at least their sum at once
+        un_sizes = np.bincount(un.of, minlength=un.count).astype(float)
+        mems += [w[un.of] / un_sizes[un.of] for _, w in saved_bytes(problem, PATH_CUT_NODES)]
     best = 0.0
     for path in candidates:
         t = float(problem.time[path].sum())
-        cost = segmentation_cost(problem, path, node_mem, capacity) if np.isfinite(capacity) else 0.0
-        if np.isfinite(cost):
-            best = max(best, t + cost)
+        for mem in mems:
+            cost = segmentation_cost(problem, path, mem, capacity) if np.isfinite(capacity) else 0.0
+            if np.isfinite(cost):
+                best = max(best, t + cost)
     return best
