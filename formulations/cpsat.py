@@ -27,7 +27,7 @@ from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import cp_solver, set_params
 from .peak_repair import order_preserving_schedule
-from .saved_bytes import saved_bytes
+from .saved_bytes import held_tensors
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
                      hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
@@ -130,6 +130,7 @@ class Built:
     last: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
     remote: list[tuple[cp_model.IntVar, int, int, list[int], cp_model.IntVar]] = field(default_factory=list)
     room: list[tuple[cp_model.IntVar, int]] = field(default_factory=list)
+    held: list[tuple[cp_model.IntVar, tuple[int, ...], int]] = field(default_factory=list)
 
 
 def model_data(problem: Problem, sc: Scale, mode: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -363,14 +364,8 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
                 sz = m.new_int_var(0, horizon + shrink, f"Rs{v}_{d}")
                 intervals[d].append(m.new_optional_interval_var(rs, sz, t_remote, y, f"R{v}_{d}"))
                 demands[d].append(size)
-    if redundant:  # what units must hold at once while a node runs (formulations/saved_bytes.py)
-        for _x, w in saved_bytes(problem, param=param, out=out):
-            for d in range(k):
-                if cap[d] < 0:
-                    continue
-                terms = [(int(w[g]), x[g, d]) for g in range(b.units.count) if w[g] > 0 and (g, d) in x]
-                if terms and sum(c for c, _ in terms) > cap[d]:
-                    m.add(sum(c * lit for c, lit in terms) <= int(cap[d]))
+    if redundant:  # what devices must hold while a node runs (formulations/saved_bytes.py)
+        _held_cuts(problem, b, param, out, cap, mask)
     for d in range(k):
         if cap[d] < 0:
             continue
@@ -380,6 +375,35 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
         b.room.append((room, d))
         if intervals[d]:
             m.add_cumulative(intervals[d], demands[d], room)
+
+
+CP_CUT_NODES = 4  # nodes x whose held tensors become knapsacks per device
+
+
+def _held_cuts(problem: Problem, b: Built, param: np.ndarray, out: np.ndarray, cap: np.ndarray, mask: np.ndarray) -> None:
+    """Per device d and node x: params on d + every tensor some unit on d forces onto d while x
+    runs <= capacity. Placement-only and valid for every real schedule (so for the relaxation
+    too); a tensor forced by several units gets a literal implied by each of them."""
+    m, x, ug = b.model, b.x, b.units.of
+    for h in held_tensors(problem, CP_CUT_NODES):
+        for d in range(problem.k):
+            if cap[d] < 0:
+                continue
+            terms = [(int(param[i]), x[int(ug[i]), d]) for i in range(problem.n) if mask[i, d] and param[i] > 0]
+            for u, hs in zip(h.tensors, h.holders):
+                lits = [x[g, d] for g in hs if (g, d) in x]
+                if not lits or out[u] <= 0:
+                    continue
+                if len(lits) == 1:
+                    lit = lits[0]
+                else:
+                    lit = m.new_bool_var(f"held{h.x}_{u}_{d}")
+                    for a in lits:
+                        m.add_implication(a, lit)
+                    b.held.append((lit, hs, d))
+                terms.append((int(out[u]), lit))
+            if terms and sum(c for c, _ in terms) > cap[d]:
+                m.add(sum(c * lit for c, lit in terms) <= int(cap[d]))
 
 
 def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray, tick: Callable[[], None] = _no_tick) -> None:
@@ -454,6 +478,8 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
         m.add_hint(y, pl[v] != d and any(pl[c] == d for c in on_d))
         if shrink:
             m.add_hint(t_remote, max(t_of[v, d], int(s[v] + b.scale.dur_lo[v]) + shrink))
+    for lit, hs, d in b.held:
+        m.add_hint(lit, any(dev_of_unit[g] == d for g in hs))
     param, out, cap, _ = _memory_ints(problem, "peak")
     for room, d in b.room:
         m.add_hint(room, int(cap[d] - param[pl == d].sum()))

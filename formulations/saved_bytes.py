@@ -1,19 +1,24 @@
-"""Placement-only memory cuts of the peak model: the bytes a unit must hold while a node x runs.
+"""Placement-only memory cuts of the peak model: the tensors a device must hold while a node x runs.
 
-Let x have positive time and t in [S_x, F_x). A tensor u that is a strict ancestor of x, with a
-consumer w in u's own colocation unit that is x or a descendant of x, is held on u's device at t:
-its local buffer is [S_u, max(F_u, last local finish)) and contains [S_u, F_w) since w is local
-(same unit, same device), F_u <= S_x <= t and F_w >= F_x > t. So at t the device of unit g holds
-at least
+Let x have positive time and t in [S_x, F_x). Take a tensor u that is a strict ancestor of x and
+a consumer w of u that is x or a descendant of x: then F_u <= S_x <= t and F_w >= F_x > t. The
+device d of w holds u at t: if u is on d, its local buffer [S_u, max(F_u, last local finish))
+contains [S_u, F_w); otherwise d's copy of u is [F_u, last finish on d) and contains [F_u, F_w).
+So does x's own device hold x's output (its buffer starts at S_x). So, with ``holders(u)`` the
+colocation units of such consumers w (and x's unit for x itself), at t every device d holds
 
-    saved_g(x) = params_g + sum of out_u over such u in g,
+    params of its units + sum of out_u over the u with a unit of holders(u) on d,
 
-whatever the placement, and for every device d:  sum_g saved_g(x) [g on d] <= M_d. On a training
-graph with x the loss, saved_g is the unit's weights plus every activation its backward layer
-keeps: the knapsack that makes memory force a split of the layers. The same holds for any set of
-units on one device, which is what the path bound's runs are (formulations/pathbound.py).
+distinct tensors, within its capacity M_d. This is a placement-only constraint, valid whatever the
+schedule. On a training graph with x the loss, holders(u) of a forward activation u is the unit of
+its backward layer (colocated with u's forward layer, so u's own unit) and that of the next
+layer's backward (which keeps u as its input): a chain split across devices holds each boundary
+activation on both sides. Any set of units placed together (a run of the path bound,
+formulations/pathbound.py) holds at least the same sum over its own units.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,17 +26,38 @@ from placement.problem import Problem
 
 from .units import units
 
-CUT_NODES = 8  # the nodes x used: the ones with the most saved bytes in all
-MAX_NODES = 3000  # quadratic in the nodes (bitsets): beyond this, no cuts (the bound stays valid)
+CUT_NODES = 8  # the nodes x used: the ones with the most held bytes in all
+MAX_NODES = 1000  # quadratic in the nodes: beyond this, no cuts (the bounds stay valid, only weaker)
 
 
-def saved_bytes(problem: Problem, count: int = CUT_NODES, param: np.ndarray | None = None,
-                out: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
-    """Up to ``count`` pairs (x, saved_g(x) per unit g), the x with the largest total first (only
-    x with positive time and some saved output). ``param``/``out``: the byte counts to sum (default
-    the problem's; CP-SAT passes its integer units)."""
-    param = problem.param_bytes if param is None else param
-    out = problem.out_bytes if out is None else out
+@dataclass
+class Held:
+    """For one node x: the tensors u held while x runs, with their bytes and holder units."""
+
+    x: int
+    tensors: list[int]
+    holders: list[tuple[int, ...]]  # per tensor, the units whose placement forces a copy there
+    total: float  # sum of their bytes
+
+    def device_load(self, dev_of_unit: np.ndarray, out: np.ndarray, k: int) -> np.ndarray:
+        """Bytes of these tensors each device holds at x for a placement of the units."""
+        load = np.zeros(k)
+        for u, hs in zip(self.tensors, self.holders):
+            for d in set(int(dev_of_unit[g]) for g in hs):
+                load[d] += out[u]
+        return load
+
+    def by_unit(self) -> dict[int, list[int]]:
+        """Unit -> indices (into ``tensors``) of the tensors it forces onto its device."""
+        of: dict[int, list[int]] = {}
+        for i, hs in enumerate(self.holders):
+            for g in hs:
+                of.setdefault(g, []).append(i)
+        return of
+
+
+def held_tensors(problem: Problem, count: int = CUT_NODES) -> list[Held]:
+    """Up to ``count`` nodes x (positive time) with their held tensors, the largest total first."""
     n = problem.n
     if n > MAX_NODES or count <= 0:
         return []
@@ -50,30 +76,24 @@ def saved_bytes(problem: Problem, count: int = CUT_NODES, param: np.ndarray | No
         for w in snbr[sptr[v]:sptr[v + 1]].tolist():
             bits |= desc[w]
         desc[v] = bits
-    # (u, bitset of u's consumers in u's own unit) for outputs that take memory
-    local = []
-    for u in range(n):
-        if problem.out_bytes[u] <= 0:
-            continue
-        mask = 0
-        for w in snbr[sptr[u]:sptr[u + 1]].tolist():
-            if un.of[w] == un.of[u]:
-                mask |= 1 << w
-        if mask:
-            local.append((u, mask))
-    if not local:
-        return []
-    params = np.bincount(un.of, weights=param, minlength=un.count).astype(out.dtype)
-    found: list[tuple[float, int, np.ndarray]] = []
+    consumers = [(u, snbr[sptr[u]:sptr[u + 1]].tolist()) for u in range(n) if problem.out_bytes[u] > 0]
+    found: list[Held] = []
     for x in range(n):
         if problem.time[x] <= 0:
             continue
         ax, dx = anc[x], desc[x]
-        kept = [u for u, mask in local if (ax >> u) & 1 and mask & dx]
-        if not kept:
-            continue
-        w = params.copy()
-        np.add.at(w, un.of[kept], out[kept])
-        found.append((float(problem.out_bytes[kept].sum()), x, w))
-    found.sort(key=lambda f: (-f[0], f[1]))
-    return [(x, w) for _, x, w in found[:count]]
+        tensors, holders = [], []
+        for u, cons in consumers:
+            if not (ax >> u) & 1:
+                continue
+            hs = tuple(sorted({int(un.of[w]) for w in cons if (dx >> w) & 1}))
+            if hs:
+                tensors.append(u)
+                holders.append(hs)
+        if problem.out_bytes[x] > 0:  # x's own output: its buffer starts at S_x
+            tensors.append(x)
+            holders.append((int(un.of[x]),))
+        if tensors:
+            found.append(Held(x, tensors, holders, float(problem.out_bytes[tensors].sum())))
+    found.sort(key=lambda h: (-h.total, h.x))
+    return found[:count]

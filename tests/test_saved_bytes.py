@@ -1,5 +1,5 @@
-"""The peak model's placement-only cuts (formulations/saved_bytes.py) and the path bound that
-uses them, against enumeration on tiny training-like graphs: no placement with a schedule within
+"""The peak model's placement-only cuts (formulations/saved_bytes.py) and the path bounds that
+use them, against enumeration on tiny training-like graphs: no placement with a schedule within
 the peak capacities may break a cut, and the path bound never exceeds the enumerated optimum."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from formulations.bruteforce import placements
 from formulations.pathbound import path_lower_bound
 from formulations.peak_search import best_schedule_bb
-from formulations.saved_bytes import saved_bytes
+from formulations.saved_bytes import held_tensors
 from formulations.units import units
 from placement.bounds import longest_path
 from placement.evaluator import evaluate
@@ -47,7 +47,7 @@ def training_chain(seed: int):
 @pytest.mark.parametrize("seed", range(30))
 def test_no_feasible_placement_breaks_a_saved_bytes_cut(seed):
     p = training_chain(seed)
-    cuts = saved_bytes(p)
+    cuts = held_tensors(p, p.n)
     un = units(p)
     best = None
     for pl in placements(p):
@@ -57,9 +57,9 @@ def test_no_feasible_placement_breaks_a_saved_bytes_cut(seed):
             continue
         best = got[0] if best is None else min(best, got[0])
         dev_of_unit = np.array([pl[m[0]] for m in un.members])
-        for _x, w in cuts:
-            held = np.bincount(dev_of_unit, weights=w, minlength=p.k)
-            assert np.all(held <= p.memory + 1e-9)
+        params = np.bincount(pl, weights=p.param_bytes, minlength=p.k)
+        for h in cuts:
+            assert np.all(params + h.device_load(dev_of_unit, p.out_bytes, p.k) <= p.memory + 1e-9)
     if best is not None:
         assert path_lower_bound(p, "peak") <= best + 1e-9
 
@@ -70,7 +70,7 @@ def test_the_cuts_bind_on_some_training_graphs():
     binding = stronger = 0
     for seed in range(30):
         p = training_chain(seed)
-        for _x, w in saved_bytes(p):
-            binding += float(w.sum()) > float(p.memory[0])
+        for h in held_tensors(p, p.n):
+            binding += float(p.param_bytes.sum()) + h.total > float(p.memory[0])
         stronger += path_lower_bound(p, "peak") > float(longest_path(p).max()) + 1e-9
     assert binding >= 5 and stronger >= 1
