@@ -186,7 +186,8 @@ def _heads_tails(problem: Problem, dur: np.ndarray, tick: Callable[[], None] = _
 
 
 def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, symmetry: bool = True,
-          redundant: bool = True, makespan_floor: float = 0.0, tick: Callable[[], None] = _no_tick) -> Built:
+          redundant: bool = True, makespan_floor: float = 0.0, tick: Callable[[], None] = _no_tick,
+          held_cuts: bool = True) -> Built:
     """Build the CP-SAT model (see the module docstring). ``makespan_floor``: a valid lower bound
     on the real optimum, given to the makespan variable (scaled down, so still valid). ``tick`` is
     called often while building (SolveOptions.check_time raises OutOfTime there: a model of 10^5
@@ -288,7 +289,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
             if terms:
                 m.add(sum(w * lit for w, lit in terms) <= int(cap[d]))
     else:
-        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick, redundant)
+        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick, redundant, held_cuts)
 
     if symmetry:
         _break_symmetry(problem, b, mask, tick)
@@ -297,7 +298,8 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
 
 
 def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray, out: np.ndarray, cap: np.ndarray,
-                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick, redundant: bool = True) -> None:
+                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick, redundant: bool = True,
+                 held_cuts: bool = True) -> None:
     """Cumulative per device over the tensor lifetimes of placement.evaluator.peak_memory.
 
     For node v and device d, T[v,d] >= F_v and >= F_c for every consumer c on d (the model only
@@ -364,7 +366,7 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
                 sz = m.new_int_var(0, horizon + shrink, f"Rs{v}_{d}")
                 intervals[d].append(m.new_optional_interval_var(rs, sz, t_remote, y, f"R{v}_{d}"))
                 demands[d].append(size)
-    if redundant:  # what devices must hold while a node runs (formulations/saved_bytes.py)
+    if redundant and held_cuts:  # what devices must hold while a node runs (formulations/saved_bytes.py)
         _held_cuts(problem, b, param, out, cap, mask)
     for d in range(k):
         if cap[d] < 0:
@@ -506,7 +508,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         return unbuilt_solution(problem, opts, "cpsat", t0, refused, known_lb=floor_lb or None)
     try:
         b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
-                  makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0, tick=opts.check_time)
+                  makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0, tick=opts.check_time,
+                  held_cuts=bool(ex.get("held_cuts", True)))
     except OutOfTime as exc:
         return unbuilt_solution(problem, opts, "cpsat", t0, f"cpsat: the model of {problem.n} nodes x {problem.k} devices "
                                 f"was not built ({exc}); answer: the hint, if any", known_lb=floor_lb or None)
