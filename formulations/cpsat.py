@@ -187,7 +187,7 @@ def _heads_tails(problem: Problem, dur: np.ndarray, tick: Callable[[], None] = _
 
 def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, symmetry: bool = True,
           redundant: bool = True, makespan_floor: float = 0.0, tick: Callable[[], None] = _no_tick,
-          held_cuts: bool = True) -> Built:
+          held_cuts: bool = True, force_mode: str | None = None) -> Built:
     """Build the CP-SAT model (see the module docstring). ``makespan_floor``: a valid lower bound
     on the real optimum, given to the makespan variable (scaled down, so still valid). ``tick`` is
     called often while building (SolveOptions.check_time raises OutOfTime there: a model of 10^5
@@ -195,7 +195,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     if memory_model not in MEMORY_MODELS:
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     sc = scale or choose_scale(problem)
-    mode = model_mode(problem, memory_model, sc)
+    mode = force_mode or model_mode(problem, memory_model, sc)
     dur, comm, slack = model_data(problem, sc, mode)
     param, out, cap, mem_exact = _memory_ints(problem, memory_model)
     bound_valid = mem_exact and (mode == "relax")
@@ -529,8 +529,25 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     start_gap = None if found is None or found[0] <= 0 else (found[0] - floor_lb) / found[0]
     phases = _phases(ex, start_gap)
     info["phases"] = len(phases)
+    # Peak memory with inexact data: the relaxed model's answers are schedules of floored times,
+    # which need re-timing and can miss; the search phase of a two-phase schedule runs the
+    # conservative model instead, whose answers are real schedules, and the bound phase the relaxed
+    # one (docs/exact.md). Only the relaxed model's bound and statuses are proofs.
+    b_search = b
+    if (len(phases) > 1 and mm == "peak" and not scale.exact and b.mode == "relax" and ex.get("safe_search", True)):
+        try:
+            b_search = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)),
+                             redundant=bool(ex.get("redundant", True)), makespan_floor=floor_lb, tick=opts.check_time,
+                             held_cuts=bool(ex.get("held_cuts", True)), force_mode="safe")
+            if found is not None:
+                add_hint(problem, b_search, found[1], found[2])
+            info["search_mode"] = "safe"
+        except OutOfTime:
+            b_search = b
+    cur = b
     for idx, (share, params) in enumerate(phases):
         last = idx == len(phases) - 1
+        cur = b_search if idx == 0 else b
         rem = opts.remaining()
         solver = cp_solver(opts)
         if rem is not None and not last:
@@ -538,38 +555,40 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         set_params(solver.parameters, params)
         if idx > 0:
             if found is not None:
-                add_hint(problem, b, found[1], found[2])
+                add_hint(problem, cur, found[1], found[2])
             if bound_int is not None:
-                b.model.add(b.makespan >= bound_int)  # proved for this model by an earlier phase
+                cur.model.add(cur.makespan >= bound_int)  # proved for this model by an earlier phase
         callback = _trace(solver, ex.get("trace"), t0, scale.factor)
-        status = run_cp(solver, b.model, opts, callback)
+        status = run_cp(solver, cur.model, opts, callback)
         info[f"cp_status{idx or ''}"] = solver.status_name(status)
         info["cp_wall"] = info.get("cp_wall", 0.0) + solver.wall_time
         info["cp_solution_info"] = solver.solution_info()
         if status == cp_model.MODEL_INVALID:
-            raise RuntimeError(f"cpsat: invalid model: {b.model.validate()}")
+            raise RuntimeError(f"cpsat: invalid model: {cur.model.validate()}")
         if status == cp_model.INFEASIBLE:
-            if found is not None and b.bound_valid:  # the model relaxes the real problem, which has a schedule
+            if cur is not b:  # the conservative search model proves nothing: on to the relaxed one
+                continue
+            if found is not None and cur.bound_valid:  # the model relaxes the real problem, which has a schedule
                 raise RuntimeError(f"cpsat: phase {idx} proved infeasible a relaxation of a problem with a known schedule")
             if found is not None:  # the conservative model may exclude the hint: keep it
                 break
-            if b.bound_valid:
+            if cur.bound_valid:
                 return Solution("cpsat", "infeasible", seconds=time.monotonic() - t0, info=info,
                                 reason=f"cpsat: proved that no placement and schedule fits the {mm} memory capacities")
             return Solution("cpsat", "unknown", seconds=time.monotonic() - t0, info=info,
                             reason="cpsat: the conservatively rounded model is infeasible (not a proof for the real data)")
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) and cur is b:
             bound_int = max(bound_int or 0, int(solver.best_objective_bound))
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             pl = np.empty(problem.n, dtype=np.int64)
-            for (g, d), lit in b.x.items():
+            for (g, d), lit in cur.x.items():
                 if solver.boolean_value(lit):
-                    pl[b.units.members[g]] = d
-            s_int = np.array([solver.value(v) for v in b.start], dtype=float)
+                    pl[cur.units.members[g]] = d
+            s_int = np.array([solver.value(v) for v in cur.start], dtype=float)
             got = best_schedule(problem, pl, s_int / scale.factor, mm)
             if mm == "peak" and not scale.exact:  # floored times: keep the model's memory interleaving
-                shrink = 1.0 if b.mode == "relax" else 0.0
-                kept = order_preserving_schedule(problem, pl, s_int / scale.factor, b.dur / scale.factor, shrink / scale.factor)
+                shrink = 1.0 if cur.mode == "relax" else 0.0
+                kept = order_preserving_schedule(problem, pl, s_int / scale.factor, cur.dur / scale.factor, shrink / scale.factor)
                 if kept is not None and (got is None or kept[0] < got[0]):
                     got = kept
                     info["order_preserved"] = True
@@ -577,13 +596,13 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                 found = (got[0], pl, got[1])
                 info["returned_hint"] = False
             info["cp_objective_int"] = solver.objective_value
-        if status == cp_model.OPTIMAL or opts.out_of_time() or opts.stop.is_set():
+        if (status == cp_model.OPTIMAL and cur is b) or opts.out_of_time() or opts.stop.is_set():
             break
     bound = None
     if b.bound_valid and bound_int is not None:
         bound = (bound_int - b.bound_slack) / scale.factor
         info["cp_bound_int"] = bound_int
-    proved = status == cp_model.OPTIMAL and b.bound_valid
+    proved = status == cp_model.OPTIMAL and cur is b and b.bound_valid
     return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info,
                            known_lb=floor_lb if ex.get("redundant", True) else None)
 

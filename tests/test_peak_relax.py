@@ -53,10 +53,12 @@ LIMIT = 3.0  # seconds per solve: these prove in well under a second, or (hard i
 
 
 @functools.lru_cache(maxsize=None)
-def solved(seed: int):
-    """(problem, enumerated optimum, CP-SAT's answer), once per seed."""
+def solved(seed: int, schedule: str = "single"):
+    """(problem, enumerated optimum, CP-SAT's answer), once per seed. Schedule "auto" without a
+    hint runs two phases: the conservative model searches, then the relaxed one bounds."""
     p = inexact_problem(seed)
-    return p, optimum(p), cpsat(p, SolveOptions(time_limit=LIMIT, workers=1, memory_model="peak", seed=seed))
+    return p, optimum(p), cpsat(p, SolveOptions(time_limit=LIMIT, workers=1, memory_model="peak", seed=seed,
+                                                extra={"schedule": schedule}))
 
 
 def test_inexact_peak_instances_use_the_relaxed_model():
@@ -65,8 +67,8 @@ def test_inexact_peak_instances_use_the_relaxed_model():
     assert not sc.exact and model_mode(p, "peak", sc) == "relax"
 
 
-def claims_survive(seed: int) -> None:
-    p, opt, sol = solved(seed)
+def claims_survive(seed: int, schedule: str = "single") -> None:
+    p, opt, sol = solved(seed, schedule)
     if opt is None:
         assert sol.placement is None and sol.status in ("infeasible", "unknown")
         return
@@ -82,6 +84,13 @@ def claims_survive(seed: int) -> None:
 @pytest.mark.parametrize("seed", FAST_SEEDS)
 def test_relaxed_peak_claims_survive_enumeration(seed):
     claims_survive(seed)
+
+
+@pytest.mark.parametrize("seed", FAST_SEEDS[:8])
+def test_two_phase_claims_survive_enumeration(seed):
+    claims_survive(seed, "auto")
+    _p, opt, sol = solved(seed, "auto")
+    assert sol.info.get("search_mode") == "safe" or sol.status == "infeasible"
 
 
 @pytest.mark.slow
