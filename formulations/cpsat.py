@@ -509,7 +509,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     try:
         b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
                   makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0, tick=opts.check_time,
-                  held_cuts=bool(ex.get("held_cuts", True)))
+                  held_cuts=bool(ex.get("held_cuts", False)))
     except OutOfTime as exc:
         return unbuilt_solution(problem, opts, "cpsat", t0, f"cpsat: the model of {problem.n} nodes x {problem.k} devices "
                                 f"was not built ({exc}); answer: the hint, if any", known_lb=floor_lb or None)
@@ -538,7 +538,7 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         try:
             b_search = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)),
                              redundant=bool(ex.get("redundant", True)), makespan_floor=floor_lb, tick=opts.check_time,
-                             held_cuts=bool(ex.get("held_cuts", True)), force_mode="safe")
+                             held_cuts=bool(ex.get("held_cuts", False)), force_mode="safe")
             if found is not None:
                 add_hint(problem, b_search, found[1], found[2])
             info["search_mode"] = "safe"

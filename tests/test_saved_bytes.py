@@ -74,3 +74,20 @@ def test_the_cuts_bind_on_some_training_graphs():
             binding += float(p.param_bytes.sum()) + h.total > float(p.memory[0])
         stronger += path_lower_bound(p, "peak") > float(longest_path(p).max()) + 1e-9
     assert binding >= 5 and stronger >= 1
+
+
+@pytest.mark.parametrize("seed", range(0, 30, 3))
+def test_cpsat_with_held_cuts_keeps_the_optimum(seed):
+    """CP-SAT with the cuts as knapsacks (opt-in ``held_cuts``) proves the enumerated optimum or
+    infeasibility, never less."""
+    from formulations.cpsat import cpsat
+    from placement.solution import SolveOptions
+
+    p = training_chain(seed)
+    got, complete = best_schedule_bb(p, placements(p), "peak")
+    assert complete
+    sol = cpsat(p, SolveOptions(time_limit=10, workers=1, memory_model="peak", extra={"held_cuts": True}))
+    if got is None:
+        assert sol.status == "infeasible"
+    else:
+        assert sol.status == "optimal" and sol.objective == pytest.approx(got[0])
