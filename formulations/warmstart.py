@@ -129,24 +129,22 @@ def topo_split(problem: Problem, opts: SolveOptions) -> Solution:
     peak = opts.memory_model == "peak"
     slacks = _peak_slacks(problem) if peak else [1.0]
     seen: set[bytes] = set()
-    for slack in slacks:
-        for order in (None, pull):
-            for anchor in ("first", "last"):
-                for pl in contiguous_splits(problem, order, anchor, slack):
-                    key = pl.tobytes()
-                    if key in seen or not mask[np.arange(problem.n), pl].all():
-                        continue
-                    seen.add(key)
-                    if best is not None and (opts.out_of_time() or opts.stop.is_set()):
-                        break  # keep what was found; the caller's clock wins
-                    ev, dev_order = evaluate(problem, pl, memory_model=opts.memory_model), None
-                    if peak and not ev.feasible(problem):
-                        got = lower_peak_order(problem, pl, ev)
-                        ev, dev_order = got.evaluation, got.order
-                    if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
-                        best = (ev.makespan, pl, dev_order)
+    for slack, order, anchor in [(sl, o, a) for sl in slacks for o in (None, pull) for a in ("first", "last")]:
+        if peak and (opts.out_of_time() or opts.stop.is_set()):
+            break  # the peak sweep watches the clock: keep what was found
+        for pl in contiguous_splits(problem, order, anchor, slack):
+            key = pl.tobytes()
+            if key in seen or not mask[np.arange(problem.n), pl].all():
+                continue
+            seen.add(key)
+            ev, dev_order = evaluate(problem, pl, memory_model=opts.memory_model), None
+            if peak and not ev.feasible(problem):
+                got = lower_peak_order(problem, pl, ev)
+                ev, dev_order = got.evaluation, got.order
+            if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
+                best = (ev.makespan, pl, dev_order)
     if best is None:
-        return Solution("topo-split", "unknown", reason="topo-split: no contiguous split fits memory and the allowed devices",
+        return Solution("topo-split", "unknown", reason="topo-split: no contiguous split tried fits memory and the allowed devices",
                         seconds=time.monotonic() - t0)
     return Solution("topo-split", "heuristic", placement=best[1], order=best[2], objective=best[0],
                     seconds=time.monotonic() - t0, info={"splits_tried": len(seen)})
