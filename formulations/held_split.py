@@ -35,7 +35,7 @@ BYTE_UNITS = 1e6  # knapsack integers: demands rounded up, capacities down (a re
 COMM_UNITS = 1e6  # objective integers per time unit
 
 
-MAX_PLACEMENTS = 40  # the last placements CP-SAT reports per margin, all judged by the evaluator
+MAX_PLACEMENTS = 12  # the last placements CP-SAT reports per margin, judged by the evaluator cheapest first
 FIRST_SHARE = 0.6  # of the time, for the full capacities (finding any placement can take most of it)
 MARGINS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7)  # share of each capacity the knapsacks may fill, tried in turn
 
@@ -57,13 +57,18 @@ def held_split(problem: Problem, opts: SolveOptions) -> Solution:
             break
         share = None if rem is None else rem * (FIRST_SHARE if i == 0 else 1.0 / (len(MARGINS) - i))
         found, why = _place(problem, helds, margin, replace(opts, time_limit=share, started=time.monotonic()))
-        for pl in reversed(found):  # cheapest first
+        for pl in reversed(found):  # cheapest first; the first that fits is kept
+            if best is not None and (opts.out_of_time() or opts.stop.is_set()):
+                break
             ev, order = evaluate(problem, pl, memory_model="peak"), None
             if not ev.feasible(problem):
+                if opts.out_of_time() or opts.stop.is_set():
+                    break  # the memory-aware orders take a while on hundreds of nodes
                 o = lower_peak_order(problem, pl, ev)
                 ev, order = o.evaluation, o.order
-            if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
+            if ev.feasible(problem):
                 best = (ev.makespan, pl, order, margin)
+                break
         if best is None:
             why = why or "the placements overflow in FIFO and memory-aware orders"
             continue
