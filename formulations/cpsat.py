@@ -586,9 +586,12 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                     pl[cur.units.members[g]] = d
             s_int = np.array([solver.value(v) for v in cur.start], dtype=float)
             got = best_schedule(problem, pl, s_int / scale.factor, mm)
-            if mm == "peak" and not scale.exact:  # floored times: keep the model's memory interleaving
+            if mm == "peak" and not scale.exact and (got is None or cur.mode == "relax"):
+                # floored times: keep the model's memory interleaving (within the time left)
                 shrink = 1.0 if cur.mode == "relax" else 0.0
-                kept = order_preserving_schedule(problem, pl, s_int / scale.factor, cur.dur / scale.factor, shrink / scale.factor)
+                rem = opts.remaining()
+                kept = order_preserving_schedule(problem, pl, s_int / scale.factor, cur.dur / scale.factor, shrink / scale.factor,
+                                                 deadline=None if rem is None else time.monotonic() + max(rem, 0.05))
                 if kept is not None and (got is None or kept[0] < got[0]):
                     got = kept
                     info["order_preserved"] = True

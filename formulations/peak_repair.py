@@ -17,6 +17,7 @@ positive cycle (the real times do not fit the model's order) or the check fails.
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import numpy as np
@@ -29,10 +30,11 @@ from .peak_search import _buffers
 
 
 def order_preserving_schedule(problem: Problem, placement: np.ndarray, start: np.ndarray, dur: np.ndarray,
-                              remote_shift: float = 0.0) -> tuple[float, np.ndarray] | None:
+                              remote_shift: float = 0.0, deadline: float | None = None) -> tuple[float, np.ndarray] | None:
     """(makespan, start) of the least real schedule keeping the event order of the model schedule
     ``start`` with model durations ``dur`` (same unit as ``start``); a remote copy's model start
-    is its producer's finish + ``remote_shift``. None if there is none or it fails the check."""
+    is its producer's finish + ``remote_shift``. None if there is none, it fails the check, or
+    ``deadline`` (time.monotonic()) passes first."""
     n = problem.n
     pl = np.asarray(placement, dtype=np.int64)
     t = problem.time
@@ -72,7 +74,7 @@ def order_preserving_schedule(problem: Problem, placement: np.ndarray, start: np
             if prev is not None:
                 edges.append(real_w(prev, st))  # starts keep their model order: earlier ends stay before
             prev = st
-    s = _least(n, edges)
+    s = _least(n, edges, deadline)
     if s is None:
         return None
     st = np.asarray(s)
@@ -83,9 +85,9 @@ def order_preserving_schedule(problem: Problem, placement: np.ndarray, start: np
     return ev.makespan, ev.start
 
 
-def _least(n: int, edges: list[tuple[int, int, float]]) -> list[float] | None:
+def _least(n: int, edges: list[tuple[int, int, float]], deadline: float | None = None) -> list[float] | None:
     """Least S >= 0 with S_j >= S_i + w for every edge (queue-based Bellman-Ford); None on a
-    positive cycle."""
+    positive cycle or when ``deadline`` passes."""
     out: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for i, j, w in edges:
         out[i].append((j, w))
@@ -93,7 +95,11 @@ def _least(n: int, edges: list[tuple[int, int, float]]) -> list[float] | None:
     count = [0] * n
     queue = deque(range(n))
     queued = [True] * n
+    steps = 0
     while queue:
+        steps += 1
+        if deadline is not None and steps % 4096 == 0 and time.monotonic() > deadline:
+            return None
         i = queue.popleft()
         queued[i] = False
         for j, w in out[i]:
