@@ -23,6 +23,7 @@ from placement.problem import Problem
 from placement.report import OPTIMAL_GAP, within_optimal_gap
 from placement.solution import Solution, SolveOptions
 
+from .pathbound import path_lower_bound
 from .units import Units, units  # noqa: F401  (re-exported for the models)
 
 # Relative gap under which a solver's proved optimum counts as "optimal" for the real problem.
@@ -167,10 +168,13 @@ def longest_starts(dur: Sequence[float], succ: list[list[tuple[int, float]]], in
 def lower_bound(problem: Problem, memory_model: str, path_bound: bool = True) -> float:
     """The best of the project's simple valid bounds (placement.bounds: critical path, load / K,
     largest node or group, communication) and, with ``path_bound``, the memory-aware path bound
-    (placement.memory_path_bound)."""
+    (placement.memory_path_bound, and formulations.pathbound with held tensors and unit sequences)."""
     from placement.bounds import makespan_lower_bound
 
-    return float(makespan_lower_bound(problem, memory_model if path_bound else None))
+    lb = float(makespan_lower_bound(problem, memory_model if path_bound else None))
+    if path_bound:  # the exact models' own path bound adds held tensors and unit sequences
+        lb = max(lb, path_lower_bound(problem, memory_model))
+    return lb
 
 
 def infeasible_reason(problem: Problem, memory_model: str) -> str | None:

@@ -31,6 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 from formulations.cpsat import cpsat
+from formulations.held_split import held_split
+from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
@@ -80,7 +82,8 @@ REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine 
 BASELINES: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "topo-fill": topo_fill, "greedy-fill": greedy_fill, "single": single}
 # The warm start's methods by name (which of them run: warm_start_methods).
-WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split}
+WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split,
+                                                                      "held-split": held_split}
 RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
@@ -213,11 +216,18 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             reasons.append(sol.reason)
     left = until(end)
     if inc.best is None and (left is None or left > 0.0):
-        # Nothing fits yet (memory binds): every other phase needs an incumbent, so the portfolio
-        # gets the rest of the time, for the members the warm budget skipped.
-        sol = portfolio(problem, sub(left))
-        if inc.offer(sol) is None and sol.reason:
-            reasons.append(sol.reason)
+        # Nothing fits yet (memory binds): every other phase needs an incumbent. Under the peak
+        # model held-split gets half the time left (finding any placement meeting its knapsacks
+        # can take most of a warm budget), then the portfolio the rest, for the members the warm
+        # budget skipped.
+        if opts.memory_model == "peak" and problem.n <= HELD_SPLIT_MAX_NODES:
+            sol = held_split(problem, sub(None if left is None else 0.5 * left))
+            if inc.offer(sol) is None and sol.reason:
+                reasons.append(sol.reason)
+        if inc.best is None:
+            sol = portfolio(problem, sub(until(end)))
+            if inc.offer(sol) is None and sol.reason:
+                reasons.append(sol.reason)
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
         # baselines still answer, late rather than never.
@@ -348,10 +358,13 @@ def warm_seconds(problem: Problem, usable: float, share: float, memory_model: st
 
 def warm_start_methods(problem: Problem) -> list[str]:
     """The heuristics of the warm start (keys of WARM_START), in order: the portfolio, then
-    topo-split on graphs small enough for its quadratic DP (it does not watch the clock)."""
+    topo-split on graphs small enough for its quadratic DP (it does not watch the clock), then
+    held-split (peak model) on graphs small enough for its quadratic cuts."""
     names = ["portfolio"]
     if problem.n <= TOPO_SPLIT_MAX_NODES:
         names.append("topo-split")  # the best hint on the msr-fiddle graphs
+    if problem.n <= HELD_SPLIT_MAX_NODES:
+        names.append("held-split")  # peak model only (returns at once otherwise); uses the warm start's time left
     return names
 
 
