@@ -55,6 +55,7 @@ class LnsStats:
 
     windows: int = 0
     improved: int = 0
+    closed: int = 0  # windows CP-SAT proved optimal within its limit
     model_seconds: float = 0.0
     start_makespan: float = 0.0
     best_makespan: float | None = None
@@ -121,8 +122,11 @@ def _hint_makespan(p: Problem, win: np.ndarray, hint: dict[int, int], dur: np.nd
 
 
 def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, seq: np.ndarray, opts: SolveOptions,
-                 memory_model: str = "static") -> tuple[np.ndarray, list[list[int]], float] | None:
+                 memory_model: str = "static", info: dict | None = None,
+                 movable: np.ndarray | None = None) -> tuple[np.ndarray, list[list[int]], float] | None:
     """Re-place and re-sequence the nodes at positions [lo, hi) of ``seq`` (see the module doc).
+    ``movable`` (bool per node, optional): window nodes outside it keep their device and are only
+    re-sequenced (with their colocation group); a smaller model CP-SAT can close on a wider window.
 
     Returns (placement, per-device order, the model's makespan in time units: at least the makespan
     of :func:`timed` on that order) or None when the model found nothing within ``opts``' time."""
@@ -191,6 +195,10 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
             out = members[~in_win[members]]
             if out.size:
                 pinned[v] = int(pl[out[0]])
+            elif movable is not None and not movable[members].all():
+                pinned[v] = int(pl[v])
+        elif movable is not None and not movable[v]:
+            pinned[v] = int(pl[v])
     for i, v in enumerate(win.tolist()):
         s_var[v] = m.new_int_var(0, horizon, f"s{v}")
         e_var[v] = m.new_int_var(0, horizon, f"e{v}")
@@ -278,6 +286,8 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
                 m.add_hint(x[v, d], int(pl[v] == d))
     solver = cp_solver(opts)
     status = run_cp(solver, m, opts)
+    if info is not None:
+        info["optimal"] = status == cp_model.OPTIMAL
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     new_pl = pl.copy()
@@ -304,13 +314,32 @@ def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memor
     return None if start is None else check(problem, placement, start, memory_model, check_memory=False)
 
 
+SELECT = ("critical", "sweep", "focus")
+
+
+def _movable_near(p: Problem, crit: np.ndarray) -> np.ndarray:
+    """Critical nodes and their graph neighbours: where a device change can shorten the path."""
+    mov = np.zeros(p.n, dtype=bool)
+    mov[crit] = True
+    on_src, on_dst = mov[p.src], mov[p.dst]
+    mov[p.dst[on_src]] = True
+    mov[p.src[on_dst]] = True
+    return mov
+
+
 def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,
         memory_model: str = "static", window: int = 300, window_seconds: float = 5.0, stats: LnsStats | None = None,
-        say: Callable[[str], None] | None = None) -> tuple[np.ndarray, Evaluation]:
+        say: Callable[[str], None] | None = None, select: str = "critical") -> tuple[np.ndarray, Evaluation]:
     """Improve the schedule (``placement``, ``start``: a valid schedule of it) window by window
     until ``deadline`` (time.monotonic()). Returns the best placement and its evaluation (the
     schedule of :func:`timed`), never worse than that of the input's order. Deterministic given
-    ``opts.seed`` and enough time per window."""
+    ``opts.seed`` and enough time per window.
+
+    ``select``: "critical" centres each window on a random untried critical node; "sweep" walks
+    the critical nodes in time order; "focus" is "critical" with only the critical nodes and their
+    neighbours free to change device (the rest of the window is re-sequenced only)."""
+    if select not in SELECT:
+        raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
     p = problem
     stats = stats or LnsStats()
     rng = np.random.default_rng(opts.seed)
@@ -334,15 +363,24 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
             tried.clear()
             size = min(p.n, size * 2)  # every critical window tried: widen
             continue
-        center = fresh[int(rng.integers(len(fresh)))]
+        if select == "sweep":
+            center = min(fresh, key=lambda v: (base.start[v], p.topo_rank[v]))
+        else:
+            center = fresh[int(rng.integers(len(fresh)))]
         lo, hi, seq = window_at(base, center, size)
-        tried.update(int(v) for v in seq[lo:hi])
+        if select == "sweep":  # the next window starts half-way through this one
+            tried.update(int(v) for v in seq[lo:(lo + hi) // 2 + 1])
+        else:
+            tried.update(int(v) for v in seq[lo:hi])
         t = time.monotonic()
         sub = SolveOptions(memory_model=memory_model, time_limit=min(window_seconds, max(0.1, left - 0.3)),
                            workers=opts.workers, seed=opts.seed, stop=opts.stop)
-        got = solve_window(p, base, lo, hi, seq, sub, memory_model)
+        info: dict = {}
+        movable = _movable_near(p, crit) if select == "focus" else None
+        got = solve_window(p, base, lo, hi, seq, sub, memory_model, info, movable)
         stats.model_seconds += time.monotonic() - t
         stats.windows += 1
+        stats.closed += int(info.get("optimal", False))
         if got is None:
             continue
         new_pl, order, promised = got

@@ -40,6 +40,7 @@ from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
+from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineStats, refine, refine_multilevel
@@ -65,9 +66,12 @@ FINISH_SECONDS = 1.0  # also Python's start-up before the CLI's clock starts (~0
 FINISH_SECONDS_PER_ELEMENT = 2.5e-5
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
-# "coarse" (CP-SAT on a coarsened graph); opts.extra["big_exact"] overrides (bench/results_scale.md).
+# "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
+# opts.extra["big_exact"] overrides (bench/results_scale.md).
 BIG_EXACT = "lns"
 LNS_WINDOW = 300  # nodes per LNS window
+LNS_SELECT = "critical"  # how windows are chosen (formulations/window_lns.py SELECT)
+MULTILEVEL_COARSEST = 250  # nodes of the coarsest level of big_exact="multilevel"
 LNS_WINDOW_SECONDS = 5.0  # CP-SAT's limit per window; the phase runs only with time for one after its set-up
 LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
 # Above REFINE_MULTILEVEL_NODES, when FIFO is the incumbent's best schedule: "multilevel" (FIFO,
@@ -258,6 +262,9 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
             ph = _lns_phase(problem, opts, inc, exact_budget, hb)
             used_exact = ph.status not in ("", "skipped")
+        elif str(opts.extra.get("big_exact", BIG_EXACT)) == "multilevel":
+            ph = _multilevel_phase(problem, opts, inc, exact_budget, hb)
+            used_exact = ph.status not in ("", "skipped")
         else:
             ph = _coarse_phase(problem, opts, inc, sub, exact_budget, say)
             used_exact = ph.status not in ("", "skipped")
@@ -371,11 +378,39 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
     hb.enter("exact-lns", moves=lambda: stats.windows, best=lambda: stats.best_makespan)
     deadline = time.monotonic() + (budget if budget is not None else 60.0)
     window = int(opts.extra.get("lns_window", LNS_WINDOW))
+    select = str(opts.extra.get("lns_select", LNS_SELECT))
     placement, ev = lns(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
-                        memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats)
+                        memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats,
+                        select=select)
     inc.offer(Solution("lns", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
     ph.status = "feasible"
-    ph.note = f"{stats.windows} windows of {window} nodes, {stats.improved} improved: {stats.start_makespan:.6g} -> {ev.makespan:.6g}"
+    ph.note = (f"{stats.windows} windows of {window} nodes ({select}), {stats.closed} closed, {stats.improved} improved: "
+               f"{stats.start_makespan:.6g} -> {ev.makespan:.6g}")
+    return ph
+
+
+def _multilevel_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:
+    """A V-cycle from the incumbent's schedule (solvers/multilevel.py): CP-SAT on the coarsest
+    level, refinement on every level on the way up; the answer is offered with its start times."""
+    ph = Phase("exact-multilevel")
+    if inc.best is None:
+        ph.status, ph.note = "skipped", "no incumbent"
+        return ph
+    if budget is not None and budget < 2.0 + LNS_SETUP_SECONDS_PER_ELEMENT * (problem.n + problem.m):
+        ph.status, ph.note = "skipped", f"{budget:.1f}s left: too little for the levels"
+        return ph
+    ev0 = inc.best[1]
+    stats = MultilevelStats()
+    hb.enter("exact-multilevel", moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
+    deadline = time.monotonic() + (budget if budget is not None else 60.0)
+    coarsest = int(opts.extra.get("multilevel_coarsest", MULTILEVEL_COARSEST))
+    placement, ev = multilevel(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
+                               memory_model=opts.memory_model, coarsest=coarsest, stats=stats, say=hb.say)
+    inc.offer(Solution("multilevel", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
+    ph.status = "feasible"
+    levels = " > ".join(f"{m:.6g}" for m in stats.level_makespans)
+    ph.note = (f"levels {' > '.join(map(str, stats.sizes))} nodes, {stats.kept_edges} critical transfers kept; coarsest "
+               f"{stats.coarse_status}; makespan per level (coarsest first) {levels}; {stats.start_makespan:.6g} -> {ev.makespan:.6g}")
     return ph
 
 
