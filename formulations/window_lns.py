@@ -368,7 +368,7 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
         else:
             center = fresh[int(rng.integers(len(fresh)))]
         lo, hi, seq = window_at(base, center, size)
-        if select == "sweep":  # the next window starts half-way through this one
+        if select == "sweep" and hi < p.n:  # the next window starts half-way through this one
             tried.update(int(v) for v in seq[lo:(lo + hi) // 2 + 1])
         else:
             tried.update(int(v) for v in seq[lo:hi])
