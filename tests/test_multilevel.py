@@ -107,3 +107,20 @@ def test_multilevel_returns_the_input_when_stopped():
     opts.stop.set()
     pl, ev = multilevel(prob, ev0.placement, ev0.start, opts, deadline=time.monotonic() + 5, coarsest=50)
     assert np.array_equal(pl, ev0.placement) and ev.makespan == ev0.makespan
+
+
+def test_auto_with_the_multilevel_phase_keeps_the_original_bound_and_its_warm_start():
+    from placement.bounds import lower_bounds
+    from solvers.run import run
+
+    prob = generate("transformer", 400, seed=3, devices=3, memory_fraction=0.5)
+    opts = SolveOptions(time_limit=12, workers=2,
+                        extra={"exact_max_nodes": 50, "big_exact": "multilevel", "multilevel_coarsest": 40})
+    res = run(prob, "auto", opts)
+    phases = {p["name"]: p for p in res.history}
+    assert phases["exact-multilevel"]["status"] == "feasible"
+    assert res.evaluation.makespan <= phases["warm-start"]["makespan"] + 1e-9
+    # the coarse levels prove nothing: the bound is the original graph's
+    assert res.lower_bound <= res.evaluation.makespan
+    assert res.lower_bound == pytest.approx(lower_bounds(prob).best) or res.status == "optimal"
+    check(prob, res.evaluation.placement, res.evaluation.start, "static")
