@@ -314,7 +314,7 @@ def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memor
     return None if start is None else check(problem, placement, start, memory_model, check_memory=False)
 
 
-SELECT = ("critical", "sweep", "focus")
+SELECT = ("critical", "sweep", "focus", "pair")
 
 
 def _movable_near(p: Problem, crit: np.ndarray) -> np.ndarray:
@@ -327,6 +327,23 @@ def _movable_near(p: Problem, crit: np.ndarray) -> np.ndarray:
     return mov
 
 
+def _movable_pair(p: Problem, base: IncrementalSchedule, window: np.ndarray, crit: np.ndarray) -> np.ndarray:
+    """The window's nodes on the two devices that exchange the most transfer time along the
+    critical path inside the window (critical nodes and neighbours when no critical transfer)."""
+    inside = np.zeros(p.n, dtype=bool)
+    inside[window] = True
+    is_crit = np.zeros(p.n, dtype=bool)
+    is_crit[crit] = True
+    pl = base.placement
+    e = np.flatnonzero(inside[p.src] & inside[p.dst] & is_crit[p.src] & is_crit[p.dst] & (pl[p.src] != pl[p.dst]))
+    if e.size == 0:
+        return _movable_near(p, crit)
+    a, b = np.minimum(pl[p.src[e]], pl[p.dst[e]]), np.maximum(pl[p.src[e]], pl[p.dst[e]])
+    load = np.bincount(a * p.k + b, weights=p.comm[e], minlength=p.k * p.k)
+    pair = int(np.argmax(load))
+    return (pl == pair // p.k) | (pl == pair % p.k)
+
+
 def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,
         memory_model: str = "static", window: int = 300, window_seconds: float = 5.0, stats: LnsStats | None = None,
         say: Callable[[str], None] | None = None, select: str = "critical") -> tuple[np.ndarray, Evaluation]:
@@ -337,7 +354,8 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
 
     ``select``: "critical" centres each window on a random untried critical node; "sweep" walks
     the critical nodes in time order; "focus" is "critical" with only the critical nodes and their
-    neighbours free to change device (the rest of the window is re-sequenced only)."""
+    neighbours free to change device (the rest of the window is re-sequenced only); "pair" frees
+    the devices of only the two devices exchanging the most critical transfer time in the window."""
     if select not in SELECT:
         raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
     p = problem
@@ -376,7 +394,8 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
         sub = SolveOptions(memory_model=memory_model, time_limit=min(window_seconds, max(0.1, left - 0.3)),
                            workers=opts.workers, seed=opts.seed, stop=opts.stop)
         info: dict = {}
-        movable = _movable_near(p, crit) if select == "focus" else None
+        movable = _movable_near(p, crit) if select == "focus" else \
+            _movable_pair(p, base, seq[lo:hi], crit) if select == "pair" else None
         got = solve_window(p, base, lo, hi, seq, sub, memory_model, info, movable)
         stats.model_seconds += time.monotonic() - t
         stats.windows += 1

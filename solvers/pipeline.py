@@ -69,10 +69,14 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
 # opts.extra["big_exact"] overrides (bench/results_scale.md).
 BIG_EXACT = "lns"
-LNS_WINDOW = 300  # nodes per LNS window
+# Nodes per LNS window and CP-SAT's limit per window: measured from ETF's schedules of 10K-node
+# graphs (bench/results_scale.md "Window size"): 300 nodes in 5 s improved nothing on the
+# transformer; 100 nodes in 2 s improved most windows (CP-SAT rarely proves one, but the hinted
+# search finds better sequences), 50 gained less per window, 150-200 less per second.
+LNS_WINDOW = 100
 LNS_SELECT = "critical"  # how windows are chosen (formulations/window_lns.py SELECT)
 MULTILEVEL_COARSEST = 250  # nodes of the coarsest level of big_exact="multilevel"
-LNS_WINDOW_SECONDS = 5.0  # CP-SAT's limit per window; the phase runs only with time for one after its set-up
+LNS_WINDOW_SECONDS = 2.0  # the phase runs only with time for one window after its set-up
 LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
 # Above REFINE_MULTILEVEL_NODES, when FIFO is the incumbent's best schedule: "multilevel" (FIFO,
 # coarse levels first) or "ordered" (the original graph, moves judged by the kept order, re-timed

@@ -95,7 +95,7 @@ def test_nodes_outside_movable_keep_their_device_and_the_model_stays_honest(seed
     assert ev.makespan <= model_makespan + 1e-9 and model_makespan <= base.makespan + 1e-9
 
 
-@pytest.mark.parametrize("select", ["sweep", "focus"])
+@pytest.mark.parametrize("select", ["sweep", "focus", "pair"])
 def test_lns_selections_are_never_worse(select):
     prob = generate("lstm", 500, seed=5, devices=3, memory_fraction=0.5)
     pl = np.asarray(greedy_fill(prob, SolveOptions()).placement)
