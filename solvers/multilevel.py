@@ -57,9 +57,9 @@ class MultilevelStats:
 
 def critical_segments(problem: Problem, placement: np.ndarray, start: np.ndarray, most: int,
                       comm_matters: float = COMM_MATTERS) -> tuple[np.ndarray, int, int]:
-    """Segments of the schedule's critical nodes (-1 for the others): critical nodes joined by a
-    tight edge whose transfer does not matter share a segment, so the ones that matter separate
-    segments. A transfer matters when it costs at least ``comm_matters`` of a mean critical
+    """Segments for the ends of the schedule's costly critical transfers (-1 for every other
+    node): critical nodes joined by a tight edge whose transfer does not matter share a segment,
+    so the ones that matter separate segments. A transfer matters when it costs at least ``comm_matters`` of a mean critical
     node's time and is among the ``most`` costliest such (every segment is at least one coarse
     node: more would keep the coarsest level from its size). Returns (segment per node,
     transfers kept apart, transfers that ended inside one segment because another critical route
@@ -82,10 +82,16 @@ def critical_segments(problem: Problem, placement: np.ndarray, start: np.ndarray
     g.add_nodes_from(np.flatnonzero(crit).tolist())
     joins = np.flatnonzero(tight & ~matters)
     g.add_edges_from(zip(src[joins].tolist(), dst[joins].tolist()))
-    seg = np.full(p.n, -1, dtype=np.int64)
+    comp_of = np.full(p.n, -1, dtype=np.int64)
     for i, comp in enumerate(nx.connected_components(g)):
-        seg[list(comp)] = i
+        comp_of[list(comp)] = i
     m = np.flatnonzero(matters)
+    # Only the ends of the costly transfers carry their segment: that keeps each such pair in two
+    # coarse nodes, and leaves every other node free to merge (tagging every critical node kept
+    # the LSTM's coarsening at 1,300 nodes for a target of 250).
+    seg = np.full(p.n, -1, dtype=np.int64)
+    ends = np.r_[src[m], dst[m]]
+    seg[ends] = comp_of[ends]
     kept = int(np.count_nonzero(seg[src[m]] != seg[dst[m]]))
     return seg, kept, int(m.size) - kept
 

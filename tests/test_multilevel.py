@@ -43,13 +43,12 @@ def _critical_by_networkx(prob, pl, start):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_segments_cover_the_critical_nodes_and_split_costly_transfers(seed):
+def test_segments_tag_the_ends_of_costly_critical_transfers(seed):
     prob = random_problem(seed, 30, 3, edge_p=0.15, zero_time_p=0.0)
     pl = np.random.default_rng(seed).integers(0, prob.k, size=prob.n)
     ev = evaluate(prob, pl)
     seg, kept, hidden = critical_segments(prob, pl, ev.start, most=1000, comm_matters=0.5)
     crit = _critical_by_networkx(prob, pl, ev.start)
-    assert {int(v) for v in np.flatnonzero(seg >= 0)} == crit
     # the costly tight transfers between critical nodes, found independently
     unit = np.mean([prob.time[v] for v in crit if prob.time[v] > 0])
     costly = []
@@ -59,6 +58,7 @@ def test_segments_cover_the_critical_nodes_and_split_costly_transfers(seed):
                 and prob.comm[j] > 0 and prob.comm[j] >= 0.5 * unit:
             costly.append((u, v))
     assert kept + hidden == len(costly)
+    assert {int(v) for v in np.flatnonzero(seg >= 0)} == {v for e in costly for v in e}  # only their ends are tagged
     assert kept == sum(seg[u] != seg[v] for u, v in costly)
     _, kept1, hidden1 = critical_segments(prob, pl, ev.start, most=1, comm_matters=0.5)
     assert kept1 + hidden1 == min(1, len(costly))
