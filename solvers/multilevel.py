@@ -53,6 +53,7 @@ class MultilevelStats:
     start_makespan: float = 0.0
     best_makespan: float | None = None
     evaluations: int = 0
+    original_start: str = ""  # which candidate the original level was refined from
 
 
 def critical_segments(problem: Problem, placement: np.ndarray, start: np.ndarray, most: int,
@@ -171,14 +172,17 @@ def multilevel(problem: Problem, placement: np.ndarray, start: np.ndarray, opts:
             break
         q, cz = probs[j], chain[j]
         proj = cz.project(cur_pl)
-        cands: list[tuple[np.ndarray, Evaluation]] = [
-            (proj, evaluate(q, proj, order=cz.project_order(cur_pl, cur_ev.start), memory_model=memory_model)),
-            (proj, evaluate(q, proj, memory_model=memory_model))]
+        cands: list[tuple[str, np.ndarray, Evaluation]] = [
+            ("projected (coarse order)", proj,
+             evaluate(q, proj, order=cz.project_order(cur_pl, cur_ev.start), memory_model=memory_model)),
+            ("projected (FIFO)", proj, evaluate(q, proj, memory_model=memory_model))]
         if j == 0:
-            cands.append((pl0, ev0))
+            cands.append(("incumbent", pl0, ev0))
         elif restricted[j] is not None:
-            cands.append((restricted[j], evaluate(q, restricted[j], memory_model=memory_model)))
-        pl_j, ev_j = min(cands, key=lambda c: _key(q, c[1]))
+            cands.append(("incumbent restricted", restricted[j], evaluate(q, restricted[j], memory_model=memory_model)))
+        name, pl_j, ev_j = min(cands, key=lambda c: _key(q, c[2]))
+        if j == 0:
+            stats.original_start = name
         now = time.monotonic()
         level_deadline = now + max(0.0, deadline - now) / (j + 1)
         rs = RefineStats()

@@ -414,7 +414,8 @@ def _multilevel_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budg
     ph.status = "feasible"
     levels = " > ".join(f"{m:.6g}" for m in stats.level_makespans)
     ph.note = (f"levels {' > '.join(map(str, stats.sizes))} nodes, {stats.kept_edges} critical transfers kept; coarsest "
-               f"{stats.coarse_status}; makespan per level (coarsest first) {levels}; {stats.start_makespan:.6g} -> {ev.makespan:.6g}")
+               f"{stats.coarse_status}; makespan per level (coarsest first) {levels}; original refined from the "
+               f"{stats.original_start or '-'}; {stats.start_makespan:.6g} -> {ev.makespan:.6g}")
     return ph
 
 
