@@ -91,7 +91,7 @@ def test_multilevel_is_never_worse_than_its_incumbent_and_feasible(family, fract
     assert ev0.feasible(prob)
     stats = MultilevelStats()
     pl, ev = multilevel(prob, ev0.placement, ev0.start, SolveOptions(workers=2, seed=1),
-                        deadline=time.monotonic() + 5, coarsest=60, stats=stats)
+                        deadline=time.monotonic() + 3, coarsest=60, stats=stats)
     assert len(stats.sizes) >= 2 and stats.sizes[-1] < prob.n
     assert ev.makespan <= ev0.makespan + 1e-9
     assert ev.feasible(prob)
@@ -114,7 +114,7 @@ def test_auto_with_the_multilevel_phase_keeps_the_original_bound_and_its_warm_st
     from solvers.run import run
 
     prob = generate("transformer", 400, seed=3, devices=3, memory_fraction=0.5)
-    opts = SolveOptions(time_limit=12, workers=2,
+    opts = SolveOptions(time_limit=8, workers=2,
                         extra={"exact_max_nodes": 50, "big_exact": "multilevel", "multilevel_coarsest": 40})
     res = run(prob, "auto", opts)
     phases = {p["name"]: p for p in res.history}
