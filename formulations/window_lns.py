@@ -2,7 +2,7 @@
 
 Why: on graphs of 10K+ nodes the exact model cannot take the whole graph, and a coarsened graph
 is a caricature whose optimum maps back worse than the heuristics (issue 16). Here the exact
-model works on the real nodes: most of the incumbent stays fixed, a window of a few hundred
+model works on the real nodes: most of the incumbent stays fixed, a window of a hundred or so
 nodes is re-placed and re-sequenced optimally against its boundary, and the one evaluator
 confirms the result before it is accepted.
 
@@ -25,7 +25,9 @@ and order, so its paths keep their lengths), and the same for the entries from b
 window holds the whole graph the model is the exact problem (static memory).
 
 Windows are centred on nodes of the critical path (where the makespan is decided), in a seeded
-random order; an improving window moves the search to the new schedule.
+random order, or swept along it in time order, optionally freeing the devices of only part of the
+window (``select``: docs/scale.md, "Which windows pay"); an improving window moves the search to
+the new schedule.
 """
 from __future__ import annotations
 

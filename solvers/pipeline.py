@@ -3,10 +3,12 @@
 1. Warm start: the heuristic portfolio on the original graph; its best feasible placement is the
    fallback answer at every moment.
 2. Exact phase: CP-SAT on the original graph when it is small enough (its proved bound is then
-   valid for the original problem), otherwise on windows of a few hundred nodes of the original
+   valid for the original problem), otherwise on windows of about a hundred nodes of the original
    graph against the fixed rest of the incumbent (formulations/window_lns.py, docs/scale.md), or
    with ``big_exact="coarse"`` on a coarsened graph hinted with the warm start restricted to it (a
-   coarse optimum is only a good placement: its bound does not count).
+   coarse optimum is only a good placement: its bound does not count), or with
+   ``big_exact="multilevel"`` a V-cycle (solvers/multilevel.py): CP-SAT on the coarsest of a
+   hierarchy of coarse graphs, refinement at every level on the way back.
 3. Refine: local moves on the original graph, judged by the evaluator, memory kept feasible.
 
 Between them, the incumbent's placement is re-scheduled by priority lists (solvers/reschedule.py:
@@ -70,7 +72,7 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # opts.extra["big_exact"] overrides (bench/results_scale.md).
 BIG_EXACT = "lns"
 # Nodes per LNS window and CP-SAT's limit per window: measured from ETF's schedules of 10K-node
-# graphs (bench/results_scale.md "Window size"): 300 nodes in 5 s improved nothing on the
+# graphs (bench/results_scale.md "Window size and selection"): 300 nodes in 5 s improved nothing on the
 # transformer; 100 nodes in 2 s improved most windows (CP-SAT rarely proves one, but the hinted
 # search finds better sequences), 50 gained less per window, 150-200 less per second.
 LNS_WINDOW = 100
