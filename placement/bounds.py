@@ -7,7 +7,10 @@ it is honest:
   group, its total time (the group runs on one device);
 - largest node: no node can be split;
 - communication (placement/comm_bound.py): at every join, each input either pays its transfer or
-  shares the consumer's device and runs one after another there (docs/scale.md).
+  shares the consumer's device and runs one after another there (docs/scale.md);
+- forced (placement/forced_bound.py): transfers too long to pay below a target force clusters of
+  nodes onto one device, whose memory or one-at-a-time schedule then refutes the target
+  (depends on the memory model; docs/scale.md).
 
 Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
 than any device it may use can hold, or when the memory every placement must use exceeds the total
@@ -15,11 +18,12 @@ capacity.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .comm_bound import comm_bound
+from .comm_bound import heads
+from .forced_bound import forced_bound
 from .problem import Problem
 
 
@@ -30,14 +34,16 @@ class LowerBounds:
     largest_node: float
     largest_group: float
     communication: float = 0.0
+    forced: float = 0.0
 
     @property
     def best(self) -> float:
-        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication)
+        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication, self.forced)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
-                "largest_group": self.largest_group, "communication": self.communication, "best": self.best}
+                "largest_group": self.largest_group, "communication": self.communication, "forced": self.forced,
+                "best": self.best}
 
 
 def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
@@ -60,22 +66,26 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
     return np.asarray(head_l)
 
 
-def lower_bounds(problem: Problem) -> LowerBounds:
+def lower_bounds(problem: Problem, memory_model: str = "static") -> LowerBounds:
+    """Every bound of the module docstring; only ``forced`` depends on the memory model (the
+    others hold for both)."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
-    return LowerBounds(
+    head, tail = heads(problem), heads(problem, reverse=True)
+    plain = LowerBounds(
         critical_path=float(longest_path(problem).max()),
         load=float(problem.time.sum()) / problem.k,
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
-        communication=comm_bound(problem),
+        communication=float((head + problem.time + tail).max()),
     )
+    return replace(plain, forced=forced_bound(problem, memory_model, head, tail, floor=plain.best))
 
 
 def makespan_lower_bound(problem: Problem, memory_model: str = "static") -> float:
-    """The best valid lower bound on the optimal makespan (memory model does not weaken it)."""
-    return lower_bounds(problem).best
+    """The best valid lower bound on the optimal makespan under ``memory_model``."""
+    return lower_bounds(problem, memory_model).best
 
 
 def _units_need(problem: Problem, need: np.ndarray) -> list[tuple[str, float, np.ndarray]]:
