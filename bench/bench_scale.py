@@ -13,7 +13,7 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
         the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
     python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
         ``auto`` in-process with each exact phase for big graphs (LNS windows or the coarse solve).
-    python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static]
+    python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static] [--memory 4GB]
         `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
         seconds, makespan, certified gap, the warm start's best member and its makespan.
 
@@ -107,7 +107,9 @@ def retime(paths: list[str], count: int, memory_model: str) -> None:
               f"{cones[0]:.0f} | {load()} |", flush=True)
 
 
-def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
+def solve(paths: list[str], time_limit: float, memory_model: str, memory: str | None = None,
+          keep: str | None = None) -> None:
+    """Each graph as a whole `solve` process; ``keep``: a directory to copy each JSON report to."""
     print("| graph | n | K | model | limit s | wall s | auto makespan | bound (which) | gap | best heuristic (member) | vs it | phases | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
@@ -115,10 +117,14 @@ def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
             report = Path(tmp) / "r.json"
             t = time.monotonic()
             subprocess.run([sys.executable, "-m", "solvers.cli", path, "--time-limit", str(time_limit), "--report",
-                            str(report), "--memory-model", memory_model, "--quiet"], cwd=ROOT, check=True,
-                           stdout=subprocess.DEVNULL)
+                            str(report), "--memory-model", memory_model, "--quiet"] + (["--memory", memory] if memory else []),
+                           cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
             wall = time.monotonic() - t
             rep = json.loads(report.read_text())
+            if keep:
+                Path(keep).mkdir(parents=True, exist_ok=True)
+                tag = f"{Path(path).stem}_{memory_model}{'_' + memory if memory else ''}_{time_limit:g}s.json"
+                (Path(keep) / tag).write_text(report.read_text())
         hist = rep.get("phases", [])
         warm = next((h for h in hist if h.get("name") == "warm-start"), {})
         wm = warm.get("makespan")
@@ -128,7 +134,7 @@ def solve(paths: list[str], time_limit: float, memory_model: str) -> None:
         which = max((k for k in bounds if k != "best"), key=lambda k: bounds[k], default="-")
         if lb > bounds.get("best", 0.0) * (1 + 1e-9):
             which = "exact phase"
-        steps = " / ".join(f"{h['name']} {h.get('seconds', 0):.0f}s" for h in hist)
+        steps = " / ".join(f"{h.get('name', h.get('method'))} {h.get('seconds', 0):.0f}s" for h in hist)
         print(f"| {Path(path).stem} | {rep['problem']['nodes']} | {rep['problem']['devices']} | {memory_model} | {time_limit:g} | "
               f"{wall:.1f} | {mk:.6g} | {lb:.6g} ({which}) | {100 * (mk - lb) / mk:.2f}% | {wm if wm is None else f'{wm:.6g}'} "
               f"({warm.get('note', '-')}) | {vs} | {steps} | {load()} |", flush=True)
@@ -176,6 +182,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--memory-model", default="static")
+    ap.add_argument("--memory", default=None, help="solve: memory per device passed to the CLI (e.g. 4GB)")
+    ap.add_argument("--keep", default=None, metavar="DIR", help="solve: keep each report in DIR")
     args = ap.parse_args()
     if args.what == "moves":
         moves(args.graphs, args.seconds, args.memory_model)
@@ -184,7 +192,7 @@ def main() -> None:
     elif args.what == "ab":
         ab(args.graphs, args.time_limit, args.memory_model, args.variants.split(","))
     else:
-        solve(args.graphs, args.time_limit, args.memory_model)
+        solve(args.graphs, args.time_limit, args.memory_model, args.memory, args.keep)
 
 
 if __name__ == "__main__":

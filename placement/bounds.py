@@ -10,6 +10,9 @@ it is honest:
   shares the consumer's device and runs one after another there (docs/scale.md);
 - memory path (placement/memory_path_bound.py, given the memory model): a path whose nodes cannot
   all sit on one device within the capacity pays the transfers between its runs (docs/peak.md).
+- forced (placement/forced_bound.py): transfers too long to pay below a target force clusters of
+  nodes onto one device, whose memory or one-at-a-time schedule then refutes the target
+  (depends on the memory model; docs/scale.md).
 
 Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
 than any device it may use can hold, or when the memory every placement must use exceeds the total
@@ -18,11 +21,12 @@ capacity.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .comm_bound import comm_bound
+from .comm_bound import heads
+from .forced_bound import forced_bound
 from .memory_path_bound import memory_path_bound
 from .problem import Problem
 
@@ -35,14 +39,17 @@ class LowerBounds:
     largest_group: float
     communication: float = 0.0
     memory_path: float = 0.0
+    forced: float = 0.0
 
     @property
     def best(self) -> float:
-        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication, self.memory_path)
+        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
+                   self.memory_path, self.forced)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
-                "largest_group": self.largest_group, "communication": self.communication, "memory_path": self.memory_path,
+                "largest_group": self.largest_group, "communication": self.communication,
+                "memory_path": self.memory_path, "forced": self.forced,
                 "best": self.best}
 
 
@@ -67,25 +74,28 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
 
 
 def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None) -> LowerBounds:
-    """Every simple bound; the memory path bound only when ``memory_model`` ("static" or "peak")
-    says which capacity constraint holds (a static-model bound is not valid under the peak model),
-    cut short once ``stop`` is set."""
+    """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
+    capacity constraint holds: the memory path bound runs only when it is given (a static-model
+    bound is not valid under the peak model), and the forced bound counts params only when it is
+    not (valid in both models). The memory path bound is cut short once ``stop`` is set."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
-    return LowerBounds(
+    head, tail = heads(problem), heads(problem, reverse=True)
+    plain = LowerBounds(
         critical_path=float(longest_path(problem).max()),
         load=float(problem.time.sum()) / problem.k,
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
-        communication=comm_bound(problem),
+        communication=float((head + problem.time + tail).max()),
         memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
     )
+    return replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
 
 
 def makespan_lower_bound(problem: Problem, memory_model: str | None = None) -> float:
     """The best valid lower bound on the optimal makespan in ``memory_model`` (None, the default:
-    without the memory path bound, so valid in either model)."""
+    only what holds in either model)."""
     return lower_bounds(problem, memory_model).best
 
 

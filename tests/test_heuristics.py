@@ -49,7 +49,7 @@ def test_all_registered():
 def test_heuristic_answers_are_checked_schedules(name, model):
     solved = 0
     for p in PROBLEMS:
-        lb = makespan_lower_bound(p)
+        lb = makespan_lower_bound(p, model)  # the forced bound depends on the memory model
         sol = get(name).func(p, SolveOptions(memory_model=model, time_limit=30))
         if sol.placement is None:
             assert sol.status == "unknown" and sol.reason

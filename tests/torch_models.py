@@ -252,3 +252,69 @@ def gpt2_24():
 def cnn_bench():
     """A ResNet-18-like stack (3 stages of 2 blocks) on 32x32 images, batch 16."""
     return cnn_factory(widths=(32, 64, 128), blocks=2, batch=16, size=32)
+
+
+class PreActBottleneck(nn.Module):
+    """He et al. 2016 ("Identity Mappings in Deep Residual Networks"): BN-ReLU-conv 1x1, 3x3, 1x1
+    (4x expansion), identity shortcut, or a 1x1 projection when the shape changes."""
+
+    def __init__(self, cin: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = 4 * width
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Conv2d(cin, cout, 1, stride, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(x))
+        shortcut = x if self.short is None else self.short(y)
+        y = self.conv1(y)
+        y = self.conv2(F.relu(self.bn2(y)))
+        y = self.conv3(F.relu(self.bn3(y)))
+        return y + shortcut
+
+
+class PreActResNet(nn.Module):
+    """The CIFAR pre-activation ResNet with bottleneck blocks: a 3x3 stem of 16 channels, three
+    stages of ``blocks`` blocks (widths 16, 32, 64; outputs 64, 128, 256), BN-ReLU, global pool, FC.
+    Depth 9 * blocks + 2: ResNet-164 at 18 blocks per stage, ResNet-1001 at 111."""
+
+    def __init__(self, blocks: int, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        layers, cin = [], 16
+        for i, width in enumerate((16, 32, 64)):
+            for b in range(blocks):
+                layers.append(PreActBottleneck(cin, width, 2 if (b == 0 and i > 0) else 1))
+                cin = 4 * width
+        self.stages = nn.Sequential(*layers)
+        self.bn = nn.BatchNorm2d(cin)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.relu(self.bn(self.stages(self.stem(x)))).mean(dim=(2, 3)))
+
+
+def preact_resnet_factory(blocks: int, batch: int = 64, size: int = 32):
+    torch.manual_seed(0)
+    model = PreActResNet(blocks)
+    x = torch.randn(batch, 3, size, size)
+    labels = torch.randint(0, 10, (batch,))
+    return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+
+
+def resnet164():
+    """ResNet-164 (pre-activation, CIFAR-10, batch 64): about 5.5K ATen operators per training step."""
+    return preact_resnet_factory(18)
+
+
+def resnet1001():
+    """ResNet-1001 (pre-activation, CIFAR-10, batch 64, He et al. 2016): the training step with Adam
+    is about 34K ATen operators, the size of the issue-16 real-graph goal (bench/results_scale.md)."""
+    return preact_resnet_factory(111)
