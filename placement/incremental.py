@@ -35,6 +35,8 @@ import numpy as np
 from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
 from .problem import Problem
 
+WITNESSES = 64  # nodes of longest paths checked first by every bounded trial (IncrementalSchedule._bound)
+
 
 def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray) -> list[list[int]]:
     """Per-device node order by (reference start, topological rank): the order the incremental
@@ -197,6 +199,12 @@ class IncrementalSchedule:
         self._tail_tin, self._tail_end = _forest_intervals(self._tail_next, self._at[::-1])
         self._last = self._by_finish[0] if n else -1
         self._avoiding(at, pos, prev)
+        # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
+        # miss a witness's head and tail paths leaves a path of the old makespan in place.
+        through = start + p.time + np.asarray(self._tail)
+        crit = at[through[at] >= self.makespan]
+        pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
+        self._witness = [(int(w), float(through[w])) for w in pick]
 
     def _tails(self, seq: list[int]) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
@@ -401,12 +409,15 @@ class IncrementalSchedule:
                 return Trial(self, moves, {}, bound, visited, complete=False)
         else:
             t_lb = {}
-        # Re-time the cone in (ref start, rank) order: a heap of positions.
-        dev = moves.get
+        # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
+        # devices and finish times (two list copies) keep the loop to plain indexing.
+        dev = pl.copy()
+        for v, d in moves.items():
+            dev[v] = d
+        fin = self._f.copy()
         s_new: dict[int, float] = {}
-        f_new: dict[int, float] = {}
-        base_s, base_f, dur, preds, succs = self._s, self._f, self._dur, self._preds, self._succs
-        at = self._at
+        base_s, dur, preds, succs = self._s, self._dur, self._preds, self._succs
+        at, prev_l, next_l = self._at, self._prev, self._next
         heap = [pos[v] for v in seeds]
         heapq.heapify(heap)
         queued = seeds
@@ -416,18 +427,24 @@ class IncrementalSchedule:
         while heap:
             w = at[pop(heap)]
             count += 1
-            dw = dev(w, pl[w])
-            p = prev_of(w)
-            t = 0.0 if p < 0 else f_new.get(p, base_f[p])
+            dw = dev[w]
+            p = prev_o.get(w, -2)
+            if p == -2:
+                p = prev_l[w]
+            t = 0.0 if p < 0 else fin[p]
             for u, c in preds[w]:
-                a = f_new.get(u, base_f[u])
-                if dev(u, pl[u]) != dw:
+                a = fin[u]
+                if dev[u] != dw:
                     a += c
                 if a > t:
                     t = a
-            if t != base_s[w]:
+            if t == base_s[w]:
+                # Unchanged, and final: its tail path, if it avoids the moved nodes, still follows.
+                if fin[w] + tail[w] >= cutoff and w not in moves and tail_free(w):
+                    return Trial(self, moves, s_new, fin[w] + tail[w], count, complete=False)
+            else:
                 s_new[w] = t
-                f_new[w] = fw = t + dur[w]
+                fin[w] = fw = t + dur[w]
                 # The tail path from w avoids every moved node: it is a path of the new schedule
                 # (its nodes kept their devices and, chain edges holding transitively, their order).
                 if fw + tail[w] >= cutoff and tail_free(w):
@@ -436,16 +453,18 @@ class IncrementalSchedule:
                     if x not in queued:
                         queued.add(x)
                         push(heap, pos[x])
-                x = next_of(w)
+                x = next_o.get(w, -2)
+                if x == -2:
+                    x = next_l[w]
                 if x >= 0 and x not in queued:
                     queued.add(x)
                     push(heap, pos[x])
             if w in t_lb and t + dur[w] + t_lb[w] >= cutoff:  # a moved node: its new start is exact here
                 return Trial(self, moves, s_new, t + dur[w] + t_lb[w], count, complete=False)
-        makespan = max(f_new.values()) if f_new else 0.0
+        makespan = max((fin[v] for v in s_new), default=0.0)
         for v in self._by_finish:  # the latest finish among unchanged nodes
-            if v not in f_new:
-                makespan = max(makespan, base_f[v])
+            if v not in s_new:
+                makespan = max(makespan, fin[v])
                 break
         return Trial(self, moves, s_new, makespan, count)
 
@@ -476,6 +495,10 @@ class IncrementalSchedule:
         pl, dur, f, s, tail = self._pl, self._dur, self._f, self._s, self._tail
         head_free = _Avoids(moves, self._head_tin, self._head_end)
         best = self.makespan if head_free(self._last) else 0.0
+        if best < cutoff:  # a longest path of the base that the move leaves in place
+            for w, length in self._witness:
+                if length >= cutoff and w not in moves and head_free(w) and tail_free(w):
+                    return length, 0, {}
         # Paths before the first or after the last moved node in position order, or for one moved
         # node any path avoiding it (one that used the chain link it now sits in only got longer).
         first, last = self._pos[in_order[0]], self._pos[in_order[-1]]
@@ -514,7 +537,8 @@ class IncrementalSchedule:
         queued = set(moves)
         pop, push = heapq.heappop, heapq.heappush
         count = 0
-        while heap:
+        budget = 4 * len(moves) + 4096  # past this, go to the exact cone: the bound is not going to prove it
+        while heap and count < budget:
             w = at[pop(heap)]
             count += 1
             dw = moves.get(w)

@@ -81,6 +81,7 @@ class _Units:
         bounds = np.searchsorted(self.of[order], np.arange(self.count + 1))
         self.members = [order[bounds[u]:bounds[u + 1]] for u in range(self.count)]
         self.first = order[bounds[:-1]] if self.count else np.zeros(0, dtype=np.int64)  # a member of each unit
+        self.member_lists = [m.tolist() for m in self.members]
         self.need = np.bincount(self.of, weights=problem.param_bytes + problem.out_bytes, minlength=self.count)
         self.time = np.bincount(self.of, weights=problem.time, minlength=self.count)
         mask = problem.allowed_mask()
@@ -288,8 +289,8 @@ class _Search:
         self.incremental = self.keep_order is True and incremental
         self._inc: IncrementalSchedule | None = None
         self._inc_for: Evaluation | None = None
-        self._reorder_wait = 0  # batch moves left to judge without the priority schedule (_reorder_due)
-        self._reorder_misses = 0
+        self._batch_wait = 0  # rounds left without the batch move (_batch_due)
+        self._batch_misses = 0
         self.cur_key = _key(problem, self.cur_ev)
         self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
         self.stats.start_makespan = self.cur_ev.makespan
@@ -385,7 +386,7 @@ class _Search:
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
         spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm,
-                             succ=self._inc._succs if self.incremental else None)
+                             succ=self._inc._succs if self.incremental else None) if self._batch_due() else {}
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
@@ -449,7 +450,8 @@ class _Search:
         rejected without measuring memory)."""
         t0 = time.monotonic()
         inc = self._sync()
-        moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
+        members = self.units.member_lists
+        moves = {v: d for u, d in zip(units, devs) for v in members[u]}
         feasible = self.cur_key[0] == 0.0
         need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
         trial = inc.try_move(moves, cutoff=need if feasible else float("inf"))
@@ -460,35 +462,44 @@ class _Search:
         self.stats.evaluations += 1
         return trial, ev
 
-    def _reorder_due(self) -> bool:
-        """Judge this batch move also by the priority schedule of its placement? Each such
-        judgement is a full re-schedule (priority list + evaluation); after one that did not win,
-        the next 1, 3, 7, ... up to 31 batch moves go without it (a count, so runs stay
-        deterministic)."""
-        if self._reorder_wait > 0:
-            self._reorder_wait -= 1
+    def _batch_due(self) -> bool:
+        """Try this round's batch move (spread_runs)? It moves thousands of nodes on big graphs:
+        its re-timing reaches most of the schedule and its priority re-order is a full
+        re-schedule. After a batch move that was not accepted, the next 1, 3, 7, ... up to 31
+        rounds go without it (a count, so runs stay deterministic); an accepted one resets that."""
+        if self._batch_wait > 0:
+            self._batch_wait -= 1
             return False
         return True
+
+    def _batch_outcome(self, accepted: bool) -> None:
+        if accepted:
+            self._batch_misses = 0
+        else:
+            self._batch_misses += 1
+            self._batch_wait = min(2 ** self._batch_misses, 32) - 1
 
     def _try(self, units: list[int], devs: list[int], reorder: bool = False) -> bool:
         un = self.units
         if self.mm == "static" and self.cur_key[0] == 0.0:
             load = self.cur_ev.static_memory.copy()
-            for u, d in zip(units, devs):
-                load[self.unit_dev[u]] -= un.need[u]
-                load[d] += un.need[u]
+            need = un.need[units]
+            np.subtract.at(load, self.unit_dev[units], need)
+            np.add.at(load, np.asarray(devs, dtype=np.int64), need)
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
+                if reorder:
+                    self._batch_outcome(False)
                 return False
         trial = trial_ev = None
-        pl = self.cur.copy()
-        for u, d in zip(units, devs):
-            pl[un.members[u]] = d
         if self.incremental:
             trial, ev = self._retime(units, devs)  # None: the kept order does not shorten the makespan
             trial_ev = ev
+            pl = ev.placement if ev is not None else None
         else:
+            pl = self._placed(units, devs)
             ev = self._eval(pl, self.cur_ev.start if self.keep_order else None)
-        if reorder and self.keep_order and self._reorder_due():
+        if reorder and self.keep_order:
+            pl = self._placed(units, devs) if pl is None else pl
             # Slotting many moved nodes in at their old start times can serialise them badly: try
             # the bottom-level priority schedule of the new placement too (solvers/reschedule.py).
             t0 = time.monotonic()
@@ -496,14 +507,23 @@ class _Search:
             other = evaluate(self.p, pl, order=priority_order(self.p, pl, prio), memory_model=self.mm)
             self.eval_seconds += time.monotonic() - t0
             self.stats.evaluations += 1
-            won = _key(self.p, other) < (_key(self.p, ev) if ev is not None else self.cur_key) and \
-                self._better(_key(self.p, other), self.cur_key)
-            if won:
+            if ev is None or _key(self.p, other) < _key(self.p, ev):
                 ev = other
-                self._reorder_misses = 0
-            else:
-                self._reorder_misses += 1
-                self._reorder_wait = min(2 ** self._reorder_misses, 32) - 1
+        accepted = self._accept(units, devs, pl, ev, trial, trial_ev)
+        if reorder:
+            self._batch_outcome(accepted)
+        return accepted
+
+    def _placed(self, units: list[int], devs: list[int]) -> np.ndarray:
+        """The current placement with ``units`` moved to ``devs``."""
+        pl = self.cur.copy()
+        for u, d in zip(units, devs):
+            pl[self.units.members[u]] = d
+        return pl
+
+    def _accept(self, units: list[int], devs: list[int], pl: np.ndarray, ev: Evaluation | None,
+                trial: Trial | None, trial_ev: Evaluation | None) -> bool:
+        """Make the move the current placement if ``ev`` is better (never from feasible to not)."""
         if ev is None:
             return False
         key = _key(self.p, ev)
