@@ -15,10 +15,18 @@ maxima of the same sums), which the tests check on random moves.
 How: sorting all nodes by (ref start, rank) is a topological order of the graph plus the device
 chains of *any* placement ordered this way (a DAG edge u -> v has ref_start[v] >= ref_finish[u],
 and ties are broken by the topological rank), so the changed nodes can be re-timed in that order
-with a heap: a node is recomputed (its earliest start: the latest input arrival and the finish of
-its predecessor in its device's chain) only when one of its inputs, its chain predecessor or its
-own device changed, and it passes the change on only if its start moved. The device chains after
-the move are an overlay of a few changed links on the doubly linked chains of the reference.
+with a heap of positions: a node is recomputed (its earliest start: the latest input arrival and
+the finish of its predecessor in its device's chain) only when one of its inputs, its chain
+predecessor or its own device changed, and it passes the change on only if its start moved. The
+device chains after the move are an overlay of a few changed links on the doubly linked chains of
+the reference.
+
+Most moves a search tries do not beat the incumbent, and proving that is cheaper than re-timing:
+with a cutoff, :meth:`IncrementalSchedule._bound` first bounds the new makespan from below by
+paths the move leaves intact (head and tail paths that avoid the moved nodes, tested on two
+forests' Euler intervals; the longest path avoiding a single moved node, precomputed for all
+nodes) and by lower bounds pushed forward from the moved nodes through the nodes they delay only.
+For a single moved node that bound is exact. docs/scale.md has the proofs.
 
 Memory (static and peak) is measured by the evaluator's own functions on the materialised
 schedule, only when asked (:meth:`Trial.evaluation`): a search rejecting a move by its makespan
@@ -106,7 +114,7 @@ class _Avoids:
 class Trial:
     """The schedule after a move, as changes over the base schedule it was tried on."""
 
-    base: "IncrementalSchedule"
+    base: IncrementalSchedule
     moves: dict[int, int]  # node -> new device
     start: dict[int, float]  # nodes whose start changed -> new start
     makespan: float  # when not complete: a lower bound of it, at least the cutoff
@@ -469,7 +477,7 @@ class IncrementalSchedule:
         return Trial(self, moves, s_new, makespan, count)
 
     def _bound(self, moves: dict[int, int], in_order: list[int], prev_of, next_of, bridged: list[int],
-               tail_free: "_Avoids", cutoff: float) -> tuple[float, int, dict[int, float]]:
+               tail_free: _Avoids, cutoff: float) -> tuple[float, int, dict[int, float]]:
         """A lower bound of the makespan after ``moves``, computed on the nodes the move pushes
         later only; returns (bound, nodes visited, the lower bounds of the moved nodes' new tails),
         stopping once the bound reaches ``cutoff``.

@@ -13,10 +13,12 @@ each start) and tries, in a seeded random order, moves that can shorten it:
 - move a boundary block: the unit plus its neighbours on the same device in the schedule (1, 3, 7,
   ... nodes on each side, up to a sixteenth of a device's share on big graphs, where single-node
   moves are too small to pay for an evaluation), and runs of the chain that share a device;
-- swap a chain unit with a unit of another device whose static size keeps both within capacity;
+- swap a chain unit with a unit of another device whose static size keeps both within capacity,
+  among those running nearest in time to it;
 - first of all, one batch move (:func:`spread_runs`): the chain's runs on one device split into
   independent pieces, spread over the devices idle in each run's time window (in ordered mode
-  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py).
+  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py);
+  after a batch move that was not accepted, the next 1, 3, 7, ... up to 31 rounds go without one.
 
 A move is accepted when it lowers the makespan (or, from an infeasible start, the memory overflow)
 and never when it makes the placement infeasible. When a round finds nothing, a seeded random kick
