@@ -202,17 +202,26 @@ class IncrementalSchedule:
         self._prev, self._next = prev.tolist(), nxt.tolist()
         self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
         self._tails(self._at)
+        self._last = self._by_finish[0] if n else -1
+        self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
+
+    def _prepare_bounds(self) -> None:
+        """Head parents, the Euler intervals of the head and tail forests, the avoid array and the
+        witnesses: what a trial with a cutoff needs to prove it (users of the schedule that never
+        ask for a cutoff, like window LNS, do not pay for them)."""
+        p, at, pos = self.problem, np.asarray(self._at, dtype=np.int64), np.asarray(self._pos, dtype=np.int64)
+        prev = np.asarray(self._prev, dtype=np.int64)
         self._heads(prev)
         self._head_tin, self._head_end = _forest_intervals(self._head_parent, self._at)
         self._tail_tin, self._tail_end = _forest_intervals(self._tail_next, self._at[::-1])
-        self._last = self._by_finish[0] if n else -1
         self._avoiding(at, pos, prev)
         # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
         # miss a witness's head and tail paths leaves a path of the old makespan in place.
-        through = start + p.time + np.asarray(self._tail)
+        through = self.start + p.time + np.asarray(self._tail)
         crit = at[through[at] >= self.makespan]
         pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
         self._witness = [(int(w), float(through[w])) for w in pick]
+        self._bounds_ready = True
 
     def _tails(self, seq: list[int]) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
@@ -354,6 +363,8 @@ class IncrementalSchedule:
         and the check in the cone below)."""
         pl = self._pl
         moves = {v: d for v, d in moves.items() if pl[v] != d}
+        if cutoff != float("inf") and moves and not self._bounds_ready:
+            self._prepare_bounds()
         prev_o: dict[int, int] = {}
         next_o: dict[int, int] = {}
         head_o: dict[int, int] = {}
@@ -410,7 +421,7 @@ class IncrementalSchedule:
             last[d] = (v, anchor)
             seeds.add(v)
             seeds.update(self._succs[v])
-        tail_free = _Avoids(moves, self._tail_tin, self._tail_end) if moves else None
+        tail_free = _Avoids(moves, self._tail_tin, self._tail_end) if self._bounds_ready and moves else None
         if cutoff != float("inf") and moves:
             bound, visited, t_lb = self._bound(moves, in_order, prev_of, next_of, bridged, tail_free, cutoff)
             if bound >= cutoff:

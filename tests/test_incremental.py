@@ -159,6 +159,7 @@ def test_avoiding_is_the_longest_path_without_the_node(seed, n, k, fifo):
     pl = np.random.default_rng(seed).integers(0, k, size=n)
     ref = evaluate(prob, pl).start if fifo else full(prob, pl, np.zeros(n)).start
     inc = IncrementalSchedule(prob, pl, ref)
+    inc._prepare_bounds()
     g = constraint_graph(prob, inc)
     assert longest_path(prob, g) == inc.makespan
     for v in range(n):
