@@ -17,8 +17,8 @@ each start) and tries, in a seeded random order, moves that can shorten it:
   among those running nearest in time to it;
 - first of all, one batch move (:func:`spread_runs`): the chain's runs on one device split into
   independent pieces, spread over the devices idle in each run's time window (in ordered mode
-  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py);
-  after a batch move that was not accepted, the next 1, 3, 7, ... up to 31 rounds go without one.
+  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py;
+  always by full evaluations: its cone is most of the schedule).
 
 A move is accepted when it lowers the makespan (or, from an infeasible start, the memory overflow)
 and never when it makes the placement infeasible. When a round finds nothing, a seeded random kick
@@ -291,8 +291,6 @@ class _Search:
         self.incremental = self.keep_order is True and incremental
         self._inc: IncrementalSchedule | None = None
         self._inc_for: Evaluation | None = None
-        self._batch_wait = 0  # rounds left without the batch move (_batch_due)
-        self._batch_misses = 0
         self.cur_key = _key(problem, self.cur_ev)
         self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
         self.stats.start_makespan = self.cur_ev.makespan
@@ -388,7 +386,7 @@ class _Search:
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
         spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm,
-                             succ=self._inc._succs if self.incremental else None) if self._batch_due() else {}
+                             succ=self._inc._succs if self.incremental else None)
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
@@ -464,23 +462,6 @@ class _Search:
         self.stats.evaluations += 1
         return trial, ev
 
-    def _batch_due(self) -> bool:
-        """Try this round's batch move (spread_runs)? It moves thousands of nodes on big graphs:
-        its re-timing reaches most of the schedule and its priority re-order is a full
-        re-schedule. After a batch move that was not accepted, the next 1, 3, 7, ... up to 31
-        rounds go without it (a count, so runs stay deterministic); an accepted one resets that."""
-        if self._batch_wait > 0:
-            self._batch_wait -= 1
-            return False
-        return True
-
-    def _batch_outcome(self, accepted: bool) -> None:
-        if accepted:
-            self._batch_misses = 0
-        else:
-            self._batch_misses += 1
-            self._batch_wait = min(2 ** self._batch_misses, 32) - 1
-
     def _try(self, units: list[int], devs: list[int], reorder: bool = False) -> bool:
         un = self.units
         if self.mm == "static" and self.cur_key[0] == 0.0:
@@ -489,11 +470,11 @@ class _Search:
             np.subtract.at(load, self.unit_dev[units], need)
             np.add.at(load, np.asarray(devs, dtype=np.int64), need)
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
-                if reorder:
-                    self._batch_outcome(False)
                 return False
         trial = trial_ev = None
-        if self.incremental:
+        # A batch move shifts thousands of nodes on big graphs: its cone is most of the schedule,
+        # where the evaluator's plain pass is faster than the incremental heap.
+        if self.incremental and not reorder:
             trial, ev = self._retime(units, devs)  # None: the kept order does not shorten the makespan
             trial_ev = ev
             pl = ev.placement if ev is not None else None
@@ -511,10 +492,7 @@ class _Search:
             self.stats.evaluations += 1
             if ev is None or _key(self.p, other) < _key(self.p, ev):
                 ev = other
-        accepted = self._accept(units, devs, pl, ev, trial, trial_ev)
-        if reorder:
-            self._batch_outcome(accepted)
-        return accepted
+        return self._accept(units, devs, pl, ev, trial, trial_ev)
 
     def _placed(self, units: list[int], devs: list[int]) -> np.ndarray:
         """The current placement with ``units`` moved to ``devs``."""
