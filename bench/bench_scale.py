@@ -109,6 +109,7 @@ def retime(paths: list[str], count: int, memory_model: str, label: str, header: 
             evaluate(prob, new, order=device_order(prob, new, ref), memory_model=memory_model)
         full_rate = full / (time.monotonic() - t)
         cutoff = inc.makespan - eps
+        inc.try_move(moves[0], cutoff=cutoff)  # untimed: a first trial with a cutoff may build what the bound needs
         t = time.monotonic()
         better = [inc.try_move(mv).makespan < cutoff for mv in moves]  # the whole new schedule: improving or not
         plain_rate = len(moves) / (time.monotonic() - t)
