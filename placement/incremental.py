@@ -43,6 +43,7 @@ import numpy as np
 from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
 from .problem import Problem
 
+BOUND_VISITS = (4, 4096)  # the forward bound gives up after 4 * moved nodes + 4096 visits
 WITNESSES = 64  # nodes of longest paths checked first by every bounded trial (IncrementalSchedule._bound)
 
 
@@ -556,7 +557,7 @@ class IncrementalSchedule:
         queued = set(moves)
         pop, push = heapq.heappop, heapq.heappush
         count = 0
-        budget = 4 * len(moves) + 4096  # past this, go to the exact cone: the bound is not going to prove it
+        budget = BOUND_VISITS[0] * len(moves) + BOUND_VISITS[1]  # past this, the exact cone: the bound is not going to prove it
         while heap and count < budget:
             w = at[pop(heap)]
             count += 1
