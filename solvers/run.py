@@ -207,7 +207,7 @@ def run(
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
-    lbs = lower_bounds(problem)
+    lbs = lower_bounds(problem, opts.memory_model, opts.stop)
     lb = lbs.best
     opts.best_so_far.publish_bound(lb)
     mem_lb = memory_lower_bound(problem, opts.memory_model)
