@@ -5,15 +5,17 @@ moves per second; placement/incremental.py re-times only the cone a move affects
 both sides on the same graphs and starts, and (``solve``) the whole CLI against its warm start.
 
     python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20] [--memory-model static]
+            [--modes fifo,full,incremental] [--baseline DIR]
         refine from ETF's placement for --seconds each: FIFO judged (full evaluations), ordered
-        judged with full evaluations (before), ordered judged incrementally (after); moves/s,
-        accepted moves, makespan reached. One process, one graph at a time: run it under
-        `flock /tmp/bench.lock` and note `uptime`.
-    python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400]
+        judged with full evaluations, ordered judged incrementally; moves/s, accepted moves,
+        makespan reached. One process, one graph at a time: run it under
+        `flock /tmp/bench.lock` and note `uptime`. --baseline DIR: the same rows first with the
+        project imported from DIR (e.g. `git archive main | tar -x -C DIR`), in a subprocess.
+    python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400] [--baseline DIR]
         the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
     python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
         ``auto`` in-process with each exact phase for big graphs (LNS windows or the coarse solve).
-    python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static] [--memory 4GB]
+    python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static] [--memory 4GB] [--keep DIR] [--baseline DIR]
         `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
         seconds, makespan, certified gap, the warm start's best member and its makespan.
 
@@ -33,7 +35,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# BENCH_TREE: import the project from another checkout (the baseline of --baseline; e.g. a
+# `git archive main` extracted somewhere), this script's own tree otherwise.
+TREE = Path(os.environ.get("BENCH_TREE") or ROOT)
+sys.path.insert(0, str(TREE))
 
 from heuristics.list_scheduling import etf  # noqa: E402
 from placement.evaluator import evaluate  # noqa: E402
@@ -46,33 +51,41 @@ def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def moves(paths: list[str], seconds: float, memory_model: str) -> None:
-    print("| graph | n | K | mode | moves | moves/s | accepted | start -> end makespan | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+MOVES_MODES = {"fifo": ("fifo, full", False, False), "full": ("ordered, full", True, False),
+               "incremental": ("ordered, incremental", True, True)}
+
+
+def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True) -> None:
+    if header:
+        print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         prob = load_problem(path)
         pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
         fifo = evaluate(prob, pl, memory_model=memory_model)
-        for mode, keep, inc in (("fifo, full", False, False), ("ordered, full (before)", True, False),
-                                ("ordered, incremental (after)", True, True)):
+        for mode, keep, inc in (MOVES_MODES[m] for m in modes):
             stats = RefineStats()
             t = time.monotonic()
             _, ev = refine(prob, pl, SolveOptions(seed=0), deadline=t + seconds, memory_model=memory_model,
                            keep_order=keep, start=fifo.start if keep else None, stats=stats, incremental=inc)
             took = time.monotonic() - t
-            print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {mode} | {stats.evaluations} | "
+            print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {label} | {mode} | {stats.evaluations} | "
                   f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.6g} "
                   f"| {load()} |", flush=True)
 
 
-def retime(paths: list[str], count: int, memory_model: str) -> None:
+def retime(paths: list[str], count: int, memory_model: str, label: str, header: bool = True) -> None:
     """The evaluator alone: ``count`` single-unit moves (a node of the critical path, with its
-    colocation group, to a random other device) judged by a full ordered evaluation and by IncrementalSchedule.try_move with the
-    incumbent's makespan as cutoff (what refine asks), from ETF's placement and FIFO schedule."""
+    colocation group, to a random other device) judged by a full ordered evaluation and by
+    IncrementalSchedule.try_move with the incumbent's makespan as cutoff (what refine asks), from
+    ETF's placement and FIFO schedule. Moves that improve need their whole new schedule (refine
+    accepts them); the others only a proof that they do not: both are timed apart."""
     from placement.incremental import IncrementalSchedule, device_order
 
-    print("| graph | n | K | full ordered evaluations/s | incremental moves/s (cutoff) | without cutoff | mean cone (cutoff) | load |")
-    print("|---|---|---|---|---|---|---|---|")
+    if header:
+        print("| graph | n | K | code | full ordered evaluations/s | incremental, cutoff: moves/s | improving moves | "
+              "rejected moves/s | ms per improving move | mean cone of a rejected move | no cutoff: moves/s | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         prob = load_problem(path)
         pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
@@ -95,30 +108,38 @@ def retime(paths: list[str], count: int, memory_model: str) -> None:
                 new[v] = d
             evaluate(prob, new, order=device_order(prob, new, ref), memory_model=memory_model)
         full_rate = full / (time.monotonic() - t)
-        rates, cones = [], []
-        for cutoff in (inc.makespan - eps, float("inf")):
-            t = time.monotonic()
-            cone = 0
-            for mv in moves:
-                cone += inc.try_move(mv, cutoff=cutoff).recomputed
-            rates.append(len(moves) / (time.monotonic() - t))
-            cones.append(cone / len(moves))
-        print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {full_rate:.1f} | {rates[0]:.0f} | {rates[1]:.0f} | "
-              f"{cones[0]:.0f} | {load()} |", flush=True)
+        cutoff = inc.makespan - eps
+        inc.try_move(moves[0], cutoff=cutoff)  # untimed: a first trial with a cutoff may build what the bound needs
+        t = time.monotonic()
+        better = [inc.try_move(mv).makespan < cutoff for mv in moves]  # the whole new schedule: improving or not
+        plain_rate = len(moves) / (time.monotonic() - t)
+        spent = [0.0, 0.0]  # seconds on rejected, improving moves
+        cone = 0
+        for mv, good in zip(moves, better):
+            t = time.perf_counter()
+            trial = inc.try_move(mv, cutoff=cutoff)
+            spent[good] += time.perf_counter() - t
+            if not good:
+                cone += trial.recomputed
+        bad = len(moves) - sum(better)
+        print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {label} | {full_rate:.1f} | {len(moves) / sum(spent):.0f} | "
+              f"{sum(better)} of {len(moves)} | {bad / max(spent[0], 1e-12):.0f} | "
+              f"{1000 * spent[1] / max(1, sum(better)):.1f} | {cone / max(1, bad):.0f} | {plain_rate:.0f} | {load()} |", flush=True)
 
 
-def solve(paths: list[str], time_limit: float, memory_model: str, memory: str | None = None,
-          keep: str | None = None) -> None:
+def solve(paths: list[str], time_limit: float, memory_model: str, label: str, header: bool = True,
+          memory: str | None = None, keep: str | None = None) -> None:
     """Each graph as a whole `solve` process; ``keep``: a directory to copy each JSON report to."""
-    print("| graph | n | K | model | limit s | wall s | auto makespan | bound (which) | gap | best heuristic (member) | vs it | phases | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    if header:
+        print("| graph | n | K | code | model | limit s | wall s | auto makespan | bound (which) | gap | best heuristic (member) | vs it | phases | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp) / "r.json"
             t = time.monotonic()
             subprocess.run([sys.executable, "-m", "solvers.cli", path, "--time-limit", str(time_limit), "--report",
                             str(report), "--memory-model", memory_model, "--quiet"] + (["--memory", memory] if memory else []),
-                           cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+                           cwd=TREE, check=True, stdout=subprocess.DEVNULL)
             wall = time.monotonic() - t
             rep = json.loads(report.read_text())
             if keep:
@@ -135,7 +156,7 @@ def solve(paths: list[str], time_limit: float, memory_model: str, memory: str | 
         if lb > bounds.get("best", 0.0) * (1 + 1e-9):
             which = "exact phase"
         steps = " / ".join(f"{h.get('name', h.get('method'))} {h.get('seconds', 0):.0f}s" for h in hist)
-        print(f"| {Path(path).stem} | {rep['problem']['nodes']} | {rep['problem']['devices']} | {memory_model} | {time_limit:g} | "
+        print(f"| {Path(path).stem} | {rep['problem']['nodes']} | {rep['problem']['devices']} | {label} | {memory_model} | {time_limit:g} | "
               f"{wall:.1f} | {mk:.6g} | {lb:.6g} ({which}) | {100 * (mk - lb) / mk:.2f}% | {wm if wm is None else f'{wm:.6g}'} "
               f"({warm.get('note', '-')}) | {vs} | {steps} | {load()} |", flush=True)
 
@@ -184,15 +205,33 @@ def main() -> None:
     ap.add_argument("--memory-model", default="static")
     ap.add_argument("--memory", default=None, help="solve: memory per device passed to the CLI (e.g. 4GB)")
     ap.add_argument("--keep", default=None, metavar="DIR", help="solve: keep each report in DIR")
+    ap.add_argument("--modes", default="fifo,full,incremental", help="moves: which of " + ",".join(MOVES_MODES))
+    ap.add_argument("--baseline", help="retime/moves/solve: also run the same rows with the project imported from this "
+                                       "directory (e.g. main extracted by `git archive main | tar -x -C DIR`), "
+                                       "graph by graph before this tree's rows")
+    ap.add_argument("--label", default="this branch", help=argparse.SUPPRESS)
+    ap.add_argument("--no-header", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.what == "moves":
-        moves(args.graphs, args.seconds, args.memory_model)
-    elif args.what == "retime":
-        retime(args.graphs, args.count, args.memory_model)
+    if args.what in ("moves", "retime", "solve"):
+        header = not args.no_header
+        for graph in args.graphs:
+            if args.baseline:
+                sys.stdout.flush()
+                cmd = [sys.executable, __file__, args.what, graph, "--count", str(args.count), "--seconds",
+                       str(args.seconds), "--memory-model", args.memory_model, "--modes", args.modes,
+                       "--time-limit", str(args.time_limit), "--label", "main"] + ([] if header else ["--no-header"])
+                cmd += ["--memory", args.memory] if args.memory else []
+                subprocess.run(cmd, check=True, env=dict(os.environ, BENCH_TREE=str(Path(args.baseline).resolve())))
+                header = False
+            if args.what == "moves":
+                moves([graph], args.seconds, args.memory_model, args.modes.split(","), args.label, header)
+            elif args.what == "retime":
+                retime([graph], args.count, args.memory_model, args.label, header)
+            else:
+                solve([graph], args.time_limit, args.memory_model, args.label, header, args.memory, args.keep)
+            header = False
     elif args.what == "ab":
         ab(args.graphs, args.time_limit, args.memory_model, args.variants.split(","))
-    else:
-        solve(args.graphs, args.time_limit, args.memory_model, args.memory, args.keep)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,18 @@ maxima of the same sums), which the tests check on random moves.
 How: sorting all nodes by (ref start, rank) is a topological order of the graph plus the device
 chains of *any* placement ordered this way (a DAG edge u -> v has ref_start[v] >= ref_finish[u],
 and ties are broken by the topological rank), so the changed nodes can be re-timed in that order
-with a heap: a node is recomputed (its earliest start: the latest input arrival and the finish of
-its predecessor in its device's chain) only when one of its inputs, its chain predecessor or its
-own device changed, and it passes the change on only if its start moved. The device chains after
-the move are an overlay of a few changed links on the doubly linked chains of the reference.
+with a heap of positions: a node is recomputed (its earliest start: the latest input arrival and
+the finish of its predecessor in its device's chain) only when one of its inputs, its chain
+predecessor or its own device changed, and it passes the change on only if its start moved. The
+device chains after the move are an overlay of a few changed links on the doubly linked chains of
+the reference.
+
+Most moves a search tries do not beat the incumbent, and proving that is cheaper than re-timing:
+with a cutoff, :meth:`IncrementalSchedule._bound` first bounds the new makespan from below by
+paths the move leaves intact (head and tail paths that avoid the moved nodes, tested on two
+forests' Euler intervals; the longest path avoiding a single moved node, precomputed for all
+nodes) and by lower bounds pushed forward from the moved nodes through the nodes they delay only.
+For a single moved node that bound is exact. docs/scale.md has the proofs.
 
 Memory (static and peak) is measured by the evaluator's own functions on the materialised
 schedule, only when asked (:meth:`Trial.evaluation`): a search rejecting a move by its makespan
@@ -27,13 +35,16 @@ never pays for it.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import numpy as np
 
 from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
 from .problem import Problem
+
+BOUND_VISITS = (4, 4096)  # the forward bound gives up after 4 * moved nodes + 4096 visits
+WITNESSES = 64  # nodes of longest paths checked first by every bounded trial (IncrementalSchedule._bound)
 
 
 def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray) -> list[list[int]]:
@@ -59,11 +70,52 @@ def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, ord
     return bool(np.array_equal(need, start))
 
 
+def _forest_intervals(parent: list[int], roots_first: list[int]) -> tuple[list[int], list[int]]:
+    """Euler intervals of a forest given by parent pointers: ``x`` lies on the path from ``v`` to
+    its root iff ``tin[x] <= tin[v] < end[x]``. ``roots_first`` lists every node after its parent."""
+    n = len(parent)
+    size = [1] * n
+    for v in reversed(roots_first):
+        u = parent[v]
+        if u >= 0:
+            size[u] += size[v]
+    tin = [0] * n
+    cursor = [0] * n  # the next free slot inside each node's interval
+    free = 0
+    for v in roots_first:
+        u = parent[v]
+        if u < 0:
+            tin[v], free = free, free + size[v]
+        else:
+            tin[v] = cursor[u]
+            cursor[u] += size[v]
+        cursor[v] = tin[v] + 1
+    return tin, [t + z for t, z in zip(tin, size)]
+
+
+class _Avoids:
+    """Does a node's path to its root in a forest (its head or its tail path) avoid every moved node?"""
+
+    def __init__(self, moved, tin: list[int], end: list[int]) -> None:
+        self.tin = tin
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        for a, b in sorted((tin[m], end[m]) for m in moved):
+            if not self.hi or a >= self.hi[-1]:  # intervals are nested or disjoint: keep the outer ones
+                self.lo.append(a)
+                self.hi.append(b)
+
+    def __call__(self, v: int) -> bool:
+        t = self.tin[v]
+        i = bisect_right(self.lo, t) - 1
+        return i < 0 or t >= self.hi[i]
+
+
 @dataclass
 class Trial:
     """The schedule after a move, as changes over the base schedule it was tried on."""
 
-    base: "IncrementalSchedule"
+    base: IncrementalSchedule
     moves: dict[int, int]  # node -> new device
     start: dict[int, float]  # nodes whose start changed -> new start
     makespan: float  # when not complete: a lower bound of it, at least the cutoff
@@ -134,18 +186,45 @@ class IncrementalSchedule:
         self._s = start.tolist()
         self._f = finish.tolist()
         n = p.n
-        prev, nxt = [-1] * n, [-1] * n
+        # Positions in (ref start, rank) order: a topological order of the graph plus the chains of
+        # any placement ordered this way; the cone is re-timed in it (a heap of positions).
+        at = np.lexsort((p.topo_rank, ref))
+        pos = np.empty(n, dtype=np.int64)
+        pos[at] = np.arange(n)
+        self._at, self._pos = at.tolist(), pos.tolist()
+        prev = np.full(n, -1, dtype=np.int64)
+        nxt = np.full(n, -1, dtype=np.int64)
         self._seq: list[list[int]] = order
-        self._keys: list[list[tuple[float, int]]] = []
+        self._keys: list[list[int]] = []  # per device: the positions of its nodes, increasing
         for seq in order:
-            for a, b in zip(seq, seq[1:]):
-                nxt[a], prev[b] = b, a
-            self._keys.append([(self._ref[v], self._rank[v]) for v in seq])
-        self._prev, self._next = prev, nxt
+            a = np.asarray(seq, dtype=np.int64)
+            nxt[a[:-1]], prev[a[1:]] = a[1:], a[:-1]
+            self._keys.append(pos[a].tolist())
+        self._prev, self._next = prev.tolist(), nxt.tolist()
         self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
-        self._tails(order)
+        self._tails(self._at)
+        self._last = self._by_finish[0] if n else -1
+        self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
 
-    def _tails(self, order: list[list[int]]) -> None:
+    def _prepare_bounds(self) -> None:
+        """Head parents, the Euler intervals of the head and tail forests, the avoid array and the
+        witnesses: what a trial with a cutoff needs to prove it (users of the schedule that never
+        ask for a cutoff, like window LNS, do not pay for them)."""
+        p, at, pos = self.problem, np.asarray(self._at, dtype=np.int64), np.asarray(self._pos, dtype=np.int64)
+        prev = np.asarray(self._prev, dtype=np.int64)
+        self._heads(prev)
+        self._head_tin, self._head_end = _forest_intervals(self._head_parent, self._at)
+        self._tail_tin, self._tail_end = _forest_intervals(self._tail_next, self._at[::-1])
+        self._avoiding(at, pos, prev)
+        # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
+        # miss a witness's head and tail paths leaves a path of the old makespan in place.
+        through = self.start + p.time + np.asarray(self._tail)
+        crit = at[through[at] >= self.makespan]
+        pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
+        self._witness = [(int(w), float(through[w])) for w in pick]
+        self._bounds_ready = True
+
+    def _tails(self, seq: list[int]) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
         edges with their transfer times and device-chain edges), and ``tail_next[v]`` the node it
         goes through (-1 at the end): the cutoff in :meth:`try_move` is proved along it."""
@@ -154,7 +233,6 @@ class IncrementalSchedule:
         comm = self._succ_comm
         tail = [0.0] * n
         tail_next = [-1] * n
-        seq = np.lexsort((self.problem.topo_rank, np.asarray(self._ref))).tolist()
         for v in reversed(seq):
             best, arg = 0.0, -1
             x = nxt[v]
@@ -168,6 +246,68 @@ class IncrementalSchedule:
             tail[v], tail_next[v] = best, arg
         self._tail, self._tail_next = tail, tail_next
 
+    def _avoiding(self, at: np.ndarray, pos: np.ndarray, prev: np.ndarray) -> None:
+        """``avoid[v]``: the longest path of the base schedule's constraints that avoids v, for every
+        v at once; ``before[i]`` / ``after[i]``: the longest path among positions < i / > i.
+
+        In position order a path avoiding v lies before it (at most the latest finish there),
+        after it (at most the longest duration + tail there), or crosses it by one edge a -> b
+        with pos[a] < pos[v] < pos[b] (at most finish[a] + transfer + time[b] + tail[b]): an
+        offline range maximum, spread over power-of-two blocks and pushed down level by level."""
+        p = self.problem
+        n = p.n
+        finish, dur = self.finish, p.time
+        tail = np.asarray(self._tail)
+        f_at = finish[at]
+        before = np.zeros(n + 1)
+        if n:
+            np.maximum.accumulate(f_at, out=before[1:])
+        after = np.zeros(n + 1)  # after[i]: positions > i-1 ... stored so that after[i + 1] = max over > i
+        if n:
+            after[:n] = np.maximum.accumulate((dur + tail)[at][::-1])[::-1]
+        has = prev >= 0
+        src = np.concatenate([p.src, prev[has]])
+        dst = np.concatenate([p.dst, np.flatnonzero(has)])
+        val = finish[src] + np.concatenate([edge_delay(p, self.placement), np.zeros(int(has.sum()))]) + dur[dst] + tail[dst]
+        lo, hi = pos[src] + 1, pos[dst] - 1  # the positions an edge jumps over, inclusive
+        keep = hi >= lo
+        lo, hi, val = lo[keep], hi[keep], val[keep]
+        levels = max(1, int(n).bit_length())
+        tab = np.zeros((levels, n + 1))
+        if lo.size:
+            k = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+            flat = tab.reshape(-1)
+            np.maximum.at(flat, k * (n + 1) + lo, val)
+            np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
+            for lev in range(levels - 1, 0, -1):
+                half = 1 << (lev - 1)
+                np.maximum(tab[lev - 1], tab[lev], out=tab[lev - 1])
+                np.maximum(tab[lev - 1][half:], tab[lev][:n + 1 - half], out=tab[lev - 1][half:])
+        jump = tab[0][:n]
+        avoid_at = np.maximum(np.maximum(before[:n], after[1:n + 1]), jump)
+        avoid = np.empty(n)
+        avoid[at] = avoid_at
+        self._avoid = avoid.tolist()
+        self._before, self._after = before.tolist(), after.tolist()
+
+    def _heads(self, prev: np.ndarray) -> None:
+        """``head_parent[v]``: an input or the device predecessor whose arrival fixed v's start
+        (-1 for a start at 0). Following it from v gives a path of constraints of length
+        ``start[v]``: the head path, the mirror image of the tail path."""
+        p = self.problem
+        start, finish = self.start, self.finish
+        parent = np.full(p.n, -1, dtype=np.int64)
+        arrive = finish[p.src] + edge_delay(p, self.placement)
+        tight = np.flatnonzero(arrive == start[p.dst])
+        parent[p.dst[tight]] = p.src[tight]
+        has = prev >= 0
+        chain = np.flatnonzero(has)
+        tight_c = chain[finish[prev[chain]] == start[chain]]
+        parent[tight_c] = prev[tight_c]
+        # A start is the maximum of its arrivals (or 0), so one of them is tight; at 0 the node is a root.
+        parent[start == 0.0] = -1
+        self._head_parent = parent.tolist()
+
     @property
     def order(self) -> list[list[int]]:
         """Each device's nodes in the base schedule's order."""
@@ -179,6 +319,38 @@ class IncrementalSchedule:
         with their transfer times on this placement, and device-chain edges)."""
         return np.asarray(self._tail)
 
+    def critical_chain(self) -> list[int]:
+        """Nodes of a critical chain of the base schedule, last first: from the node finishing
+        last, back through the input whose arrival (the first latest) or else the device
+        predecessor that fixed each start. The same chain as solvers.refine.critical_chain of
+        this schedule, walked on lists in O(chain + its inputs) instead of O(n) numpy passes."""
+        if not self.problem.n:
+            return []
+        s, f, pl, preds, prev = self._s, self._f, self._pl, self._preds, self._prev
+        eps = 1e-9 * max(1.0, self.makespan)
+        v = self._last
+        chain = [v]
+        seen = {v}
+        while s[v] > eps:
+            nxt, best = -1, -float("inf")
+            dv = pl[v]
+            for u, c in preds[v]:
+                a = f[u] + (c if pl[u] != dv else 0.0)
+                if a > best:
+                    nxt, best = u, a
+            if nxt >= 0 and best < s[v] - eps:
+                nxt = -1
+            if nxt < 0:
+                p = prev[v]
+                if p >= 0 and f[p] >= s[v] - eps:
+                    nxt = p
+            if nxt < 0 or nxt in seen:
+                break
+            v = nxt
+            seen.add(v)
+            chain.append(v)
+        return chain
+
     def commit(self, trial: Trial) -> None:
         """Make the trial's schedule the base, its start times the reference."""
         start, _ = trial.times()
@@ -187,11 +359,13 @@ class IncrementalSchedule:
     def try_move(self, moves: dict[int, int], cutoff: float = float("inf")) -> Trial:
         """Re-time the schedule after the nodes of ``moves`` (node -> device) change device.
 
-        With a ``cutoff``, stop as soon as the new makespan is proved at least ``cutoff`` (a node's
-        new finish plus the base tail from it through nodes that did not move; those constraints
-        all hold in the new schedule): the trial is then not ``complete``."""
-        pl, ref, rank = self._pl, self._ref, self._rank
+        With a ``cutoff``, stop as soon as the new makespan is proved at least ``cutoff``: the
+        trial is then not ``complete`` and its makespan is that lower bound (see :meth:`_bound`
+        and the check in the cone below)."""
+        pl = self._pl
         moves = {v: d for v, d in moves.items() if pl[v] != d}
+        if cutoff != float("inf") and moves and not self._bounds_ready:
+            self._prepare_bounds()
         prev_o: dict[int, int] = {}
         next_o: dict[int, int] = {}
         head_o: dict[int, int] = {}
@@ -209,6 +383,7 @@ class IncrementalSchedule:
             return seq[0] if seq else -1
 
         seeds: set[int] = set()
+        bridged: list[int] = []  # unmoved nodes whose chain predecessor changed by an unlink
         # Unlink the moved nodes from their old chains.
         for v in moves:
             a, b = prev_of(v), next_of(v)
@@ -219,12 +394,15 @@ class IncrementalSchedule:
             if b >= 0:
                 prev_o[b] = a
                 seeds.add(b)
+        bridged = [b for b in seeds if b not in moves]
         # Link them into their new chains by (ref start, rank), in increasing order of that key.
+        pos = self._pos
+        in_order = sorted(moves, key=pos.__getitem__)
         last: dict[int, tuple[int, int]] = {}  # device -> (last inserted node, its left anchor)
-        for v in sorted(moves, key=lambda x: (ref[x], rank[x])):
+        for v in in_order:
             d = moves[v]
             keys, seq = self._keys[d], self._seq[d]
-            j = bisect_left(keys, (ref[v], rank[v])) - 1
+            j = bisect_left(keys, pos[v]) - 1
             while j >= 0 and seq[j] in moves:
                 j -= 1
             anchor = seq[j] if j >= 0 else -1
@@ -244,53 +422,184 @@ class IncrementalSchedule:
             last[d] = (v, anchor)
             seeds.add(v)
             seeds.update(self._succs[v])
-        # Re-time the cone in (ref start, rank) order.
-        dev = moves.get
+        tail_free = _Avoids(moves, self._tail_tin, self._tail_end) if self._bounds_ready and moves else None
+        if cutoff != float("inf") and moves:
+            bound, visited, t_lb = self._bound(moves, in_order, prev_of, next_of, bridged, tail_free, cutoff)
+            if bound >= cutoff:
+                return Trial(self, moves, {}, bound, visited, complete=False)
+        else:
+            t_lb = {}
+        # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
+        # devices and finish times (two list copies) keep the loop to plain indexing.
+        dev = pl.copy()
+        for v, d in moves.items():
+            dev[v] = d
+        fin = self._f.copy()
         s_new: dict[int, float] = {}
-        f_new: dict[int, float] = {}
-        base_s, base_f, dur, preds, succs = self._s, self._f, self._dur, self._preds, self._succs
-        heap = [(ref[v], rank[v], v) for v in seeds]
+        base_s, dur, preds, succs = self._s, self._dur, self._preds, self._succs
+        at, prev_l, next_l = self._at, self._prev, self._next
+        heap = [pos[v] for v in seeds]
         heapq.heapify(heap)
-        queued = set(seeds)
+        queued = seeds
         pop, push = heapq.heappop, heapq.heappush
         count = 0
-        tail, tail_next = self._tail, self._tail_next
-        blocked: set[int] = set()  # nodes whose base tail path meets a moved node
+        tail = self._tail
         while heap:
-            w = pop(heap)[2]
+            w = at[pop(heap)]
             count += 1
-            dw = dev(w, pl[w])
-            p = prev_of(w)
-            t = 0.0 if p < 0 else f_new.get(p, base_f[p])
+            dw = dev[w]
+            p = prev_o.get(w, -2)
+            if p == -2:
+                p = prev_l[w]
+            t = 0.0 if p < 0 else fin[p]
             for u, c in preds[w]:
-                a = f_new.get(u, base_f[u])
-                if dev(u, pl[u]) != dw:
+                a = fin[u]
+                if dev[u] != dw:
                     a += c
                 if a > t:
                     t = a
-            if t != base_s[w]:
+            if t == base_s[w]:
+                # Unchanged, and final: its tail path, if it avoids the moved nodes, still follows.
+                if fin[w] + tail[w] >= cutoff and w not in moves and tail_free(w):
+                    return Trial(self, moves, s_new, fin[w] + tail[w], count, complete=False)
+            else:
                 s_new[w] = t
-                f_new[w] = fw = t + dur[w]
-                if fw + tail[w] >= cutoff:
-                    path = []
-                    x = w
-                    while x >= 0 and x not in moves and x not in blocked:
-                        path.append(x)
-                        x = tail_next[x]
-                    if x < 0:  # the tail path avoids every moved node: it is a path of the new schedule
-                        return Trial(self, moves, s_new, fw + tail[w], count, complete=False)
-                    blocked.update(path)  # their tail paths meet a moved node: never walk them again
+                fin[w] = fw = t + dur[w]
+                # The tail path from w avoids every moved node: it is a path of the new schedule
+                # (its nodes kept their devices and, chain edges holding transitively, their order).
+                if fw + tail[w] >= cutoff and tail_free(w):
+                    return Trial(self, moves, s_new, fw + tail[w], count, complete=False)
                 for x in succs[w]:
                     if x not in queued:
                         queued.add(x)
-                        push(heap, (ref[x], rank[x], x))
-                x = next_of(w)
+                        push(heap, pos[x])
+                x = next_o.get(w, -2)
+                if x == -2:
+                    x = next_l[w]
                 if x >= 0 and x not in queued:
                     queued.add(x)
-                    push(heap, (ref[x], rank[x], x))
-        makespan = max(f_new.values()) if f_new else 0.0
+                    push(heap, pos[x])
+            if w in t_lb and t + dur[w] + t_lb[w] >= cutoff:  # a moved node: its new start is exact here
+                return Trial(self, moves, s_new, t + dur[w] + t_lb[w], count, complete=False)
+        makespan = max((fin[v] for v in s_new), default=0.0)
         for v in self._by_finish:  # the latest finish among unchanged nodes
-            if v not in f_new:
-                makespan = max(makespan, base_f[v])
+            if v not in s_new:
+                makespan = max(makespan, fin[v])
                 break
         return Trial(self, moves, s_new, makespan, count)
+
+    def _bound(self, moves: dict[int, int], in_order: list[int], prev_of, next_of, bridged: list[int],
+               tail_free: _Avoids, cutoff: float) -> tuple[float, int, dict[int, float]]:
+        """A lower bound of the makespan after ``moves``, computed on the nodes the move pushes
+        later only; returns (bound, nodes visited, the lower bounds of the moved nodes' new tails),
+        stopping once the bound reaches ``cutoff``.
+
+        Every path of the new schedule's constraints (graph edges with the new transfers, the new
+        device chains) bounds its makespan from below. An unmoved node whose head path (the
+        inputs or chain predecessors that fixed the starts back to 0, :meth:`_heads`) avoids every
+        moved node starts no earlier than before: that path is still a path of the new schedule
+        (its nodes keep devices, transfers and, chain edges holding transitively, their order).
+        Likewise a tail path avoiding every moved node still follows an unmoved node's finish.
+        From these, lower bounds of new starts are propagated forward, in position order, from
+        the moved nodes through the nodes they push later than before (a node whose bound does
+        not exceed its old start passes nothing on: its successors keep their own base bounds);
+        a pushed node's bound plus its tail, a moved node's bound plus a lower bound of its new
+        tail (over its successors and new chain successor, moved ones first, backward), the base
+        path of the last node and the chain links an unlink bridges all bound the makespan.
+
+        Unlike the exact cone, this never visits the nodes a move lets start earlier, which are
+        most of a rejected move's cone. For a single moved node every neighbour qualifies (inputs
+        and the new chain predecessor come before it, successors after), so the bound through it
+        is exact: such a move is rejected at once whenever the longest path through it reaches
+        the cutoff."""
+        pl, dur, f, s, tail = self._pl, self._dur, self._f, self._s, self._tail
+        head_free = _Avoids(moves, self._head_tin, self._head_end)
+        best = self.makespan if head_free(self._last) else 0.0
+        if best < cutoff:  # a longest path of the base that the move leaves in place
+            for w, length in self._witness:
+                if length >= cutoff and w not in moves and head_free(w) and tail_free(w):
+                    return length, 0, {}
+        # Paths before the first or after the last moved node in position order, or for one moved
+        # node any path avoiding it (one that used the chain link it now sits in only got longer).
+        first, last = self._pos[in_order[0]], self._pos[in_order[-1]]
+        best = max(best, self._before[first], self._after[last + 1])
+        if len(in_order) == 1:
+            best = max(best, self._avoid[in_order[0]])
+        for b in bridged:
+            a = prev_of(b)
+            if a >= 0 and a not in moves and head_free(a) and tail_free(b):
+                best = max(best, f[a] + dur[b] + tail[b])
+        t_lb: dict[int, float] = {}
+        if best >= cutoff:
+            return best, 0, t_lb
+        succs, comm = self._succs, self._succ_comm
+        for m in reversed(in_order):
+            dm = moves[m]
+            t = 0.0
+            x = next_of(m)
+            if x >= 0:
+                t = dur[x] + (t_lb[x] if x in moves else (tail[x] if tail_free(x) else 0.0))
+            for x, c in zip(succs[m], comm[m]):
+                if x in moves:
+                    b = dur[x] + t_lb[x]
+                    dx = moves[x]
+                else:
+                    b = dur[x] + (tail[x] if tail_free(x) else 0.0)
+                    dx = pl[x]
+                if dx != dm:
+                    b += c
+                if b > t:
+                    t = b
+            t_lb[m] = t
+        lb: dict[int, float] = {}  # node -> lower bound of its new start (moved or pushed nodes)
+        preds, pos, at = self._preds, self._pos, self._at
+        heap = [pos[m] for m in in_order]  # already in position order: a heap
+        queued = set(moves)
+        pop, push = heapq.heappop, heapq.heappush
+        count = 0
+        budget = BOUND_VISITS[0] * len(moves) + BOUND_VISITS[1]  # past this, the exact cone: the bound is not going to prove it
+        while heap and count < budget:
+            w = at[pop(heap)]
+            count += 1
+            dw = moves.get(w)
+            moved = dw is not None
+            if not moved:
+                dw = pl[w]
+            t = 0.0 if moved or not head_free(w) else s[w]
+            u = prev_of(w)
+            if u >= 0:
+                a = lb[u] + dur[u] if u in lb else (f[u] if u not in moves and head_free(u) else dur[u])
+                if a > t:
+                    t = a
+            for u, c in preds[w]:
+                du = moves.get(u)
+                if u in lb:
+                    a = lb[u] + dur[u]
+                elif du is None and head_free(u):
+                    a = f[u]
+                else:
+                    a = dur[u]
+                if (pl[u] if du is None else du) != dw:
+                    a += c
+                if a > t:
+                    t = a
+            if moved:
+                through = t + dur[w] + t_lb[w]
+            elif t > s[w]:
+                through = t + dur[w] + tail[w] if tail_free(w) else 0.0
+            else:
+                continue
+            lb[w] = t
+            if through > best:
+                best = through
+                if best >= cutoff:
+                    return best, count, t_lb
+            for x in succs[w]:
+                if x not in queued:
+                    queued.add(x)
+                    push(heap, pos[x])
+            x = next_of(w)
+            if x >= 0 and x not in queued:
+                queued.add(x)
+                push(heap, pos[x])
+        return best, count, t_lb

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from placement.generate import generate
 from heuristics.list_scheduling import etf
 from placement.incremental import IncrementalSchedule, device_order
 from placement.solution import SolveOptions
-from solvers.refine import RefineStats, refine
+from solvers.refine import RefineStats, critical_chain, refine
 from tests.conftest import random_problem
 
 
@@ -51,12 +52,13 @@ def test_random_moves_equal_the_full_evaluator(seed, n, k, fifo, steps, memory_m
         for v, d in moves.items():
             new_pl[v] = d
         expected = full(prob, new_pl, ref)
-        cutoff = inc.makespan * (0.5 + (seed % 7) / 10)
-        cut = inc.try_move(moves, cutoff=cutoff)
-        if cut.complete:
-            assert_same(cut, expected, memory_model)
-        else:  # stopped early: only when the makespan really reaches the cutoff, and a true lower bound
-            assert cutoff <= cut.makespan <= expected.makespan
+        # Cutoffs around the base makespan and at the new one itself (the hardest to prove).
+        for cutoff in (inc.makespan * (0.5 + (seed % 7) / 10), expected.makespan):
+            cut = inc.try_move(moves, cutoff=cutoff)
+            if cut.complete:
+                assert_same(cut, expected, memory_model)
+            else:  # stopped early: only when the makespan really reaches the cutoff, and a true lower bound
+                assert cutoff <= cut.makespan <= expected.makespan
         trial = inc.try_move(moves)
         assert trial.complete
         assert_same(trial, expected, memory_model)
@@ -126,3 +128,74 @@ def test_refine_takes_the_same_path_with_and_without_incremental_retiming(memory
     assert st_a.evaluations == st_b.evaluations and st_a.accepted == st_b.accepted
     assert np.array_equal(a, b) and ev_a.makespan == ev_b.makespan
     assert st_a.accepted > 0  # the path compared is not empty
+
+
+def constraint_graph(prob, inc):
+    """The base schedule's constraints as a DAG: graph edges with their transfers, chain edges."""
+    g = nx.DiGraph()
+    g.add_nodes_from(range(prob.n))
+    pl = inc.placement
+    for u, v, c in zip(prob.src.tolist(), prob.dst.tolist(), prob.comm.tolist()):
+        g.add_edge(u, v, w=c if pl[u] != pl[v] else 0.0)
+    for seq in inc.order:
+        for a, b in zip(seq, seq[1:]):
+            if not g.has_edge(a, b):
+                g.add_edge(a, b, w=0.0)
+    return g
+
+
+def longest_path(prob, g):
+    finish = {}
+    for x in nx.topological_sort(g):
+        finish[x] = max([0.0] + [finish[u] + g[u][x]["w"] for u in g.predecessors(x)]) + float(prob.time[x])
+    return max(finish.values(), default=0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 12), k=st.integers(2, 4), fifo=st.booleans())
+def test_avoiding_is_the_longest_path_without_the_node(seed, n, k, fifo):
+    """``_avoid[v]``: brute force, the longest path of the constraint graph with v deleted."""
+    prob = random_problem(seed, n, k, zero_time_p=0.3)
+    pl = np.random.default_rng(seed).integers(0, k, size=n)
+    ref = evaluate(prob, pl).start if fifo else full(prob, pl, np.zeros(n)).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    inc._prepare_bounds()
+    g = constraint_graph(prob, inc)
+    assert longest_path(prob, g) == inc.makespan
+    for v in range(n):
+        h = g.copy()
+        h.remove_node(v)
+        assert inc._avoid[v] == longest_path(prob, h)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 14), k=st.integers(2, 4), fifo=st.booleans())
+def test_a_single_node_move_is_judged_by_its_bound_alone(seed, n, k, fifo):
+    """For one moved node the bound is the new makespan exactly: with the new makespan as the
+    cutoff, the trial is rejected before re-timing any node, with that makespan."""
+    prob = random_problem(seed, n, k, zero_time_p=0.3)
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, k, size=n)
+    ref = evaluate(prob, pl).start if fifo else full(prob, pl, np.zeros(n)).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    for v in range(n):
+        for d in range(k):
+            if d == pl[v]:
+                continue
+            new_pl = pl.copy()
+            new_pl[v] = d
+            expected = full(prob, new_pl, ref).makespan
+            trial = inc.try_move({v: d}, cutoff=expected)
+            assert not trial.complete and trial.start == {} and trial.makespan == expected
+
+
+@pytest.mark.parametrize("family", ["transformer", "lstm", "cnn"])
+def test_critical_chain_on_lists_equals_refines(family):
+    prob = generate(family, 500, seed=3, devices=3)
+    pl = np.asarray(etf(prob, SolveOptions()).placement)
+    ev = evaluate(prob, pl)
+    inc = IncrementalSchedule(prob, pl, ev.start)
+    ordered = full(prob, pl, ev.start)
+    chain = inc.critical_chain()
+    assert chain == critical_chain(prob, ordered)
+    assert len(chain) > 10 and ordered.finish[chain[0]] == ordered.makespan

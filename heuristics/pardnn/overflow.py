@@ -109,7 +109,8 @@ def handle_overflow(problem: Problem, placement: np.ndarray, units: Units, memor
         in_heap2: set[int] = set()
         taken: set[int] = set()
 
-        def top(heap: list[tuple[float, int, int]]) -> int:
+        def top(heap: list[tuple[float, int, int]], taken: set[int] = taken, version: dict[int, int] = version) -> int:
+            """The best live entry of ``heap`` (stale versions and taken units dropped), or -1."""
             while heap and (heap[0][2] in taken or heap[0][1] != version[heap[0][2]]):
                 heapq.heappop(heap)
             return heap[0][2] if heap else -1
