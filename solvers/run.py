@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from heuristics.tofu import plan_summary
 from placement.bounds import infeasibility, lower_bounds
+from placement.comm_bound import comm_bound
 from placement.memory_bounds import memory_lower_bound
 from placement.evaluator import Evaluation, check, evaluate
 from placement.partition.plan import evaluate_plan
@@ -207,7 +208,12 @@ def run(
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
-    lbs = lower_bounds(problem)
+    opts.best_so_far.enter("bounds")
+    # The cheap bounds are published first: a run stopped in the communication bound (pure Python,
+    # about a second at 200K nodes) still reports a valid one.
+    lbs = lower_bounds(problem, communication=False)
+    opts.best_so_far.publish_bound(lbs.best)
+    lbs = replace(lbs, communication=comm_bound(problem))
     lb = lbs.best
     opts.best_so_far.publish_bound(lb)
     mem_lb = memory_lower_bound(problem, opts.memory_model)
@@ -253,6 +259,7 @@ def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callab
     proved_lb = lb
     history: list[dict[str, Any]] = []
     reasons: list[str] = []
+    opts.best_so_far.enter(method)
     sol = _call(method, problem, method_options(problem, opts))
     entry: dict[str, Any] = {"method": method, "status": sol.status, "seconds": sol.seconds}
     history.append(entry)
@@ -311,6 +318,7 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
     info = method_info(name)
     if info.objective != objective:
         raise KeyError(f"method {name!r} optimises {info.objective}, not {objective}")
+    opts.best_so_far.enter(name)
     sol = info.func(problem, method_options(problem, opts))
     history = [{"method": name, "status": sol.status, "seconds": sol.seconds}]
     seconds = time.monotonic() - t0
@@ -347,6 +355,7 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
     plan's shard graph) and check the claimed makespan against it. Placement lower bounds do not
     apply to a partitioned plan."""
     t0 = time.monotonic()
+    opts.best_so_far.enter(method)
     sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
     history = [{"method": method, "status": sol.status, "seconds": sol.seconds}]
     plan, g = sol.info.get("plan"), sol.info.get("graph")
