@@ -59,6 +59,9 @@ class _Parser(argparse.ArgumentParser):
 # Seconds a stopped run gets to return before the command reports without it (Ctrl-C, SIGTERM,
 # or the time limit passed): "Ctrl-C stops within a second", writing the report included.
 STOP_GRACE = 0.25
+# How long an unwound run may take to end (solvers/unwind.py): Python code ends at once; a native
+# call ends when it returns, and is not waited for longer.
+UNWIND_WAIT = 0.1
 OUTPUT_FLAGS = ("--report", "--out", "--trace", "--gantt", "--plot")
 
 
@@ -450,7 +453,8 @@ class Command:
             since = min(t for t in (self.signalled_at, self.limit_at, math.inf) if t is not None)
             if worker.is_alive() and now - since > STOP_GRACE:
                 self.abandoned = True
-                unwind(worker)  # so that it stops taking the interpreter lock from the report below
+                if unwind(worker):  # so that it stops taking the interpreter lock from the report below
+                    worker.join(UNWIND_WAIT)
                 why = "interrupted" if self.signalled_at is not None else f"the time limit of {limit:g} s"
                 return interrupted_result(problem, opts, args.method, f"{why}: the run did not stop within {STOP_GRACE} s; "
                                           "reporting the best answer verified so far", args.objective)
