@@ -320,7 +320,9 @@ class Command:
     outputs are written, the first signal lets them finish; a second Ctrl-C aborts the file being
     written, which stays complete or absent.
     The watchdog: a run that has not returned STOP_GRACE seconds after a stop (signal or time
-    limit) is abandoned and the best verified answer published so far is reported instead;
+    limit) is abandoned, unwound (solvers/unwind.py: an exception raised inside its thread ends a
+    pure-Python computation deaf to the stop flag), and the best verified answer published so far
+    is reported instead;
     ``abandoned`` then tells the caller to end the process without waiting for that thread."""
 
     def __init__(self, started: float | None = None) -> None:
