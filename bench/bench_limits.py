@@ -118,7 +118,9 @@ def phase_of(row: dict) -> str:
         return line.split("interrupted while", 1)[1].split(";")[0].strip()
     if "received while" in line:
         return line.split("received while", 1)[1].split(";")[0].strip()
-    return "ended before the signal" if row["after_signal"] is None else "?"
+    if row["after_signal"] is None:
+        return "ended before the signal"
+    return "exiting (outputs written)" if row["code"] in (0, 1) and row["report"] == "complete" else "?"
 
 
 def signal_times(base: dict, elements: int, fractions: list[float], limit: float) -> list[float]:

@@ -481,6 +481,10 @@ def run_as_program() -> NoReturn:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    # The outputs are written: a signal from now on would only kill the interpreter's tear-down
+    # (which restores the default handlers) and turn the answer's exit status into a signal's.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     sys.exit(code)
 
 
