@@ -10,6 +10,12 @@ Parts (pick with --part):
   levels   plain refine versus refine_multilevel from topo-fill, same budget.
   cpsat    coarse size versus quality: topo-fill restricted to the coarse graph as the hint,
            CP-SAT on the coarse graph, projected (best of FIFO and the coarse order), refined.
+  windows  window LNS from ETF's schedule on GRAPH files (--graphs), per window size (--targets)
+           and per-window limit (--window-seconds), --budget seconds each: windows tried, closed
+           (proved optimal), improved, makespan reached.
+  auto     `auto` in this process on GRAPH files (--graphs) with each --variants entry, "+"-joined
+           opts.extra settings of solvers/pipeline.py (e.g. big_exact=lns+lns_window=50 or
+           big_exact=multilevel), --budget seconds: warm start, exact phase, final, gap.
 
 Usage: PYTHONPATH=. python3 bench/bench_coarsen.py --part speed
 """
@@ -168,9 +174,61 @@ def part_cpsat(n: int, targets: list[int], budget: float, k: int, kinds: list[st
                   f"{fifo:.1f} | {ordered:.1f} | {ev.makespan:.1f} |", flush=True)
 
 
+def _load() -> str:
+    import os
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def part_windows(paths: list[str], sizes: list[int], budget: float, window_seconds: float, select: list[str]) -> None:
+    from formulations.window_lns import LnsStats, lns
+    from heuristics.list_scheduling import etf
+    from placement.formats import load_problem
+
+    print("| graph | n | K | window | select | s/window | windows | closed | improved | ETF -> end | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        sol = etf(prob, SolveOptions())
+        ev0 = evaluate(prob, np.asarray(sol.placement), order=sol.order) if sol.order is not None else evaluate(prob, np.asarray(sol.placement))
+        for size in sizes:
+            for how in select:
+                st = LnsStats()
+                lns(prob, ev0.placement, ev0.start, SolveOptions(workers=2, seed=0), deadline=time.monotonic() + budget,
+                    window=size, window_seconds=window_seconds, stats=st, select=how)
+                print(f"| {path.rsplit('/', 1)[-1][:-5]} | {prob.n} | {prob.k} | {size} | {how} | {window_seconds:g} | {st.windows} | "
+                      f"{st.closed} | {st.improved} | {ev0.makespan:.6g} -> {st.best_makespan:.6g} | {_load()} |", flush=True)
+
+
+def part_auto(paths: list[str], budget: float, variants: list[str]) -> None:
+    from placement.formats import load_problem
+    from solvers.run import run
+
+    print("| graph | n | K | limit s | variant | warm start | after exact phase | final | bound | gap | vs warm | exact phase | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        for variant in variants:
+            extra: dict = {}
+            for item in variant.split("+"):
+                key, _, val = item.partition("=")
+                try:
+                    extra[key] = int(val) if val.isdigit() else float(val)
+                except ValueError:
+                    extra[key] = val
+            res = run(prob, "auto", SolveOptions(time_limit=budget, extra=extra))
+            ph = {h["name"]: h for h in res.history}
+            warm = ph.get("warm-start", {})
+            ex = next((h for h in res.history if str(h["name"]).startswith("exact")), {})
+            mk = res.evaluation.makespan if res.evaluation is not None else float("nan")
+            wm = warm.get("makespan", float("nan"))
+            print(f"| {path.rsplit('/', 1)[-1][:-5]} | {prob.n} | {prob.k} | {budget:g} | {variant} | {wm:.6g} ({warm.get('note', '-')}) | "
+                  f"{ex.get('makespan', float('nan')):.6g} | {mk:.6g} | {res.lower_bound:.6g} | "
+                  f"{100 * (mk - res.lower_bound) / mk:.2f}% | {100 * (mk - wm) / wm:+.2f}% | {ex.get('note', '-')} | {_load()} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("speed", "promise", "multi", "refine", "levels", "cpsat"), required=True)
+    ap.add_argument("--part", choices=("speed", "promise", "multi", "refine", "levels", "cpsat", "windows", "auto"), required=True)
     ap.add_argument("--sizes", default="10000,100000,200000")
     ap.add_argument("--targets", default="500,2000")
     ap.add_argument("--nodes", type=int, default=5000)
@@ -179,6 +237,10 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=30.0)
     ap.add_argument("--devices", type=int, default=4)
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--graphs", default="", help="comma-separated GRAPH.json files (windows)")
+    ap.add_argument("--window-seconds", type=float, default=5.0)
+    ap.add_argument("--select", default="critical")
+    ap.add_argument("--variants", default="big_exact=lns,big_exact=multilevel")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     if a.part == "speed":
@@ -189,6 +251,11 @@ def main() -> None:
         part_multi(a.nodes, a.target, a.budget, a.devices)
     elif a.part == "cpsat":
         part_cpsat(a.nodes, [int(x) for x in a.targets.split(",")], a.budget, a.devices, a.kinds.split(","))
+    elif a.part == "windows":
+        part_windows(a.graphs.split(","), [int(x) for x in a.targets.split(",")], a.budget, a.window_seconds,
+                     a.select.split(","))
+    elif a.part == "auto":
+        part_auto(a.graphs.split(","), a.budget, a.variants.split(","))
     elif a.part == "levels":
         part_levels(sizes, a.budget, a.devices)
     else:

@@ -16,6 +16,10 @@ Run from the worktree root, serialized with the other benchmarks:
 - auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory;
   confirm: at the given capacity only.
 - frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
+- ladder: for the 200K-node graphs, where a bisection step costs minutes: capacities 1.3, 1.5, 2,
+  3 x memory_lower_bound in turn until one is answered by LADDER_METHODS (untimed).
+- bound: memory_lower_bound and the makespan bounds (critical path, communication, memory path)
+  at 1.3 x memory_lower_bound, with the seconds the memory path bound adds (timed: under the lock).
 Each line printed carries the load average.
 """
 from __future__ import annotations
@@ -144,6 +148,54 @@ def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
           f"(last none at {lo / lb:.3f} x LB); single-device peak / K = {single / k / lb:.3f} x LB", flush=True)
 
 
+LADDER_METHODS = ("m-topo", "critical-path", "greedy-fill", "etf")
+
+
+def cmd_ladder(kind: str, n: int, k: int) -> None:
+    from placement.formats import load_problem
+    from placement.solution import SolveOptions
+    from solvers.run import run
+
+    path = graph(kind, n)
+    p = load_problem(path)
+    from placement.memory_bounds import memory_lower_bound
+
+    lb = float(memory_lower_bound(p, "peak", k)["best"])
+    for ratio in (1.3, 1.5, 2.0, 3.0):
+        t = time.monotonic()
+        got = None
+        for m in LADDER_METHODS:
+            res = run(p.with_devices(k, ratio * lb), m, SolveOptions(memory_model="peak"))
+            if res.feasible:
+                got = (m, res.evaluation.makespan)
+                break
+        print(f"{kind} {n} K={k}: {ratio} x LB ({ratio * lb:.4g}): {'answer ' + f'{got[1]:.6g} by {got[0]}' if got else 'none'} "
+              f"{time.monotonic() - t:.1f}s load {load()}", flush=True)
+        if got:
+            break
+
+
+def cmd_bound(kind: str, n: int, k: int) -> None:
+    from placement.bounds import lower_bounds
+    from placement.formats import load_problem
+    from placement.memory_bounds import memory_lower_bound
+
+    p = load_problem(graph(kind, n))
+    t = time.monotonic()
+    mlb = float(memory_lower_bound(p, "peak", k)["best"])
+    t_mlb = time.monotonic() - t
+    q = p.with_devices(k, 1.3 * mlb)
+    t = time.monotonic()
+    plain = lower_bounds(q)
+    t_plain = time.monotonic() - t
+    t = time.monotonic()
+    lb = lower_bounds(q, "peak")
+    t_all = time.monotonic() - t
+    print(f"{kind} {p.n} K={k}: memory LB {mlb:.4g} ({t_mlb:.1f}s); at 1.3 x: critical path {lb.critical_path:.6g}, "
+          f"communication {lb.communication:.6g}, memory path {lb.memory_path:.6g}; bounds {t_plain:.1f}s, with the memory path "
+          f"{t_all:.1f}s; load {load()}", flush=True)
+
+
 def cmd_auto(kind: str, n: int, k: int, cap: float, only: bool = False) -> None:
     path = graph(kind, n)
     for memory in (repr(cap),) if only else (repr(cap), "inf"):
@@ -180,6 +232,10 @@ def main(argv: list[str]) -> None:
         cmd_auto(kind, n, k, float(argv[4]), only=True)
     elif cmd == "frontier":
         cmd_frontier(kind, n, k)
+    elif cmd == "ladder":
+        cmd_ladder(kind, n, k)
+    elif cmd == "bound":
+        cmd_bound(kind, n, k)
     else:
         raise SystemExit(f"unknown command {cmd!r}")
 

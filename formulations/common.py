@@ -167,14 +167,12 @@ def longest_starts(dur: Sequence[float], succ: list[list[tuple[int, float]]], in
 
 def lower_bound(problem: Problem, memory_model: str, path_bound: bool = True) -> float:
     """The best of the project's simple valid bounds (placement.bounds: critical path, load / K,
-    largest node or group) and, with ``path_bound``, the memory-aware path bound of
-    formulations.pathbound."""
-    try:
-        from placement.bounds import makespan_lower_bound
-        lb = float(makespan_lower_bound(problem, memory_model))
-    except ImportError:  # pragma: no cover - bounds.py is part of the foundation
-        lb = float(max(problem.time.sum() / problem.k, problem.time.max())) if problem.n else 0.0
-    if path_bound:
+    largest node or group, communication) and, with ``path_bound``, the memory-aware path bound
+    (placement.memory_path_bound, and formulations.pathbound with held tensors and unit sequences)."""
+    from placement.bounds import makespan_lower_bound
+
+    lb = float(makespan_lower_bound(problem, memory_model if path_bound else None))
+    if path_bound:  # the exact models' own path bound adds held tensors and unit sequences
         lb = max(lb, path_lower_bound(problem, memory_model))
     return lb
 

@@ -26,6 +26,8 @@ from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import cp_solver, set_params
+from .peak_repair import order_preserving_schedule
+from .saved_bytes import held_tensors
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
                      hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
@@ -126,8 +128,9 @@ class Built:
     same: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
     used: list[tuple[cp_model.IntVar, int, int]] = field(default_factory=list)
     last: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
-    remote: list[tuple[cp_model.IntVar, int, int, list[int]]] = field(default_factory=list)
+    remote: list[tuple[cp_model.IntVar, int, int, list[int], cp_model.IntVar]] = field(default_factory=list)
     room: list[tuple[cp_model.IntVar, int]] = field(default_factory=list)
+    held: list[tuple[cp_model.IntVar, tuple[int, ...], int]] = field(default_factory=list)
 
 
 def model_data(problem: Problem, sc: Scale, mode: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -141,6 +144,20 @@ def model_data(problem: Problem, sc: Scale, mode: str) -> tuple[np.ndarray, np.n
         return sc.dur_hi, sc.comm_hi, 0
     tiny = (problem.time > 0) & (sc.dur_lo == 0)
     return np.where(tiny, 1, sc.dur_lo), sc.comm_lo, int(tiny.sum())
+
+
+def model_mode(problem: Problem, memory_model: str, sc: Scale) -> str:
+    """"relax" (floored data: the model relaxes the real problem, its bound is valid) or "safe"
+    (a restriction whose schedules are real schedules, for peak memory when relaxing is not sound).
+
+    Static memory and exact data always relax. Peak memory with inexact data relaxes when no
+    positive time floors to zero units: every model lifetime then lies inside the floored real one
+    (docs/exact.md, "Peak memory with inexact data"). Sub-unit times get 1 unit and shift the
+    mapping by up to one unit per node, which could lengthen a lifetime, so those stay "safe"."""
+    if memory_model == "static" or sc.exact:
+        return "relax"
+    tiny = (problem.time > 0) & (sc.dur_lo == 0)
+    return "safe" if bool(tiny.any()) else "relax"
 
 
 def _no_tick() -> None:
@@ -169,7 +186,8 @@ def _heads_tails(problem: Problem, dur: np.ndarray, tick: Callable[[], None] = _
 
 
 def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, symmetry: bool = True,
-          redundant: bool = True, makespan_floor: float = 0.0, tick: Callable[[], None] = _no_tick) -> Built:
+          redundant: bool = True, makespan_floor: float = 0.0, tick: Callable[[], None] = _no_tick,
+          held_cuts: bool = True, force_mode: str | None = None) -> Built:
     """Build the CP-SAT model (see the module docstring). ``makespan_floor``: a valid lower bound
     on the real optimum, given to the makespan variable (scaled down, so still valid). ``tick`` is
     called often while building (SolveOptions.check_time raises OutOfTime there: a model of 10^5
@@ -177,7 +195,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     if memory_model not in MEMORY_MODELS:
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     sc = scale or choose_scale(problem)
-    mode = "relax" if (memory_model == "static" or sc.exact) else "safe"
+    mode = force_mode or model_mode(problem, memory_model, sc)
     dur, comm, slack = model_data(problem, sc, mode)
     param, out, cap, mem_exact = _memory_ints(problem, memory_model)
     bound_valid = mem_exact and (mode == "relax")
@@ -271,7 +289,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
             if terms:
                 m.add(sum(w * lit for w, lit in terms) <= int(cap[d]))
     else:
-        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick)
+        _peak_memory(problem, b, dur, param, out, cap, mask, horizon, tick, redundant, held_cuts)
 
     if symmetry:
         _break_symmetry(problem, b, mask, tick)
@@ -280,7 +298,8 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
 
 
 def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray, out: np.ndarray, cap: np.ndarray,
-                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick) -> None:
+                 mask: np.ndarray, horizon: int, tick: Callable[[], None] = _no_tick, redundant: bool = True,
+                 held_cuts: bool = True) -> None:
     """Cumulative per device over the tensor lifetimes of placement.evaluator.peak_memory.
 
     For node v and device d, T[v,d] >= F_v and >= F_c for every consumer c on d (the model only
@@ -289,6 +308,9 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
     (inexact times) remote copies start at S_v + floor(time), ends use the rounded-up times."""
     m, x, ug, start = b.model, b.x, b.units.of, b.start
     lo = b.scale.dur_lo
+    # Relaxed model of inexact data: floor(s S_v) + floor(s t_v) may fall one unit below
+    # floor(s F_v), so a remote copy starts one unit later (its end at least its start).
+    shrink = 1 if (b.mode == "relax" and not b.scale.exact) else 0
     k = problem.k
     ptr, nbr, _ = problem.succ_ptr
     intervals: list[list] = [[] for _ in range(k)]
@@ -334,11 +356,18 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
                 if local is not None:
                     m.add_implication(y, local.Not())
                 m.add_bool_or([y.Not()] + [x[int(ug[c]), d] for c in on_d])
-                b.remote.append((y, v, d, on_d))
-                rs = start[v] + int(lo[v])
-                sz = m.new_int_var(0, horizon, f"Rs{v}_{d}")
-                intervals[d].append(m.new_optional_interval_var(rs, sz, t, y, f"R{v}_{d}"))
+                rs = start[v] + int(lo[v]) + shrink
+                t_remote = t
+                if shrink:
+                    t_remote = m.new_int_var(0, horizon + shrink, f"Tr{v}_{d}")
+                    m.add(t_remote >= t)
+                    m.add(t_remote >= rs)
+                b.remote.append((y, v, d, on_d, t_remote))
+                sz = m.new_int_var(0, horizon + shrink, f"Rs{v}_{d}")
+                intervals[d].append(m.new_optional_interval_var(rs, sz, t_remote, y, f"R{v}_{d}"))
                 demands[d].append(size)
+    if redundant and held_cuts:  # what devices must hold while a node runs (formulations/saved_bytes.py)
+        _held_cuts(problem, b, param, out, cap, mask)
     for d in range(k):
         if cap[d] < 0:
             continue
@@ -348,6 +377,35 @@ def _peak_memory(problem: Problem, b: Built, dur: np.ndarray, param: np.ndarray,
         b.room.append((room, d))
         if intervals[d]:
             m.add_cumulative(intervals[d], demands[d], room)
+
+
+CP_CUT_NODES = 4  # nodes x whose held tensors become knapsacks per device
+
+
+def _held_cuts(problem: Problem, b: Built, param: np.ndarray, out: np.ndarray, cap: np.ndarray, mask: np.ndarray) -> None:
+    """Per device d and node x: params on d + every tensor some unit on d forces onto d while x
+    runs <= capacity. Placement-only and valid for every real schedule (so for the relaxation
+    too); a tensor forced by several units gets a literal implied by each of them."""
+    m, x, ug = b.model, b.x, b.units.of
+    for h in held_tensors(problem, CP_CUT_NODES):
+        for d in range(problem.k):
+            if cap[d] < 0:
+                continue
+            terms = [(int(param[i]), x[int(ug[i]), d]) for i in range(problem.n) if mask[i, d] and param[i] > 0]
+            for u, hs in zip(h.tensors, h.holders):
+                lits = [x[g, d] for g in hs if (g, d) in x]
+                if not lits or out[u] <= 0:
+                    continue
+                if len(lits) == 1:
+                    lit = lits[0]
+                else:
+                    lit = m.new_bool_var(f"held{h.x}_{u}_{d}")
+                    for a in lits:
+                        m.add_implication(a, lit)
+                    b.held.append((lit, hs, d))
+                terms.append((int(out[u]), lit))
+            if terms and sum(c for c, _ in terms) > cap[d]:
+                m.add(sum(c * lit for c, lit in terms) <= int(cap[d]))
 
 
 def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray, tick: Callable[[], None] = _no_tick) -> None:
@@ -413,10 +471,17 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
         first.setdefault(d, g)
     for u, g, d in b.used:
         m.add_hint(u, first.get(d, len(dev_of_unit)) <= g)
+    t_of = {}
     for t, v, d, on_d in b.last:
-        m.add_hint(t, int(max([fin[v]] + [fin[c] for c in on_d if pl[c] == d])))
-    for y, v, d, on_d in b.remote:
+        t_of[v, d] = int(max([fin[v]] + [fin[c] for c in on_d if pl[c] == d]))
+        m.add_hint(t, t_of[v, d])
+    shrink = 1 if (b.mode == "relax" and not b.scale.exact) else 0
+    for y, v, d, on_d, t_remote in b.remote:
         m.add_hint(y, pl[v] != d and any(pl[c] == d for c in on_d))
+        if shrink:
+            m.add_hint(t_remote, max(t_of[v, d], int(s[v] + b.scale.dur_lo[v]) + shrink))
+    for lit, hs, d in b.held:
+        m.add_hint(lit, any(dev_of_unit[g] == d for g in hs))
     param, out, cap, _ = _memory_ints(problem, "peak")
     for room, d in b.room:
         m.add_hint(room, int(cap[d] - param[pl == d].sum()))
@@ -425,7 +490,7 @@ def add_hint(problem: Problem, b: Built, placement: np.ndarray, start_real: np.n
 
 def b_valid_for_floor(problem: Problem, memory_model: str, scale: Scale) -> bool:
     """A real lower bound may bound the model's makespan only when the model is a relaxation."""
-    return memory_model == "static" or scale.exact
+    return model_mode(problem, memory_model, scale) == "relax"
 
 
 def _solve(problem: Problem, opts: SolveOptions) -> Solution:
@@ -443,7 +508,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         return unbuilt_solution(problem, opts, "cpsat", t0, refused, known_lb=floor_lb or None)
     try:
         b = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)), redundant=bool(ex.get("redundant", True)),
-                  makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0, tick=opts.check_time)
+                  makespan_floor=floor_lb if b_valid_for_floor(problem, mm, scale) else 0.0, tick=opts.check_time,
+                  held_cuts=bool(ex.get("held_cuts", False)))
     except OutOfTime as exc:
         return unbuilt_solution(problem, opts, "cpsat", t0, f"cpsat: the model of {problem.n} nodes x {problem.k} devices "
                                 f"was not built ({exc}); answer: the hint, if any", known_lb=floor_lb or None)
@@ -463,8 +529,25 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
     start_gap = None if found is None or found[0] <= 0 else (found[0] - floor_lb) / found[0]
     phases = _phases(ex, start_gap)
     info["phases"] = len(phases)
+    # Peak memory with inexact data: the relaxed model's answers are schedules of floored times,
+    # which need re-timing and can miss; the search phase of a two-phase schedule runs the
+    # conservative model instead, whose answers are real schedules, and the bound phase the relaxed
+    # one (docs/exact.md). Only the relaxed model's bound and statuses are proofs.
+    b_search = b
+    if (len(phases) > 1 and mm == "peak" and not scale.exact and b.mode == "relax" and ex.get("safe_search", True)):
+        try:
+            b_search = build(problem, mm, scale=scale, symmetry=bool(ex.get("symmetry", True)),
+                             redundant=bool(ex.get("redundant", True)), makespan_floor=floor_lb, tick=opts.check_time,
+                             held_cuts=bool(ex.get("held_cuts", False)), force_mode="safe")
+            if found is not None:
+                add_hint(problem, b_search, found[1], found[2])
+            info["search_mode"] = "safe"
+        except OutOfTime:
+            b_search = b
+    cur = b
     for idx, (share, params) in enumerate(phases):
         last = idx == len(phases) - 1
+        cur = b_search if idx == 0 else b
         rem = opts.remaining()
         solver = cp_solver(opts)
         if rem is not None and not last:
@@ -472,46 +555,57 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         set_params(solver.parameters, params)
         if idx > 0:
             if found is not None:
-                add_hint(problem, b, found[1], found[2])
+                add_hint(problem, cur, found[1], found[2])
             if bound_int is not None:
-                b.model.add(b.makespan >= bound_int)  # proved for this model by an earlier phase
+                cur.model.add(cur.makespan >= bound_int)  # proved for this model by an earlier phase
         callback = _trace(solver, ex.get("trace"), t0, scale.factor)
-        status = run_cp(solver, b.model, opts, callback)
+        status = run_cp(solver, cur.model, opts, callback)
         info[f"cp_status{idx or ''}"] = solver.status_name(status)
         info["cp_wall"] = info.get("cp_wall", 0.0) + solver.wall_time
         info["cp_solution_info"] = solver.solution_info()
         if status == cp_model.MODEL_INVALID:
-            raise RuntimeError(f"cpsat: invalid model: {b.model.validate()}")
+            raise RuntimeError(f"cpsat: invalid model: {cur.model.validate()}")
         if status == cp_model.INFEASIBLE:
-            if found is not None and b.bound_valid:  # the model relaxes the real problem, which has a schedule
+            if cur is not b:  # the conservative search model proves nothing: on to the relaxed one
+                continue
+            if found is not None and cur.bound_valid:  # the model relaxes the real problem, which has a schedule
                 raise RuntimeError(f"cpsat: phase {idx} proved infeasible a relaxation of a problem with a known schedule")
             if found is not None:  # the conservative model may exclude the hint: keep it
                 break
-            if b.bound_valid:
+            if cur.bound_valid:
                 return Solution("cpsat", "infeasible", seconds=time.monotonic() - t0, info=info,
                                 reason=f"cpsat: proved that no placement and schedule fits the {mm} memory capacities")
             return Solution("cpsat", "unknown", seconds=time.monotonic() - t0, info=info,
                             reason="cpsat: the conservatively rounded model is infeasible (not a proof for the real data)")
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) and cur is b:
             bound_int = max(bound_int or 0, int(solver.best_objective_bound))
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             pl = np.empty(problem.n, dtype=np.int64)
-            for (g, d), lit in b.x.items():
+            for (g, d), lit in cur.x.items():
                 if solver.boolean_value(lit):
-                    pl[b.units.members[g]] = d
-            s_int = np.array([solver.value(v) for v in b.start], dtype=float)
+                    pl[cur.units.members[g]] = d
+            s_int = np.array([solver.value(v) for v in cur.start], dtype=float)
             got = best_schedule(problem, pl, s_int / scale.factor, mm)
+            if mm == "peak" and not scale.exact and (got is None or cur.mode == "relax"):
+                # floored times: keep the model's memory interleaving (within the time left)
+                shrink = 1.0 if cur.mode == "relax" else 0.0
+                rem = opts.remaining()
+                kept = order_preserving_schedule(problem, pl, s_int / scale.factor, cur.dur / scale.factor, shrink / scale.factor,
+                                                 deadline=None if rem is None else time.monotonic() + max(rem, 0.05))
+                if kept is not None and (got is None or kept[0] < got[0]):
+                    got = kept
+                    info["order_preserved"] = True
             if got is not None and (found is None or got[0] <= found[0]):
                 found = (got[0], pl, got[1])
                 info["returned_hint"] = False
             info["cp_objective_int"] = solver.objective_value
-        if status == cp_model.OPTIMAL or opts.out_of_time() or opts.stop.is_set():
+        if (status == cp_model.OPTIMAL and cur is b) or opts.out_of_time() or opts.stop.is_set():
             break
     bound = None
     if b.bound_valid and bound_int is not None:
         bound = (bound_int - b.bound_slack) / scale.factor
         info["cp_bound_int"] = bound_int
-    proved = status == cp_model.OPTIMAL and b.bound_valid
+    proved = status == cp_model.OPTIMAL and cur is b and b.bound_valid
     return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info,
                            known_lb=floor_lb if ex.get("redundant", True) else None)
 

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from heuristics.memory_order import lower_peak_order
 from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
@@ -47,11 +48,14 @@ def pull_order(problem: Problem) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def contiguous_splits(problem: Problem, order: np.ndarray | None = None, anchor: str = "first") -> list[np.ndarray]:
+def contiguous_splits(problem: Problem, order: np.ndarray | None = None, anchor: str = "first",
+                      slack: float = 1.0) -> list[np.ndarray]:
     """One placement per segment count 1..K (when some split fits), best proxy cost first.
 
     A colocation unit goes with the segment of its ``anchor`` member in ``order``: "first" or
-    "last" (with a weight emitted before its operator, "last" keeps operators in order)."""
+    "last" (with a weight emitted before its operator, "last" keeps operators in order). A
+    segment's static memory must fit ``slack`` x its device's capacity (``slack`` > 1: the peak
+    model, where a segment's peak is well below its static memory)."""
     n, k = problem.n, problem.k
     order = problem.topo_order if order is None else order
     pos = np.empty(n, dtype=np.int64)
@@ -75,7 +79,7 @@ def contiguous_splits(problem: Problem, order: np.ndarray | None = None, anchor:
     f = np.full((k + 1, n + 1), inf)
     arg = np.full((k + 1, n + 1), -1, dtype=np.int64)
     f[0, 0] = 0.0
-    cap = problem.memory * (1 + 1e-12) + 1e-9
+    cap = problem.memory * slack * (1 + 1e-12) + 1e-9
     for j in range(1, k + 1):
         prev = f[j - 1] + np.where(np.arange(n + 1) > 0, cross, 0.0)
         for b in range(1, n + 1):
@@ -100,19 +104,47 @@ def contiguous_splits(problem: Problem, order: np.ndarray | None = None, anchor:
     return [pl for _, pl in out]
 
 
+PEAK_SLACKS = 24  # proxy capacities tried under the peak model, geometric from the tightest
+
+
+def _peak_slacks(problem: Problem) -> list[float]:
+    """Under the peak model a segment's static memory overstates its peak (activations die), so
+    the DP's capacity is relaxed by a factor from the smallest that admits K segments (total
+    static / total capacity) up to the whole static memory on one device; each split found is
+    judged by the evaluator. Small factors give balanced segments, large ones cheap cuts."""
+    cap = float(np.min(problem.memory))
+    total = float((problem.param_bytes + problem.out_bytes).sum())
+    if not np.isfinite(cap) or cap <= 0:
+        return [1.0]
+    lo = max(1.0, total / float(np.sum(problem.memory)))
+    hi = max(lo, total / cap)
+    return sorted(set([1.0] + np.geomspace(lo, hi, PEAK_SLACKS).tolist()))
+
+
 def topo_split(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
-    best: tuple[float, np.ndarray] | None = None
+    best: tuple[float, np.ndarray, list[list[int]] | None] | None = None
     mask = problem.allowed_mask()
     pull = pull_order(problem)
-    cands = [pl for order in (None, pull) for anchor in ("first", "last") for pl in contiguous_splits(problem, order, anchor)]
-    for pl in cands:
-        if not mask[np.arange(problem.n), pl].all():
-            continue
-        ev = evaluate(problem, pl, memory_model=opts.memory_model)
-        if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
-            best = (ev.makespan, pl)
+    peak = opts.memory_model == "peak"
+    slacks = _peak_slacks(problem) if peak else [1.0]
+    seen: set[bytes] = set()
+    for slack, order, anchor in [(sl, o, a) for sl in slacks for o in (None, pull) for a in ("first", "last")]:
+        if peak and (opts.out_of_time() or opts.stop.is_set()):
+            break  # the peak sweep watches the clock: keep what was found
+        for pl in contiguous_splits(problem, order, anchor, slack):
+            key = pl.tobytes()
+            if key in seen or not mask[np.arange(problem.n), pl].all():
+                continue
+            seen.add(key)
+            ev, dev_order = evaluate(problem, pl, memory_model=opts.memory_model), None
+            if peak and not ev.feasible(problem):
+                got = lower_peak_order(problem, pl, ev)
+                ev, dev_order = got.evaluation, got.order
+            if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
+                best = (ev.makespan, pl, dev_order)
     if best is None:
-        return Solution("topo-split", "unknown", reason="topo-split: no contiguous split fits memory and the allowed devices",
+        return Solution("topo-split", "unknown", reason="topo-split: no contiguous split tried fits memory and the allowed devices",
                         seconds=time.monotonic() - t0)
-    return Solution("topo-split", "heuristic", placement=best[1], objective=best[0], seconds=time.monotonic() - t0)
+    return Solution("topo-split", "heuristic", placement=best[1], order=best[2], objective=best[0],
+                    seconds=time.monotonic() - t0, info={"splits_tried": len(seen)})

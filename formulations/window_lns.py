@@ -2,7 +2,7 @@
 
 Why: on graphs of 10K+ nodes the exact model cannot take the whole graph, and a coarsened graph
 is a caricature whose optimum maps back worse than the heuristics (issue 16). Here the exact
-model works on the real nodes: most of the incumbent stays fixed, a window of a few hundred
+model works on the real nodes: most of the incumbent stays fixed, a window of a hundred or so
 nodes is re-placed and re-sequenced optimally against its boundary, and the one evaluator
 confirms the result before it is accepted.
 
@@ -25,7 +25,9 @@ and order, so its paths keep their lengths), and the same for the entries from b
 window holds the whole graph the model is the exact problem (static memory).
 
 Windows are centred on nodes of the critical path (where the makespan is decided), in a seeded
-random order; an improving window moves the search to the new schedule.
+random order, or swept along it in time order, optionally freeing the devices of only part of the
+window (``select``: docs/scale.md, "Which windows pay"); an improving window moves the search to
+the new schedule.
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class LnsStats:
 
     windows: int = 0
     improved: int = 0
+    closed: int = 0  # windows CP-SAT proved optimal within its limit
     model_seconds: float = 0.0
     start_makespan: float = 0.0
     best_makespan: float | None = None
@@ -121,8 +124,11 @@ def _hint_makespan(p: Problem, win: np.ndarray, hint: dict[int, int], dur: np.nd
 
 
 def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, seq: np.ndarray, opts: SolveOptions,
-                 memory_model: str = "static") -> tuple[np.ndarray, list[list[int]], float] | None:
+                 memory_model: str = "static", info: dict | None = None,
+                 movable: np.ndarray | None = None) -> tuple[np.ndarray, list[list[int]], float] | None:
     """Re-place and re-sequence the nodes at positions [lo, hi) of ``seq`` (see the module doc).
+    ``movable`` (bool per node, optional): window nodes outside it keep their device and are only
+    re-sequenced (with their colocation group); a smaller model CP-SAT can close on a wider window.
 
     Returns (placement, per-device order, the model's makespan in time units: at least the makespan
     of :func:`timed` on that order) or None when the model found nothing within ``opts``' time."""
@@ -191,6 +197,10 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
             out = members[~in_win[members]]
             if out.size:
                 pinned[v] = int(pl[out[0]])
+            elif movable is not None and not movable[members].all():
+                pinned[v] = int(pl[v])
+        elif movable is not None and not movable[v]:
+            pinned[v] = int(pl[v])
     for i, v in enumerate(win.tolist()):
         s_var[v] = m.new_int_var(0, horizon, f"s{v}")
         e_var[v] = m.new_int_var(0, horizon, f"e{v}")
@@ -278,6 +288,8 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
                 m.add_hint(x[v, d], int(pl[v] == d))
     solver = cp_solver(opts)
     status = run_cp(solver, m, opts)
+    if info is not None:
+        info["optimal"] = status == cp_model.OPTIMAL
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     new_pl = pl.copy()
@@ -304,13 +316,50 @@ def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memor
     return None if start is None else check(problem, placement, start, memory_model, check_memory=False)
 
 
+SELECT = ("critical", "sweep", "focus", "pair")
+
+
+def _movable_near(p: Problem, crit: np.ndarray) -> np.ndarray:
+    """Critical nodes and their graph neighbours: where a device change can shorten the path."""
+    mov = np.zeros(p.n, dtype=bool)
+    mov[crit] = True
+    on_src, on_dst = mov[p.src], mov[p.dst]
+    mov[p.dst[on_src]] = True
+    mov[p.src[on_dst]] = True
+    return mov
+
+
+def _movable_pair(p: Problem, base: IncrementalSchedule, window: np.ndarray, crit: np.ndarray) -> np.ndarray:
+    """The window's nodes on the two devices that exchange the most transfer time along the
+    critical path inside the window (critical nodes and neighbours when no critical transfer)."""
+    inside = np.zeros(p.n, dtype=bool)
+    inside[window] = True
+    is_crit = np.zeros(p.n, dtype=bool)
+    is_crit[crit] = True
+    pl = base.placement
+    e = np.flatnonzero(inside[p.src] & inside[p.dst] & is_crit[p.src] & is_crit[p.dst] & (pl[p.src] != pl[p.dst]))
+    if e.size == 0:
+        return _movable_near(p, crit)
+    a, b = np.minimum(pl[p.src[e]], pl[p.dst[e]]), np.maximum(pl[p.src[e]], pl[p.dst[e]])
+    load = np.bincount(a * p.k + b, weights=p.comm[e], minlength=p.k * p.k)
+    pair = int(np.argmax(load))
+    return (pl == pair // p.k) | (pl == pair % p.k)
+
+
 def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,
         memory_model: str = "static", window: int = 300, window_seconds: float = 5.0, stats: LnsStats | None = None,
-        say: Callable[[str], None] | None = None) -> tuple[np.ndarray, Evaluation]:
+        say: Callable[[str], None] | None = None, select: str = "critical") -> tuple[np.ndarray, Evaluation]:
     """Improve the schedule (``placement``, ``start``: a valid schedule of it) window by window
     until ``deadline`` (time.monotonic()). Returns the best placement and its evaluation (the
     schedule of :func:`timed`), never worse than that of the input's order. Deterministic given
-    ``opts.seed`` and enough time per window."""
+    ``opts.seed`` and enough time per window.
+
+    ``select``: "critical" centres each window on a random untried critical node; "sweep" walks
+    the critical nodes in time order; "focus" is "critical" with only the critical nodes and their
+    neighbours free to change device (the rest of the window is re-sequenced only); "pair" frees
+    the devices of only the two devices exchanging the most critical transfer time in the window."""
+    if select not in SELECT:
+        raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
     p = problem
     stats = stats or LnsStats()
     rng = np.random.default_rng(opts.seed)
@@ -334,15 +383,25 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
             tried.clear()
             size = min(p.n, size * 2)  # every critical window tried: widen
             continue
-        center = fresh[int(rng.integers(len(fresh)))]
+        if select == "sweep":
+            center = min(fresh, key=lambda v: (base.start[v], p.topo_rank[v]))
+        else:
+            center = fresh[int(rng.integers(len(fresh)))]
         lo, hi, seq = window_at(base, center, size)
-        tried.update(int(v) for v in seq[lo:hi])
+        if select == "sweep" and hi < p.n:  # the next window starts half-way through this one
+            tried.update(int(v) for v in seq[lo:(lo + hi) // 2 + 1])
+        else:
+            tried.update(int(v) for v in seq[lo:hi])
         t = time.monotonic()
         sub = SolveOptions(memory_model=memory_model, time_limit=min(window_seconds, max(0.1, left - 0.3)),
                            workers=opts.workers, seed=opts.seed, stop=opts.stop)
-        got = solve_window(p, base, lo, hi, seq, sub, memory_model)
+        info: dict = {}
+        movable = _movable_near(p, crit) if select == "focus" else \
+            _movable_pair(p, base, seq[lo:hi], crit) if select == "pair" else None
+        got = solve_window(p, base, lo, hi, seq, sub, memory_model, info, movable)
         stats.model_seconds += time.monotonic() - t
         stats.windows += 1
+        stats.closed += int(info.get("optimal", False))
         if got is None:
             continue
         new_pl, order, promised = got

@@ -3,7 +3,7 @@
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
-m-etf, linear-clustering, random. Before each, its running time is estimated from the graph size
+m-etf, linear-clustering, random. Under the peak model etf and heft run before PARDNN (PEAK_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -37,6 +37,14 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "linear-clustering": linear_clustering, "random": random_feasible,
 }
 ORDER = tuple(MEMBERS)
+# Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
+# handler does not (bench/results_peak.md), in a fifth of its time (10K-node transformer at 1.27x
+# the memory lower bound: etf 2.9 s, heft 3.7 s, pardnn 15.6 s without an answer), so a warm budget
+# spent on PARDNN first left auto with greedy-fill's 4527 where ETF gives 3491.
+PEAK_ORDER = ("single", "m-topo", "greedy-fill", "etf", "heft", "pardnn") + tuple(
+    m for m in ORDER if m not in ("single", "m-topo", "greedy-fill", "etf", "heft", "pardnn"))
+# Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
+PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
 
 
 def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:
@@ -52,7 +60,8 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
     extra = 8 * evaluate if (method.startswith("pardnn") and memory_model == "peak") else 0.0
-    return evaluate + rates.get(method, 1e-4) * size + extra
+    slow = PEAK_SLOWDOWN.get(method, 1.0) if memory_model == "peak" else 1.0
+    return evaluate + slow * rates.get(method, 1e-4) * size + extra
 
 
 def _reordered(problem: Problem, sol: Solution) -> Solution:
@@ -69,7 +78,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     members: list[dict] = []
     best: Solution | None = None
-    for name in ORDER:
+    for name in PEAK_ORDER if opts.memory_model == "peak" else ORDER:
         rem = opts.remaining()
         est = estimate_seconds(name, problem.n, problem.m, problem.k, opts.memory_model)
         if rem is not None and est > rem:

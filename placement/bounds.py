@@ -7,7 +7,9 @@ it is honest:
   group, its total time (the group runs on one device);
 - largest node: no node can be split;
 - communication (placement/comm_bound.py): at every join, each input either pays its transfer or
-  shares the consumer's device and runs one after another there (docs/scale.md).
+  shares the consumer's device and runs one after another there (docs/scale.md);
+- memory path (placement/memory_path_bound.py, given the memory model): a path whose nodes cannot
+  all sit on one device within the capacity pays the transfers between its runs (docs/peak.md).
 
 Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
 than any device it may use can hold, or when the memory every placement must use exceeds the total
@@ -15,11 +17,13 @@ capacity.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from .comm_bound import comm_bound
+from .memory_path_bound import memory_path_bound
 from .problem import Problem
 
 
@@ -30,14 +34,16 @@ class LowerBounds:
     largest_node: float
     largest_group: float
     communication: float = 0.0
+    memory_path: float = 0.0
 
     @property
     def best(self) -> float:
-        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication)
+        return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication, self.memory_path)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
-                "largest_group": self.largest_group, "communication": self.communication, "best": self.best}
+                "largest_group": self.largest_group, "communication": self.communication, "memory_path": self.memory_path,
+                "best": self.best}
 
 
 def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
@@ -60,9 +66,13 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
     return np.asarray(head_l)
 
 
-def lower_bounds(problem: Problem, communication: bool = True) -> LowerBounds:
-    """Every bound of this module; ``communication=False`` leaves out the costliest one (about a
-    second at 200K nodes), e.g. to have a valid bound at once and that one later."""
+def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None,
+                 communication: bool = True) -> LowerBounds:
+    """Every simple bound; the memory path bound only when ``memory_model`` ("static" or "peak")
+    says which capacity constraint holds (a static-model bound is not valid under the peak model),
+    cut short once ``stop`` is set.
+    ``communication=False`` leaves out the communication bound (about a second at 200K nodes), e.g.
+    to have a valid bound at once and that one later."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
@@ -72,12 +82,14 @@ def lower_bounds(problem: Problem, communication: bool = True) -> LowerBounds:
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
         communication=comm_bound(problem) if communication else 0.0,
+        memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
     )
 
 
-def makespan_lower_bound(problem: Problem, memory_model: str = "static") -> float:
-    """The best valid lower bound on the optimal makespan (memory model does not weaken it)."""
-    return lower_bounds(problem).best
+def makespan_lower_bound(problem: Problem, memory_model: str | None = None) -> float:
+    """The best valid lower bound on the optimal makespan in ``memory_model`` (None, the default:
+    without the memory path bound, so valid in either model)."""
+    return lower_bounds(problem, memory_model).best
 
 
 def _units_need(problem: Problem, need: np.ndarray) -> list[tuple[str, float, np.ndarray]]:

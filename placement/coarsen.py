@@ -280,11 +280,23 @@ def _uniform(keys: np.ndarray, values: np.ndarray, nkeys: int) -> np.ndarray:
     return lo == hi
 
 
+def _one_segment(keys: np.ndarray, seg: np.ndarray, nkeys: int) -> np.ndarray:
+    """Per key: do its entries carry at most one segment (-1 is no segment and agrees with all)?"""
+    lo = np.full(nkeys, np.iinfo(np.int64).max)
+    hi = np.full(nkeys, -1, dtype=np.int64)
+    tagged = seg >= 0
+    np.minimum.at(lo, keys[tagged], seg[tagged])
+    np.maximum.at(hi, keys[tagged], seg[tagged])
+    return (hi < 0) | (lo == hi)
+
+
 class _State:
     """Clusters (label per original node, 0..c-1) and their quotient graph."""
 
-    def __init__(self, problem: Problem, edge_comm: str, seed: int, target: int = 1) -> None:
+    def __init__(self, problem: Problem, edge_comm: str, seed: int, target: int = 1,
+                 segment: np.ndarray | None = None) -> None:
         self.p = problem
+        self.seg_node = np.full(problem.n, -1, dtype=np.int64) if segment is None else segment
         self.target = target
         self.how = edge_comm
         self.rng = np.random.default_rng(seed)
@@ -302,6 +314,8 @@ class _State:
         np.minimum.at(self.crank, self.label, p.topo_rank)
         self.mclass = np.zeros(self.c, dtype=np.int64)
         self.mclass[self.label] = self.mclass_node
+        self.seg = np.full(self.c, -1, dtype=np.int64)
+        np.maximum.at(self.seg, self.label, self.seg_node)
         self.qs, self.qd, self.qc = _quotient(self.label, self.c, p.src, p.dst, p.comm, self.how)
 
     def apply(self, mapping: np.ndarray, step: str, t0: float) -> int:
@@ -342,6 +356,7 @@ class _State:
         sid = np.where(has, set_of, 0)
         sw = np.bincount(sid[has], weights=self.cw[has], minlength=ns)
         ok = _uniform(sid[has], self.mclass[has], ns) & (sw <= cap) & (np.bincount(sid[has], minlength=ns) > 1)
+        ok &= _one_segment(sid[has], self.seg[has], ns)
         use = has & ok[sid]
         if not use.any():
             return 0
@@ -358,7 +373,8 @@ class _State:
         if not cyc.any():
             return self.apply(node2, step, t0)
         cw = np.bincount(ccl, weights=self.cw, minlength=ncomp)
-        good = (size > 1) & (cw <= cap) & _uniform(ccl, self.mclass, ncomp) if merge_scc else np.zeros(ncomp, dtype=bool)
+        good = (size > 1) & (cw <= cap) & _uniform(ccl, self.mclass, ncomp) & _one_segment(ccl, self.seg, ncomp) \
+            if merge_scc else np.zeros(ncomp, dtype=bool)
         mapping = np.where(~cyc, node2, np.where(good[ccl], c2 + ccl, c2 + ncomp + np.arange(c)))
         return self.apply(mapping, step, t0)
 
@@ -415,9 +431,27 @@ class _State:
         start = np.flatnonzero(np.r_[True, pa_o[1:] != pa_o[:-1]])
         before = np.repeat(np.r_[0.0, wsum][start], np.diff(np.r_[start, pa_o.size]))
         pick = order[wsum - before + self.cw[pa_o] <= cap]
+        pick = self._same_segment(pick, ch, pa)
         mapping = np.arange(c)
         mapping[ch[pick]] = pa[pick]
         return self.apply(mapping, f"{'chain' if chain else direction}", t0)
+
+    def _same_segment(self, pick: np.ndarray, ch: np.ndarray, pa: np.ndarray) -> np.ndarray:
+        """The star merges ``pick`` (children ch -> parents pa, heaviest edges first per parent)
+        that keep at most one segment per star: a parent without one takes its first child's."""
+        sc, sp = self.seg[ch[pick]], self.seg[pa[pick]]
+        if not ((sc >= 0) & (sp < 0)).any():
+            return pick[(sc < 0) | (sc == sp)]
+        star_seg: dict[int, int] = {}
+        keep = np.zeros(pick.size, dtype=bool)
+        for i, (a, b, parent) in enumerate(zip(sc.tolist(), sp.tolist(), pa[pick].tolist())):
+            if a < 0:
+                keep[i] = True
+            elif b >= 0:
+                keep[i] = a == b
+            else:
+                keep[i] = star_seg.setdefault(parent, a) == a
+        return pick[keep]
 
     def blocks(self, target: int) -> int:
         """Contiguous blocks of a depth-first topological order, at most ``target`` of them (plus
@@ -431,6 +465,16 @@ class _State:
         blk = np.floor(mid / unit).astype(np.int64) if total > 0 else np.arange(self.c) * target // max(self.c, 1)
         m = self.mclass[order]
         brk = np.r_[True, (blk[1:] != blk[:-1]) | (m[1:] != m[:-1])]
+        seg = self.seg[order]
+        if (seg >= 0).any():  # also cut where a second segment would join a block
+            cur = -1
+            for i, (b, sg) in enumerate(zip(brk.tolist(), seg.tolist())):
+                if b:
+                    cur = -1
+                if sg >= 0:
+                    if cur >= 0 and sg != cur:
+                        brk[i] = True
+                    cur = sg
         mapping = np.empty(self.c, dtype=np.int64)
         mapping[order] = np.cumsum(brk) - 1
         return self.apply(mapping, "blocks", t0)
@@ -470,7 +514,8 @@ def _scope_sets(st: _State, depth: int, cache: dict[int, tuple[list[str], bool]]
 
 # ----- the driver ----------------------------------------------------------------------------------
 def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = True, edge_comm: str = "max",
-            cap_factor: float = 2.0, max_depth: int = 3, clusters: np.ndarray | None = None) -> Coarsening:
+            cap_factor: float = 2.0, max_depth: int = 3, clusters: np.ndarray | None = None,
+            segment: np.ndarray | None = None) -> Coarsening:
     """Contract ``problem`` to at most ``target`` nodes (see the module docstring for the passes).
     Nodes with different sets of usable devices are never merged, so with allowed-device
     restrictions the result can exceed ``target`` by the number of class changes along the final
@@ -479,8 +524,13 @@ def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = T
     ``cap_factor``: no structural contraction makes a node heavier than ``cap_factor / target`` of
     the total weight. ``edge_comm``: how parallel original edges price their coarse edge.
     ``clusters``: optional candidate sets, a set index per original node or -1 (e.g. PARDNN's
-    slices), contracted in chunks after the safe passes where that stays acyclic. The result is
-    deterministic given ``seed``."""
+    slices), contracted in chunks after the safe passes where that stays acyclic. ``segment``:
+    optional int per original node, -1 for none; no coarse node ever holds two different
+    segments (e.g. the pieces of a critical path cut at its costly transfers, so that the coarse
+    graph keeps those edges visible); a colocation group spanning two segments stays a
+    colocation constraint of the coarse problem, and the final blocks are also cut where a second
+    segment would join one (so the result can exceed ``target``). The result is deterministic
+    given ``seed``."""
     if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 1:
         raise ProblemError(f"coarsen: target must be a positive integer, got {target!r}")
     if edge_comm not in EDGE_COMM:
@@ -492,7 +542,10 @@ def coarsen(problem: Problem, target: int, *, seed: int = 0, use_names: bool = T
     if n <= target:
         members = [np.array([i], dtype=np.int64) for i in range(n)]
         return Coarsening(problem, problem, members, np.arange(n, dtype=np.int64), [])
-    st = _State(problem, edge_comm, seed, target)
+    seg = None if segment is None else np.asarray(segment, dtype=np.int64)
+    if seg is not None and seg.shape != (n,):
+        raise ProblemError(f"coarsen: segment has {seg.shape[0] if seg.ndim else 0} entries for {n} nodes")
+    st = _State(problem, edge_comm, seed, target, seg)
     cap = cap_factor * float(st.w.sum()) / target
 
     def done() -> bool:

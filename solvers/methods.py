@@ -19,6 +19,7 @@ from formulations.maxload.heuristics import expert, local_search, pipedream
 from formulations.maxload.ip_cpsat import maxload_cpsat, maxload_cpsat_nc
 from formulations.maxload.ip_mip import maxload_mip, maxload_mip_nc
 from formulations.mip import mip
+from formulations.held_split import held_split
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.critical_path import critical_path
@@ -72,6 +73,8 @@ TABLE: tuple[MethodInfo, ...] = (
                "Kim's linear clustering + GLB cluster mapping, static-memory check", linear_clustering),
     MethodInfo("topo-split", HEURISTIC, MAKESPAN,
                "best contiguous split of a topological order into <= K memory-feasible segments (warm start)", topo_split),
+    MethodInfo("held-split", HEURISTIC, MAKESPAN,
+               "peak model: CP-SAT places units under held-tensor knapsacks at least cut comm, then a memory-aware order", held_split),
     MethodInfo("topo-fill", HEURISTIC, MAKESPAN,
                "topological order, each device filled to an equal share of memory (m-TOPO)", topo_fill),
     MethodInfo("m-topo", HEURISTIC, MAKESPAN,

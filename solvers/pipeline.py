@@ -3,10 +3,12 @@
 1. Warm start: the heuristic portfolio on the original graph; its best feasible placement is the
    fallback answer at every moment.
 2. Exact phase: CP-SAT on the original graph when it is small enough (its proved bound is then
-   valid for the original problem), otherwise on windows of a few hundred nodes of the original
+   valid for the original problem), otherwise on windows of about a hundred nodes of the original
    graph against the fixed rest of the incumbent (formulations/window_lns.py, docs/scale.md), or
    with ``big_exact="coarse"`` on a coarsened graph hinted with the warm start restricted to it (a
-   coarse optimum is only a good placement: its bound does not count).
+   coarse optimum is only a good placement: its bound does not count), or with
+   ``big_exact="multilevel"`` a V-cycle (solvers/multilevel.py): CP-SAT on the coarsest of a
+   hierarchy of coarse graphs, refinement at every level on the way back.
 3. Refine: local moves on the original graph, judged by the evaluator, memory kept feasible.
 
 Between them, the incumbent's placement is re-scheduled by priority lists (solvers/reschedule.py:
@@ -31,6 +33,8 @@ from typing import Any, Callable
 import numpy as np
 
 from formulations.cpsat import cpsat
+from formulations.held_split import held_split
+from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
@@ -40,6 +44,7 @@ from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
+from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineStats, refine, refine_multilevel
@@ -65,10 +70,17 @@ FINISH_SECONDS = 1.0  # also Python's start-up before the CLI's clock starts (~0
 FINISH_SECONDS_PER_ELEMENT = 2.5e-5
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
-# "coarse" (CP-SAT on a coarsened graph); opts.extra["big_exact"] overrides (bench/results_scale.md).
+# "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
+# opts.extra["big_exact"] overrides (bench/results_scale.md).
 BIG_EXACT = "lns"
-LNS_WINDOW = 300  # nodes per LNS window
-LNS_WINDOW_SECONDS = 5.0  # CP-SAT's limit per window; the phase runs only with time for one after its set-up
+# Nodes per LNS window and CP-SAT's limit per window: measured from ETF's schedules of 10K-node
+# graphs (bench/results_scale.md "Window size and selection"): 300 nodes in 5 s improved nothing on the
+# transformer; 100 nodes in 2 s improved most windows (CP-SAT rarely proves one, but the hinted
+# search finds better sequences), 50 gained less per window, 150-200 less per second.
+LNS_WINDOW = 100
+LNS_SELECT = "critical"  # how windows are chosen (formulations/window_lns.py SELECT)
+MULTILEVEL_COARSEST = 250  # nodes of the coarsest level of big_exact="multilevel"
+LNS_WINDOW_SECONDS = 2.0  # the phase runs only with time for one window after its set-up
 LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
 # Above REFINE_MULTILEVEL_NODES, when FIFO is the incumbent's best schedule: "multilevel" (FIFO,
 # coarse levels first) or "ordered" (the original graph, moves judged by the kept order, re-timed
@@ -80,7 +92,8 @@ REFINE_MULTILEVEL_NODES = 20000  # above this, one evaluation is costly: refine 
 BASELINES: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "topo-fill": topo_fill, "greedy-fill": greedy_fill, "single": single}
 # The warm start's methods by name (which of them run: warm_start_methods).
-WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split}
+WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split,
+                                                                      "held-split": held_split}
 RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
@@ -214,11 +227,18 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             reasons.append(sol.reason)
     left = until(end)
     if inc.best is None and (left is None or left > 0.0):
-        # Nothing fits yet (memory binds): every other phase needs an incumbent, so the portfolio
-        # gets the rest of the time, for the members the warm budget skipped.
-        sol = portfolio(problem, sub(left))
-        if inc.offer(sol) is None and sol.reason:
-            reasons.append(sol.reason)
+        # Nothing fits yet (memory binds): every other phase needs an incumbent. Under the peak
+        # model held-split gets half the time left (finding any placement meeting its knapsacks
+        # can take most of a warm budget), then the portfolio the rest, for the members the warm
+        # budget skipped.
+        if opts.memory_model == "peak" and problem.n <= HELD_SPLIT_MAX_NODES:
+            sol = held_split(problem, sub(None if left is None else 0.5 * left))
+            if inc.offer(sol) is None and sol.reason:
+                reasons.append(sol.reason)
+        if inc.best is None:
+            sol = portfolio(problem, sub(until(end)))
+            if inc.offer(sol) is None and sol.reason:
+                reasons.append(sol.reason)
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
         # baselines still answer, late rather than never.
@@ -259,6 +279,9 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
             hb.enter("exact-lns")
             ph = _lns_phase(problem, opts, inc, exact_budget, hb)
+            used_exact = ph.status not in ("", "skipped")
+        elif str(opts.extra.get("big_exact", BIG_EXACT)) == "multilevel":
+            ph = _multilevel_phase(problem, opts, inc, exact_budget, hb)
             used_exact = ph.status not in ("", "skipped")
         else:
             hb.enter("exact-coarse")
@@ -351,10 +374,13 @@ def warm_seconds(problem: Problem, usable: float, share: float, memory_model: st
 
 def warm_start_methods(problem: Problem) -> list[str]:
     """The heuristics of the warm start (keys of WARM_START), in order: the portfolio, then
-    topo-split on graphs small enough for its quadratic DP (it does not watch the clock)."""
+    topo-split on graphs small enough for its quadratic DP (it does not watch the clock), then
+    held-split (peak model) on graphs small enough for its quadratic cuts."""
     names = ["portfolio"]
     if problem.n <= TOPO_SPLIT_MAX_NODES:
         names.append("topo-split")  # the best hint on the msr-fiddle graphs
+    if problem.n <= HELD_SPLIT_MAX_NODES:
+        names.append("held-split")  # peak model only (returns at once otherwise); uses the warm start's time left
     return names
 
 
@@ -374,11 +400,40 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
     hb.enter("exact-lns", moves=lambda: stats.windows, best=lambda: stats.best_makespan)
     deadline = time.monotonic() + (budget if budget is not None else 60.0)
     window = int(opts.extra.get("lns_window", LNS_WINDOW))
+    select = str(opts.extra.get("lns_select", LNS_SELECT))
     placement, ev = lns(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
-                        memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats)
+                        memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats,
+                        select=select)
     inc.offer(Solution("lns", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
     ph.status = "feasible"
-    ph.note = f"{stats.windows} windows of {window} nodes, {stats.improved} improved: {stats.start_makespan:.6g} -> {ev.makespan:.6g}"
+    ph.note = (f"{stats.windows} windows of {window} nodes ({select}), {stats.closed} closed, {stats.improved} improved: "
+               f"{stats.start_makespan:.6g} -> {ev.makespan:.6g}")
+    return ph
+
+
+def _multilevel_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:
+    """A V-cycle from the incumbent's schedule (solvers/multilevel.py): CP-SAT on the coarsest
+    level, refinement on every level on the way up; the answer is offered with its start times."""
+    ph = Phase("exact-multilevel")
+    if inc.best is None:
+        ph.status, ph.note = "skipped", "no incumbent"
+        return ph
+    if budget is not None and budget < 2.0 + LNS_SETUP_SECONDS_PER_ELEMENT * (problem.n + problem.m):
+        ph.status, ph.note = "skipped", f"{budget:.1f}s left: too little for the levels"
+        return ph
+    ev0 = inc.best[1]
+    stats = MultilevelStats()
+    hb.enter("exact-multilevel", moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
+    deadline = time.monotonic() + (budget if budget is not None else 60.0)
+    coarsest = int(opts.extra.get("multilevel_coarsest", MULTILEVEL_COARSEST))
+    placement, ev = multilevel(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
+                               memory_model=opts.memory_model, coarsest=coarsest, stats=stats, say=hb.say)
+    inc.offer(Solution("multilevel", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
+    ph.status = "feasible"
+    levels = " > ".join(f"{m:.6g}" for m in stats.level_makespans)
+    ph.note = (f"levels {' > '.join(map(str, stats.sizes))} nodes, {stats.kept_edges} critical transfers kept; coarsest "
+               f"{stats.coarse_status}; makespan per level (coarsest first) {levels}; original refined from the "
+               f"{stats.original_start or '-'}; {stats.start_makespan:.6g} -> {ev.makespan:.6g}")
     return ph
 
 

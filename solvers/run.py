@@ -16,6 +16,7 @@ from typing import Any, Callable
 from heuristics.tofu import plan_summary
 from placement.bounds import infeasibility, lower_bounds
 from placement.comm_bound import comm_bound
+from placement.memory_path_bound import memory_path_bound
 from placement.memory_bounds import memory_lower_bound
 from placement.evaluator import Evaluation, check, evaluate
 from placement.partition.plan import evaluate_plan
@@ -209,11 +210,12 @@ def run(
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
     opts.best_so_far.enter("bounds")
-    # The cheap bounds are published first: a run stopped in the communication bound (pure Python,
-    # about a second at 200K nodes) still reports a valid one.
+    # The cheap bounds are published first: a run stopped in the communication or memory path bound
+    # (pure Python, about a second at 200K nodes) still reports a valid one.
     lbs = lower_bounds(problem, communication=False)
     opts.best_so_far.publish_bound(lbs.best)
-    lbs = replace(lbs, communication=comm_bound(problem))
+    lbs = replace(lbs, communication=comm_bound(problem),
+                  memory_path=memory_path_bound(problem, opts.memory_model, opts.stop))
     lb = lbs.best
     opts.best_so_far.publish_bound(lb)
     mem_lb = memory_lower_bound(problem, opts.memory_model)

@@ -276,3 +276,48 @@ def test_exact_coarse_solution_keeps_its_promise_on_the_original() -> None:
     ev = evaluate(prob, cz.project(sol.placement), order=order)
     assert ev.makespan <= sol.objective * (1 + 1e-9) + 1e-9
     assert ev.feasible(prob) and cev.feasible(cz.coarse)
+
+
+@pytest.mark.parametrize("prob,target", CASES, ids=[p.name for p, _ in CASES])
+def test_segments_never_share_a_coarse_node(prob: Problem, target: int) -> None:
+    """No coarse node holds two segments (the critical transfers that separate them stay coarse
+    edges); the graph stays acyclic, totals and the mapping back are kept."""
+    rng = np.random.default_rng(prob.n)
+    seg = np.full(prob.n, -1, dtype=np.int64)
+    tagged = rng.choice(prob.n, size=max(2, prob.n // 5), replace=False)
+    seg[tagged] = rng.integers(0, 4, size=tagged.size)
+    cz = coarsen(prob, target, seed=2, segment=seg)
+    co = cz.coarse
+    assert _acyclic(co.n, co.src, co.dst)
+    assert co.n < prob.n  # it still coarsens
+    for mem in cz.members:
+        assert len(set(seg[mem][seg[mem] >= 0].tolist())) <= 1
+    for field in ("time", "param_bytes", "out_bytes"):
+        assert getattr(co, field).sum() == pytest.approx(getattr(prob, field).sum(), rel=1e-12)
+    cp = _random_coarse_placement(co, rng)
+    check_placement(prob, cz.project(cp))
+    # an original edge between two segments is a coarse edge
+    cross = np.flatnonzero((seg[prob.src] >= 0) & (seg[prob.dst] >= 0) & (seg[prob.src] != seg[prob.dst]))
+    assert np.all(cz.of[prob.src[cross]] != cz.of[prob.dst[cross]])
+
+
+def test_segment_passes_each_keep_the_rule() -> None:
+    """Every pass (stars, name scopes, blocks) keeps at most one segment per cluster, on random DAGs
+    where every node is tagged (the hardest case: only untagged-free merges of equal tags)."""
+    for seed in range(8):
+        prob = random_problem(seed, 30, 3, edge_p=0.2)
+        seg = np.random.default_rng(seed).integers(0, 3, size=prob.n)
+        st = _State(prob, "max", seed, target=1, segment=seg)
+        cap = float(st.w.sum())
+        st.star_pass("out", cap, chain=False)
+        st.star_pass("in", cap, chain=False)
+        st.blocks(2)
+        for c in range(st.c):
+            assert len(set(seg[st.label == c].tolist())) == 1
+        assert _acyclic(st.c, st.qs, st.qd)
+
+
+def test_bad_segment_is_refused() -> None:
+    prob = generate("transformer", 200, seed=1)
+    with pytest.raises(ProblemError, match="segment"):
+        coarsen(prob, 20, segment=np.zeros(3, dtype=np.int64))

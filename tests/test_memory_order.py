@@ -68,3 +68,62 @@ def test_lower_peak_order_never_worse_than_fifo_and_matches_the_evaluator():
         if got.order is not None:
             again = evaluate(tight, pl, order=got.order, memory_model="peak")
             np.testing.assert_array_equal(again.peak_memory, got.evaluation.peak_memory)
+
+
+def gradient_accumulation(m: int, memory: float):
+    """A weight gradient per step, all ready at once (g_0 .. g_{m-1}, 100 bytes each, made from
+    the loss gradient s), summed by a chain that runs from the last step back: acc_{m-1} = g_{m-1},
+    acc_i = g_i + acc_{i+1} (the shape of an unrolled RNN's weight gradient). FIFO computes every
+    g_i first (m x 100 bytes); the order g_{m-1}, acc_{m-1}, g_{m-2}, acc_{m-2}, ... holds at most
+    three of them (g_i, acc_{i+1} and acc_i)."""
+    nodes = [{"id": "s", "time": 1, "out_bytes": 1, "param_bytes": 0}]
+    nodes += [{"id": f"g{i}", "time": 1, "out_bytes": 100, "param_bytes": 0} for i in range(m)]
+    nodes += [{"id": f"acc{i}", "time": 1, "out_bytes": 100, "param_bytes": 0} for i in range(m)]
+    edges = [{"src": "s", "dst": f"g{i}", "comm": 0} for i in range(m)]
+    edges += [{"src": f"g{i}", "dst": f"acc{i}", "comm": 0} for i in range(m)]
+    edges += [{"src": f"acc{i + 1}", "dst": f"acc{i}", "comm": 0} for i in range(m - 1)]
+    return make_problem(nodes, edges, devices=1, memory=memory, name="grad-accum")
+
+
+def test_net_rule_reaches_the_smallest_peak_over_all_orders_on_a_gradient_accumulation():
+    from tests.test_memory_bounds import _topological_orders
+
+    p = gradient_accumulation(4, np.inf)
+    pl = np.zeros(p.n, dtype=np.int64)
+    smallest = min(float(evaluate(p, pl, order=[g], memory_model="peak").peak_memory[0]) for g in _topological_orders(p))
+    assert smallest == 301  # g_i, acc_{i+1} and acc_i while acc_i runs
+    assert float(evaluate(p, pl, memory_model="peak").peak_memory[0]) > smallest  # FIFO piles the g_i up
+    net = evaluate(p, pl, order=memory_aware_order(p, pl, mode="net"), memory_model="peak")
+    assert float(net.peak_memory[0]) == smallest
+    got = lower_peak_order(gradient_accumulation(4, smallest), pl)
+    assert got.evaluation.feasible(gradient_accumulation(4, smallest))
+
+
+def test_no_order_fits_only_when_every_order_overflows():
+    """Brute force over every order of each device on tiny graphs: the quick check never gives
+    up on a placement that some order fits, and it does give up on some that none fits."""
+
+    from heuristics.memory_order import no_order_fits
+    from tests.test_memory_bounds import _topological_orders
+
+    hopeless = 0
+    for seed in range(12):
+        p = random_problem(seed, 6, 2, zero_time_p=0.15)
+        rng = np.random.default_rng(seed)
+        pl = rng.integers(0, 2, size=p.n)
+        orders = list(_topological_orders(p))
+        peaks = [evaluate(p, pl, order=[[v for v in g if pl[v] == d] for d in range(2)], memory_model="peak").peak_memory.max()
+                 for g in orders]
+        for cap in sorted(set(float(x) for x in peaks)) + [float(min(peaks)) * 0.7]:
+            tight = p.with_devices(2, memory=cap)
+            if no_order_fits(tight, pl):
+                assert min(peaks) > cap
+                hopeless += 1
+    assert hopeless >= 1
+
+
+def test_portfolio_runs_the_list_schedulers_before_pardnn_under_peak():
+    from heuristics.portfolio import ORDER, PEAK_ORDER
+
+    assert sorted(PEAK_ORDER) == sorted(ORDER)
+    assert PEAK_ORDER.index("etf") < PEAK_ORDER.index("pardnn") and PEAK_ORDER.index("heft") < PEAK_ORDER.index("pardnn")

@@ -25,8 +25,9 @@ def tiny(seed: int):
     return prob.with_devices(prob.k, max(float(need.sum()) * 0.6, float(need.max()) * 1.5))
 
 
+@pytest.mark.parametrize("select", ["critical", "sweep"])
 @pytest.mark.parametrize("seed", range(10))
-def test_one_window_over_the_whole_graph_reaches_the_brute_force_optimum(seed):
+def test_one_window_over_the_whole_graph_reaches_the_brute_force_optimum(seed, select):
     prob = tiny(seed)
     best, complete = enumerate_best(prob, "static")
     assert complete
@@ -37,7 +38,7 @@ def test_one_window_over_the_whole_graph_reaches_the_brute_force_optimum(seed):
     ev0 = evaluate(prob, pl)
     stats = LnsStats()
     got, ev = lns(prob, pl, ev0.start, SolveOptions(workers=2, seed=seed), deadline=time.monotonic() + 30,
-                  window=prob.n, stats=stats)
+                  window=prob.n, stats=stats, select=select)
     assert ev.makespan == pytest.approx(best[0], rel=1e-9)
     assert stats.stopped == "converged"
     check(prob, got, ev.start, "static")
@@ -68,6 +69,50 @@ def test_window_model_makespan_is_the_evaluators_and_the_boundary_holds(seed):
 def seq_mid(base):
     seq = np.lexsort((base.problem.topo_rank, base.start))
     return seq[len(seq) // 2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nodes_outside_movable_keep_their_device_and_the_model_stays_honest(seed):
+    prob = random_problem(200 + seed, 24, 3, edge_p=0.15, colocate_p=0.2)
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, prob.k, size=prob.n)
+    for members in prob.groups:
+        pl[members] = pl[members[0]]
+    base = IncrementalSchedule(prob, pl, evaluate(prob, pl).start)
+    lo, hi, seq = window_at(base, int(seq_mid(base)), 14)
+    movable = rng.random(prob.n) < 0.4
+    new_pl, order, model_makespan = solve_window(prob, base, lo, hi, seq, SolveOptions(workers=2, time_limit=20),
+                                                 movable=movable)
+    fixed = ~movable
+    for members in prob.groups:  # a group moves only when all its members may
+        if not movable[members].all():
+            fixed[members] = True
+    fixed[seq[:lo]] = True
+    fixed[seq[hi:]] = True
+    assert np.array_equal(new_pl[fixed], pl[fixed])
+    ev = timed(prob, new_pl, order, "static")
+    check(prob, new_pl, ev.start, "static")
+    assert ev.makespan <= model_makespan + 1e-9 and model_makespan <= base.makespan + 1e-9
+
+
+@pytest.mark.parametrize("select", ["sweep", "focus", "pair"])
+def test_lns_selections_are_never_worse(select):
+    prob = generate("lstm", 500, seed=5, devices=3, memory_fraction=0.5)
+    pl = np.asarray(greedy_fill(prob, SolveOptions()).placement)
+    ev0 = evaluate(prob, pl)
+    stats = LnsStats()
+    got, ev = lns(prob, pl, ev0.start, SolveOptions(workers=2, seed=1), deadline=time.monotonic() + 3, window=60,
+                  window_seconds=0.5, stats=stats, select=select)
+    assert stats.windows > 0 and stats.closed <= stats.windows
+    assert ev.makespan <= ev0.makespan + 1e-9 and ev.feasible(prob)
+    check(prob, got, ev.start, "static")
+
+
+def test_unknown_selection_is_refused():
+    prob = random_problem(1, 8, 2)
+    pl = np.zeros(prob.n, dtype=np.int64)
+    with pytest.raises(ValueError, match="select"):
+        lns(prob, pl, evaluate(prob, pl).start, SolveOptions(), deadline=time.monotonic() + 1, select="everywhere")
 
 
 @pytest.mark.parametrize("family", ["transformer", "cnn"])
