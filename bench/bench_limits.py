@@ -8,9 +8,12 @@ Never run by CI. Serialise timed runs with the bench lock:
 
 ``limits``: one fresh ``python -m solvers.cli`` process per (method, size), its wall time from
 fork to exit (start-up, loading, solving, report), its exit status and the report's status; the
-tolerance is max(5% of the limit, 1 s). ``sigint``: ``auto`` with SIGINT sent at fractions of the
-limit (and once while loading); the time from the signal to the process's exit, the phase the
-signal fell in (read from the report's phase timings) and whether the report is complete JSON.
+tolerance is max(5% of the limit, 1 s). ``sigint``: ``auto`` with SIGINT sent while loading, just
+after loading (the lower bounds), at fractions of the limit and while the normal report is written
+(times estimated from an uninterrupted reference run, or given with --at); the time from the signal
+to the process's exit, the phase the signal fell in, as the run itself tells it (the report's
+``interrupted_in``, or stderr's "interrupted while loading" / "received while writing the
+outputs"), and whether the report is complete JSON.
 Graphs are generated once under --workdir (``python -m placement.generate transformer``).
 """
 from __future__ import annotations
@@ -66,11 +69,13 @@ def solve(path: Path, method: str, limit: float, report: Path, extra: list[str] 
         err += " [killed]"
     end = time.monotonic()
     row = {"wall": end - t0, "code": proc.returncode, "stderr": err.strip().splitlines()[-1:] if err.strip() else [],
+           "signal_line": next((ln for ln in err.splitlines() if ln.startswith("solve:")), ""),
            "after_signal": None if sent is None else end - sent, "signal_at": None if sent is None else sent - t0}
     try:
         rep = json.loads(report.read_text())
         row.update(status=rep.get("status"), makespan=rep.get("makespan"), phases=rep.get("phases", []),
-                   reason=rep.get("reason", ""), report="complete")
+                   reason=rep.get("reason", ""), report="complete", interrupted_in=rep.get("interrupted_in"),
+                   seconds=rep.get("seconds"))
     except FileNotFoundError:
         row.update(status=None, report="none")
     except json.JSONDecodeError:
@@ -104,16 +109,27 @@ def cmd_limits(args: argparse.Namespace) -> None:
     print(f"\nworst overrun / tolerance: {worst:.2f} (<= 1 holds the limit); load after: {load_average()}")
 
 
-def phase_at(phases: list[dict], at: float, load_seconds: float) -> str:
-    """The phase running ``at`` seconds after the start (phases' seconds run back to back after loading)."""
-    t = load_seconds
-    if at < t:
-        return "loading"
-    for ph in phases:
-        t += float(ph.get("seconds", 0.0))
-        if at <= t:
-            return str(ph.get("name", ph.get("method", "?")))
-    return "after the last phase"
+def phase_of(row: dict) -> str:
+    """The phase the signal landed in, as the run tells it."""
+    line = row["signal_line"]
+    if row.get("interrupted_in"):
+        return str(row["interrupted_in"])
+    if "interrupted while" in line:
+        return line.split("interrupted while", 1)[1].split(";")[0].strip()
+    if "received while" in line:
+        return line.split("received while", 1)[1].split(";")[0].strip()
+    if row["after_signal"] is None:
+        return "ended before the signal"
+    return "exiting (outputs written)" if row["code"] in (0, 1) and row["report"] == "complete" else "?"
+
+
+def signal_times(base: dict, elements: int, fractions: list[float], limit: float) -> list[float]:
+    """Signal times covering the phases: twice while loading, just after it (the bounds), the
+    fractions of the limit, and while the reference run wrote its report."""
+    writing = 0.3 + 2.5e-6 * elements  # report building and writing, idle machine (results_limits.md)
+    loading = max(0.2, base["wall"] - float(base.get("seconds") or 0.0) - writing)
+    times = [0.3 * loading, 0.8 * loading, loading + 0.3] + [f * limit for f in fractions]
+    return sorted(times + [max(loading, base["wall"] - 0.6 * writing)])
 
 
 def cmd_sigint(args: argparse.Namespace) -> None:
@@ -122,15 +138,17 @@ def cmd_sigint(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for nodes in args.sizes:
         path = graph(args.workdir, nodes, args.devices)
-        base = solve(path, "auto", args.time_limit, args.workdir / "report.json", kill_after=args.time_limit * 3 + 60)
-        spent = sum(float(p.get("seconds", 0.0)) for p in base.get("phases", []))
-        load_seconds = max(0.0, base["wall"] - spent - 0.5)  # start-up and loading, roughly
-        for at in [0.5 * load_seconds] + [f * args.time_limit for f in args.fractions]:
-            row = solve(path, "auto", args.time_limit, args.workdir / "report.json", sigint_at=at,
-                        kill_after=args.time_limit * 3 + 60)
-            phase = phase_at(base.get("phases", []), at, load_seconds)
+        report = args.workdir / "report.json"
+        if args.at:
+            times = args.at
+        else:
+            base = solve(path, "auto", args.time_limit, report, kill_after=args.time_limit * 3 + 60)
+            elements = nodes * 3  # transformer graphs: about two edges per node
+            times = signal_times(base, elements, args.fractions, args.time_limit)
+        for at in times:
+            row = solve(path, "auto", args.time_limit, report, sigint_at=at, kill_after=args.time_limit * 3 + 60)
             after = "-" if row["after_signal"] is None else f"{row['after_signal']:.2f}"
-            print(f"| {nodes} | {args.time_limit:g} | {at:.1f} | {phase} | {after} | {row['code']} | {row['status']} | {row['report']} |",
+            print(f"| {nodes} | {args.time_limit:g} | {at:.1f} | {phase_of(row)} | {after} | {row['code']} | {row['status']} | {row['report']} |",
                   flush=True)
     print(f"\nload after: {load_average()}")
 
@@ -150,7 +168,8 @@ def main() -> None:
             s.add_argument("--extra", default="", help="more solve options, e.g. '--memory-model peak'")
         else:
             s.add_argument("--time-limit", type=float, default=30.0)
-            s.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.5, 0.8, 0.95])
+            s.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.5, 0.8])
+            s.add_argument("--at", type=float, nargs="*", help="signal times in seconds (instead of the estimated ones)")
     args = p.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     {"limits": cmd_limits, "sigint": cmd_sigint}[args.cmd](args)

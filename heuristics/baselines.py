@@ -147,7 +147,8 @@ def _solution(problem: Problem, opts: SolveOptions, name: str, placement: np.nda
         over = ev.overflow(problem)
         return Solution(name, "unknown", reason=f"{name}: placement exceeds memory by {over.tolist()} bytes per device",
                         seconds=time.monotonic() - t0, info={"overflow": over.tolist(), "placement": placement})
-    return Solution(name, "heuristic", placement=placement, order=order, objective=ev.makespan, seconds=time.monotonic() - t0)
+    return Solution(name, "heuristic", placement=placement, order=order, start=ev.start, objective=ev.makespan,
+                    seconds=time.monotonic() - t0)
 
 
 def topo_fill(problem: Problem, opts: SolveOptions) -> Solution:

@@ -79,5 +79,5 @@ def linear_clustering(problem: Problem, opts: SolveOptions) -> Solution:
         over = ev.overflow(problem)
         return Solution("linear-clustering", "unknown", reason=f"linear-clustering: placement exceeds memory by {over.tolist()} bytes per device",
                         seconds=time.monotonic() - t0, info={**info, "overflow": over.tolist(), "placement": pl})
-    return Solution("linear-clustering", "heuristic", placement=ev.placement, objective=ev.makespan,
+    return Solution("linear-clustering", "heuristic", placement=ev.placement, start=ev.start, objective=ev.makespan,
                     seconds=time.monotonic() - t0, info=info)

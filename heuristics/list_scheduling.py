@@ -167,7 +167,7 @@ def _result(problem: Problem, opts: SolveOptions, name: str, dev: np.ndarray, or
         over = ev.overflow(problem)
         return Solution(name, "unknown", reason=f"{name}: placement exceeds {opts.memory_model} memory by {over.tolist()} bytes per device",
                         seconds=time.monotonic() - t0, info={**info, "overflow": over.tolist(), "placement": dev})
-    return Solution(name, "heuristic", placement=ev.placement, order=order, objective=ev.makespan,
+    return Solution(name, "heuristic", placement=ev.placement, order=order, start=ev.start, objective=ev.makespan,
                     seconds=time.monotonic() - t0, info=info)
 
 

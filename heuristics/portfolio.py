@@ -70,7 +70,7 @@ def _reordered(problem: Problem, sol: Solution) -> Solution:
     got = lower_peak_order(problem, np.asarray(sol.info["placement"], dtype=np.int64))
     if not got.evaluation.feasible(problem):
         return sol
-    return Solution(sol.method, "heuristic", placement=got.evaluation.placement, order=got.order,
+    return Solution(sol.method, "heuristic", placement=got.evaluation.placement, order=got.order, start=got.evaluation.start,
                     objective=got.evaluation.makespan, seconds=sol.seconds, info={"memory_order": got.rule})
 
 
@@ -107,5 +107,5 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                         seconds=time.monotonic() - t0, info=info)
     info["best"] = best.method
     info["best_info"] = {k: v for k, v in best.info.items() if k != "placement"}
-    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, objective=best.objective,
+    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, start=best.start, objective=best.objective,
                     seconds=time.monotonic() - t0, info=info)

@@ -73,23 +73,29 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
     return np.asarray(head_l)
 
 
-def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None) -> LowerBounds:
+def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None,
+                 communication: bool = True) -> LowerBounds:
     """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
     capacity constraint holds: the memory path bound runs only when it is given (a static-model
     bound is not valid under the peak model), and the forced bound counts params only when it is
-    not (valid in both models). The memory path bound is cut short once ``stop`` is set."""
+    not (valid in both models). The memory path bound is cut short once ``stop`` is set.
+    ``communication=False`` leaves out the bounds built on communication heads and tails (the
+    communication and forced bounds, a second or more at 200K nodes), e.g. to have a valid bound
+    at once and those later."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
-    head, tail = heads(problem), heads(problem, reverse=True)
+    head, tail = (heads(problem), heads(problem, reverse=True)) if communication else (None, None)
     plain = LowerBounds(
         critical_path=float(longest_path(problem).max()),
         load=float(problem.time.sum()) / problem.k,
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
-        communication=float((head + problem.time + tail).max()),
+        communication=float((head + problem.time + tail).max()) if communication else 0.0,
         memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
     )
+    if not communication:
+        return plain
     return replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
 
 

@@ -4,7 +4,8 @@
   same directory, is flushed to disk, and is renamed over the target, so a crash, a full disk or a
   second Ctrl-C leaves either the complete old file or the complete new one, never half of one.
 - The new file gets the mode a plain ``open()`` would give (0666 less the umask) or, when it
-  replaces a file, that file's mode; not mkstemp's 0600.
+  replaces a file, that file's mode; not mkstemp's 0600. A file the user may not write is not
+  replaced, although the rename would succeed in a directory the user may write.
 - A symlink is followed: the file it points to is replaced, the link stays a link.
 - Anything that is not a regular file (``/dev/stdout``, ``/dev/null``, a FIFO, a terminal, a
   device) is written in place, never replaced by a regular file; a write that fails there
@@ -14,6 +15,7 @@ Every failure is an :class:`OutputError` whose message names the path and the re
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import sys
@@ -63,9 +65,17 @@ def check_writable(path: str | Path) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{str(path)!r} is a directory")
     if _in_place(path, st):
-        if not os.access(path, os.W_OK):
+        assert st is not None
+        own = _standard_stream(st)
+        # Our own stdout may be a pipe we could not reopen by name (another user's), yet we write
+        # through the descriptor we were given: what counts is that it is open for writing.
+        if not (_open_for_writing(own) if own is not None else os.access(path, os.W_OK)):
             raise OutputError(f"cannot write {str(path)!r}: permission denied")
         return
+    if st is not None and not os.access(real, os.W_OK):
+        # A rename would replace it (the directory is ours), but the user may not write it: refuse,
+        # as a shell's ``>`` would.
+        raise OutputError(f"cannot write {str(path)!r}: permission denied")
     folder = real.parent
     if not folder.is_dir():
         raise OutputError(f"directory {str(path.parent)!r} does not exist")
@@ -121,6 +131,13 @@ def _standard_stream(st: os.stat_result) -> int | None:
         except (OSError, ValueError):
             continue
     return None
+
+
+def _open_for_writing(fd: int) -> bool:
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+    except OSError:
+        return False
 
 
 def _write_in_place(path: Path, raw: bytes, st: os.stat_result) -> None:

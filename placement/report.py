@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +113,28 @@ def write_report(path: str | Path, report: dict[str, Any]) -> None:
     """One top-level field per line, each value compact: readable with ``head``, and written by
     json's C encoder (``indent`` falls back to the pure-Python one, 2x slower on 200K-node reports)."""
     # allow_nan=False: NaN and Infinity are not JSON (_clean turns them into null); a stray one is a bug.
-    fields = ",\n".join(f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in report.items())
+    fields = ",\n".join(f" {json.dumps(key)}: {_encode(value)}" for key, value in report.items())
     write_atomic(path, "{\n" + fields + "\n}\n")
+
+
+def _encode(value: Any) -> str:
+    """``json.dumps(value, allow_nan=False)``, the same text, but for the big node -> number maps of a
+    report (placement, start) twice as fast: their keys escaped by json's C function and joined
+    with the numbers' own text, instead of the encoder's per-item work (0.4 s at 200K nodes, most
+    of what stood between Ctrl-C and the end of the process)."""
+    if isinstance(value, dict) and len(value) >= _FAST_MAP_ITEMS and all(type(k) is str for k in value):
+        numbers = list(value.values())
+        if all(type(v) is int for v in numbers):
+            text = map(int.__repr__, numbers)
+        elif all(type(v) is float for v in numbers) and all(map(math.isfinite, numbers)):
+            text = map(float.__repr__, numbers)
+        else:
+            return json.dumps(value, allow_nan=False)
+        return "{" + ", ".join([k + ": " + v for k, v in zip(map(encode_basestring_ascii, value), text)]) + "}"
+    return json.dumps(value, allow_nan=False)
+
+
+_FAST_MAP_ITEMS = 1000
 
 
 def unwritable_id(problem: Problem) -> str | None:

@@ -34,6 +34,11 @@ class BestSoFar:
         self._lock = threading.Lock()
         self._answer: tuple[Any, "Solution", Any] | None = None
         self._bound: float | None = None
+        self.phase = "starting"  # what the run is doing (the report names the phase a stop landed in)
+
+    def enter(self, phase: str) -> None:
+        """The run starts ``phase`` (bounds, warm-start, exact-lns, refine, ...)."""
+        self.phase = phase
 
     def publish_answer(self, problem: Any, solution: "Solution", evaluation: Any = None) -> None:
         """Record a feasible answer for ``problem`` (its Evaluation too, when the publisher has it)."""

@@ -29,7 +29,7 @@ from placement.formats import FORMATS, load_problem
 from placement.problem import Problem, ProblemError, check_device_count
 from placement.output import OutputError, check_writable
 from placement.report import json_safe, unwritable_id, write_placement, write_report
-from placement.solution import SolveOptions
+from placement.solution import BestSoFar, SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_memory_list
 
@@ -39,6 +39,7 @@ from .frontier import frontier, frontier_table, min_devices, plot_frontier
 from .pipeline import finish_reserve
 from .run import RunResult, interrupted_result, objective_model, run
 from .sweep import ray_available
+from .unwind import unwind
 
 OBJECTIVES = ("makespan", "max-load", "latency")
 DEFAULT_EXAMPLE = "default.json"
@@ -58,9 +59,9 @@ class _Parser(argparse.ArgumentParser):
 # Seconds a stopped run gets to return before the command reports without it (Ctrl-C, SIGTERM,
 # or the time limit passed): "Ctrl-C stops within a second", writing the report included.
 STOP_GRACE = 0.25
-# After Ctrl-C on a graph this big (nodes + edges), the report leaves out the explain section: it
-# costs about 0.5 s per 300K elements, and the stop is due within a second.
-EXPLAIN_SKIP_ELEMENTS = 50_000
+# How long an unwound run may take to end (solvers/unwind.py): Python code ends at once; a native
+# call ends when it returns, and is not waited for longer.
+UNWIND_WAIT = 0.1
 OUTPUT_FLAGS = ("--report", "--out", "--trace", "--gantt", "--plot")
 
 
@@ -319,7 +320,9 @@ class Command:
     outputs are written, the first signal lets them finish; a second Ctrl-C aborts the file being
     written, which stays complete or absent.
     The watchdog: a run that has not returned STOP_GRACE seconds after a stop (signal or time
-    limit) is abandoned and the best verified answer published so far is reported instead;
+    limit) is abandoned, unwound (solvers/unwind.py: an exception raised inside its thread ends a
+    pure-Python computation deaf to the stop flag), and the best verified answer published so far
+    is reported instead;
     ``abandoned`` then tells the caller to end the process without waiting for that thread."""
 
     def __init__(self, started: float | None = None) -> None:
@@ -329,6 +332,8 @@ class Command:
         self.stage = "loading"
         self.stop = threading.Event()
         self.signalled_at: float | None = None  # the first Ctrl-C or SIGTERM while solving
+        self.interrupted_in: str | None = None  # the phase that first signal landed in
+        self.progress: BestSoFar | None = None  # the run's answer, bound and phase so far
         self.limit_at: float | None = None  # when the watchdog asked the run to stop for the time limit
         self.abandoned = False
         self.stdout_gone = False
@@ -355,6 +360,7 @@ class Command:
         if self.signalled_at is not None:
             return
         self.signalled_at = time.monotonic()
+        self.interrupted_in = self.progress.phase if self.stage == "solving" and self.progress is not None else self.stage
         self.stop.set()
         if self.stage == "solving":
             print(f"solve: {signal.Signals(signum).name} received, stopping with the best answer so far", file=sys.stderr)
@@ -374,6 +380,7 @@ class Command:
             return 2
         opts.started = self.started
         opts.stop = self.stop
+        self.progress = opts.best_so_far
         if args.frontier or args.min_devices:
             self.stage = "solving"
             return _sweep_main(problem, opts, args)
@@ -384,10 +391,9 @@ class Command:
         result.interrupted = self.signalled_at is not None  # reaching the time limit is no interruption
         self.stage = "writing the outputs"
         report = result.report(problem, opts.memory_model)
-        if result.evaluation is not None and result.interrupted and problem.n + problem.m > EXPLAIN_SKIP_ELEMENTS:
-            report["explain"] = None
-            report["explain_skipped"] = "interrupted: left out to stop promptly (run solve --explain without Ctrl-C)"
-        elif result.evaluation is not None:
+        if result.interrupted:
+            report["interrupted_in"] = self.interrupted_in
+        if result.evaluation is not None:
             report["explain"] = json_safe(explain(problem, result.evaluation))  # unlimited capacity is inf
         try:
             if args.report:
@@ -449,6 +455,8 @@ class Command:
             since = min(t for t in (self.signalled_at, self.limit_at, math.inf) if t is not None)
             if worker.is_alive() and now - since > STOP_GRACE:
                 self.abandoned = True
+                if unwind(worker):  # so that it stops taking the interpreter lock from the report below
+                    worker.join(UNWIND_WAIT)
                 why = "interrupted" if self.signalled_at is not None else f"the time limit of {limit:g} s"
                 return interrupted_result(problem, opts, args.method, f"{why}: the run did not stop within {STOP_GRACE} s; "
                                           "reporting the best answer verified so far", args.objective)
@@ -467,10 +475,16 @@ def run_as_program() -> NoReturn:
     process ends without waiting for it (os._exit, after flushing)."""
     command = Command(started=process_started())
     code = command.main(None)
-    if command.abandoned:
+    if command.abandoned or command.signalled_at is not None or code == 130:
+        # Stopped: end now, without freeing a big graph object by object (a few tenths of a
+        # second at 200K nodes) or waiting for an abandoned solver thread.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    # The outputs are written: a signal from now on would only kill the interpreter's tear-down
+    # (which restores the default handlers) and turn the answer's exit status into a signal's.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     sys.exit(code)
 
 

@@ -178,7 +178,8 @@ def pipeline(
     inc = Incumbent(problem, opts.memory_model, verify,
                     publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
     interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
-    with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval) as hb:
+    with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval,
+                   on_enter=opts.best_so_far.enter) as hb:
         return _pipeline(problem, opts, lower_bound, inc, hb)
 
 
@@ -258,8 +259,8 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     if not proved and not opts.stop.is_set():
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
-        hb.enter("exact" if not coarse else "exact-big")
         if not coarse:
+            hb.enter("exact")
             ph = Phase("exact")
             # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
             # search when the hint's gap is large; the option in opts.extra wins.
@@ -276,12 +277,14 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             proved = sol.status == "optimal"
             ph.status = sol.status
         elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
+            hb.enter("exact-lns")
             ph = _lns_phase(problem, opts, inc, exact_budget, hb)
             used_exact = ph.status not in ("", "skipped")
         elif str(opts.extra.get("big_exact", BIG_EXACT)) == "multilevel":
             ph = _multilevel_phase(problem, opts, inc, exact_budget, hb)
             used_exact = ph.status not in ("", "skipped")
         else:
+            hb.enter("exact-coarse")
             ph = _coarse_phase(problem, opts, inc, sub, exact_budget, say)
             used_exact = ph.status not in ("", "skipped")
             if inc.best is None and ph.note:
@@ -440,7 +443,9 @@ def _coarse_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, sub: Cal
     ph = Phase("exact-coarse")
     t = time.monotonic()
     target = int(opts.extra.get("coarse_size", COARSE_TARGET))
+    opts.best_so_far.enter("exact-coarse: coarsening")
     co = coarsen(problem, target, seed=opts.seed)
+    opts.best_so_far.enter("exact-coarse")
     ph.note = f"{problem.n} -> {co.coarse.n} nodes in {time.monotonic() - t:.1f}s"
     say(f"coarsened {ph.note}")
     hint = None

@@ -34,8 +34,10 @@ class Heartbeat:
     tried so far in the phase and for a better makespan the phase found but has not offered yet."""
 
     def __init__(self, say: Callable[[str], None] | None, incumbent: Callable[[], float | None], bound: float,
-                 started: float | None = None, interval: float = HEARTBEAT_SECONDS) -> None:
+                 started: float | None = None, interval: float = HEARTBEAT_SECONDS,
+                 on_enter: Callable[[str], None] | None = None) -> None:
         self._say = say
+        self._on_enter = on_enter  # told each phase's name (SolveOptions.best_so_far.enter)
         self._incumbent = incumbent
         self.bound = bound
         self.phase = "start"
@@ -52,6 +54,8 @@ class Heartbeat:
               best: Callable[[], float | None] | None = None) -> None:
         """A new phase starts; ``moves`` and ``best`` read its live counters (see the class)."""
         self.phase, self.moves, self.best = phase, moves, best
+        if self._on_enter is not None:
+            self._on_enter(phase)
 
     def say(self, msg: str) -> None:
         """Print a line (e.g. a phase's result); the heartbeat's clock restarts."""

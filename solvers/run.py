@@ -207,6 +207,11 @@ def run(
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
+    opts.best_so_far.enter("bounds")
+    # The cheap bounds are published first: a run stopped in the communication, forced or memory path
+    # bound (pure Python, a second or more at 200K nodes) still reports a valid one.
+    lbs = lower_bounds(problem, communication=False)
+    opts.best_so_far.publish_bound(lbs.best)
     lbs = lower_bounds(problem, opts.memory_model, opts.stop)
     lb = lbs.best
     opts.best_so_far.publish_bound(lb)
@@ -253,6 +258,7 @@ def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callab
     proved_lb = lb
     history: list[dict[str, Any]] = []
     reasons: list[str] = []
+    opts.best_so_far.enter(method)
     sol = _call(method, problem, method_options(problem, opts))
     entry: dict[str, Any] = {"method": method, "status": sol.status, "seconds": sol.seconds}
     history.append(entry)
@@ -311,6 +317,7 @@ def run_objective(problem: Problem, method: str, opts: SolveOptions, objective: 
     info = method_info(name)
     if info.objective != objective:
         raise KeyError(f"method {name!r} optimises {info.objective}, not {objective}")
+    opts.best_so_far.enter(name)
     sol = info.func(problem, method_options(problem, opts))
     history = [{"method": name, "status": sol.status, "seconds": sol.seconds}]
     seconds = time.monotonic() - t0
@@ -347,6 +354,7 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
     plan's shard graph) and check the claimed makespan against it. Placement lower bounds do not
     apply to a partitioned plan."""
     t0 = time.monotonic()
+    opts.best_so_far.enter(method)
     sol = _call(method, problem, SolveOptions(**{**opts.__dict__, "started": time.monotonic()}))
     history = [{"method": method, "status": sol.status, "seconds": sol.seconds}]
     plan, g = sol.info.get("plan"), sol.info.get("graph")

@@ -52,3 +52,30 @@ def test_written_report_round_trips_one_field_per_line(tmp_path):
     text = path.read_text()
     assert json.loads(text) == rep
     assert text.count("\n") == len(rep) + 2  # "{", one line per field, "}"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_long_critical_path_is_summarised_consistently(seed):
+    """Beyond ``steps_listed`` steps the path is summarised: its ends, per-device totals and the
+    reasons' counts agree with the full chain."""
+    rng = random.Random(seed)
+    prob = random_problem(seed, rng.randint(8, 30), rng.randint(1, 4))
+    ev = evaluate(prob, [rng.randrange(prob.k) for _ in range(prob.n)])
+    chain = critical_path(prob, ev)
+    full, short = explain(prob, ev), explain(prob, ev, steps_listed=2)
+    assert full["critical_path"] == chain and full["critical_path_steps"] == len(chain)
+    if len(chain) <= 2:
+        assert short["critical_path"] == chain
+        return
+    summary = short["critical_path"], short["critical_path_summary"]
+    assert summary[0] is None and short["critical_path_steps"] == len(chain)
+    s = summary[1]
+    assert s["first"] == chain[:1] and s["last"] == chain[-1:]
+    assert sum(d["steps"] for d in s["devices"]) == len(chain)
+    for d in s["devices"]:
+        on = [step for step in chain if step["device"] == d["device"]]
+        assert d["steps"] == len(on)
+        assert d["compute"] == pytest.approx(sum(st["finish"] - st["start"] for st in on))
+        assert d["comm"] == pytest.approx(sum(st.get("comm", 0.0) for st in on))
+    assert s["because"] == {why: sum(st["because"] == why for st in chain) for why in ("start", "input", "device")}
+    assert short["critical_path_compute"] + short["critical_path_comm"] == pytest.approx(ev.makespan)

@@ -123,3 +123,110 @@ def test_signal_rules_per_stage(capsys: pytest.CaptureFixture[str]) -> None:
         command._on_signal(signal.SIGTERM, None)  # a second SIGTERM changes nothing
         with pytest.raises(KeyboardInterrupt):
             command._on_signal(signal.SIGINT, None)
+
+
+# A command whose phase PHASE runs a pure-Python loop that never looks at the stop flag (as the
+# communication bound, a clustering pass or the coarsening once did), announcing itself on stderr.
+DEAF_COMMAND = """
+import sys
+from solvers.early_signals import install_early_handlers
+install_early_handlers()
+import heuristics.portfolio, solvers.pipeline, solvers.run
+from solvers.cli import run_as_program
+
+def deaf(*args, **kwargs):
+    print("deaf: entered", file=sys.stderr, flush=True)
+    try:
+        while True:
+            pass
+    finally:
+        print("deaf: unwound", file=sys.stderr, flush=True)
+
+target = sys.argv.pop(1)
+if target == "bounds":
+    solvers.run.comm_bound = deaf
+elif target == "warm-start":
+    heuristics.portfolio.MEMBERS["etf"] = deaf  # after single, m-topo, greedy-fill and pardnn answered
+elif target == "exact-coarse: coarsening":
+    solvers.pipeline.BIG_EXACT = "coarse"
+    solvers.pipeline.coarsen = deaf
+elif target == "exact-lns":
+    solvers.pipeline.lns = deaf
+elif target == "refine":
+    solvers.pipeline._lns_phase = lambda *args: solvers.pipeline.Phase("exact-lns", status="skipped")  # refine sooner
+    solvers.pipeline.refine = deaf
+run_as_program()
+"""
+
+
+@pytest.mark.parametrize("phase", ["bounds", "warm-start", "exact-coarse: coarsening", "exact-lns", "refine"])
+def test_sigint_unwinds_a_phase_deaf_to_the_stop_flag(phase: str, mid_graph: Path, tmp_path: Path) -> None:
+    """The first Ctrl-C in any phase, however deaf: the computation is unwound (not left running
+    beside the report), one line on stderr, the best answer so far in a complete report that names
+    the phase, or "unknown" with the valid bound known so far when there is no answer yet."""
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-c", DEAF_COMMAND, phase, str(mid_graph), "--report", str(report),
+                             "--time-limit", "120", "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = wait_for_line(proc, "deaf: entered")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    err = "".join(seen) + err
+    assert "Traceback" not in err, err
+    assert [ln for ln in err.splitlines() if ln.startswith("solve:")] == [
+        "solve: SIGINT received, stopping with the best answer so far"], err
+    assert "deaf: unwound" in err  # ended by the stop, not left running
+    rep = json.loads(report.read_text())
+    assert rep["interrupted"] is True and rep["interrupted_in"] == phase
+    assert "did not stop within" in rep["reason"]
+    if phase == "bounds":  # no answer yet: honest "unknown", exit 1, with the cheap bounds
+        assert proc.returncode == 1 and rep["status"] == "unknown" and rep["makespan"] is None
+        assert rep["lower_bound"] > 0
+    else:  # the warm start's answer (at least), re-checked, exit 0
+        assert proc.returncode == 0 and rep["status"] == "heuristic" and rep["makespan"] >= rep["lower_bound"] > 0
+        assert len(rep["placement"]) == rep["problem"]["nodes"] and rep["explain"]["critical_path_steps"] >= 1
+
+
+def test_sigint_while_writing_lets_the_report_finish(mid_graph: Path, tmp_path: Path) -> None:
+    """A signal while the outputs are written: they finish (complete, not marked interrupted: the
+    run was not), one line says so, exit 0."""
+    report = tmp_path / "r.json"
+    slow_explain = DEAF_COMMAND.replace("run_as_program()\n", """
+import solvers.cli, time
+real_explain = solvers.cli.explain
+def slow_explain(*args):
+    print("deaf: entered", file=sys.stderr, flush=True)
+    until = time.monotonic() + 0.5
+    while time.monotonic() < until:
+        pass
+    return real_explain(*args)
+solvers.cli.explain = slow_explain
+run_as_program()
+""")
+    proc = subprocess.Popen([sys.executable, "-c", slow_explain, "none", str(mid_graph), "--report", str(report),
+                             "--time-limit", "4", "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = wait_for_line(proc, "deaf: entered")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    err = "".join(seen) + err
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert [ln for ln in err.splitlines() if ln.startswith("solve:")] == [
+        "solve: SIGINT received while writing the outputs; finishing them"]
+    rep = json.loads(report.read_text())
+    assert rep["interrupted"] is False and "interrupted_in" not in rep and rep["status"] in ("heuristic", "feasible")
+    assert rep["explain"]["critical_path_steps"] >= 1 and "status: " in out
+
+
+def test_fast_report_encoding_is_json_dumps(tmp_path: Path) -> None:
+    """The report's big node maps are encoded by a faster path (Ctrl-C latency at 200K nodes): the
+    text is exactly json.dumps', escapes included, and NaN is still refused."""
+    from placement.report import _encode
+
+    keys = [f"n{i}" for i in range(1500)] + ['quote"d', "back\\slash", "tab\there", "naïve", "雪", "new\nline"]
+    placement = {k: i % 7 for i, k in enumerate(keys)}
+    start = {k: i / 3.0 + 1e-300 * (i % 2) for i, k in enumerate(keys)}
+    for value in (placement, start, {**start, "x": None}, {**placement, "b": True}, {**placement, "f": 1.5}):
+        assert _encode(value) == json.dumps(value, allow_nan=False)
+    with pytest.raises(ValueError):
+        _encode({**start, "x": float("nan")})

@@ -304,7 +304,7 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
         return Solution("pardnn", "unknown", reason=f"pardnn: the overflow handler could not fit memory ({opts.memory_model} model); over capacity on {worst}",
                         seconds=time.monotonic() - t0, info=info)
     info["overflow"] = [0.0] * problem.k
-    return Solution("pardnn", "heuristic", placement=ev.placement, order=order, objective=ev.makespan,
+    return Solution("pardnn", "heuristic", placement=ev.placement, order=order, start=ev.start, objective=ev.makespan,
                     seconds=time.monotonic() - t0, info=info)
 
 
