@@ -131,7 +131,7 @@ DEAF_COMMAND = """
 import sys
 from solvers.early_signals import install_early_handlers
 install_early_handlers()
-import heuristics.portfolio, solvers.pipeline, solvers.run
+import heuristics.portfolio, placement.bounds, solvers.pipeline, solvers.run
 from solvers.cli import run_as_program
 
 def deaf(*args, **kwargs):
@@ -144,7 +144,7 @@ def deaf(*args, **kwargs):
 
 target = sys.argv.pop(1)
 if target == "bounds":
-    solvers.run.comm_bound = deaf
+    placement.bounds.heads = deaf  # the communication bounds' heads and tails
 elif target == "warm-start":
     heuristics.portfolio.MEMBERS["etf"] = deaf  # after single, m-topo, greedy-fill and pardnn answered
 elif target == "exact-coarse: coarsening":
