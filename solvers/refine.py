@@ -13,12 +13,10 @@ each start) and tries, in a seeded random order, moves that can shorten it:
 - move a boundary block: the unit plus its neighbours on the same device in the schedule (1, 3, 7,
   ... nodes on each side, up to a sixteenth of a device's share on big graphs, where single-node
   moves are too small to pay for an evaluation), and runs of the chain that share a device;
-- swap a chain unit with a unit of another device whose static size keeps both within capacity,
-  among those running nearest in time to it;
+- swap a chain unit with a unit of another device whose static size keeps both within capacity;
 - first of all, one batch move (:func:`spread_runs`): the chain's runs on one device split into
   independent pieces, spread over the devices idle in each run's time window (in ordered mode
-  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py;
-  always by full evaluations: its cone is most of the schedule).
+  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py).
 
 A move is accepted when it lowers the makespan (or, from an infeasible start, the memory overflow)
 and never when it makes the placement infeasible. When a round finds nothing, a seeded random kick
@@ -82,8 +80,6 @@ class _Units:
         order = np.argsort(self.of, kind="stable")
         bounds = np.searchsorted(self.of[order], np.arange(self.count + 1))
         self.members = [order[bounds[u]:bounds[u + 1]] for u in range(self.count)]
-        self.first = order[bounds[:-1]] if self.count else np.zeros(0, dtype=np.int64)  # a member of each unit
-        self.member_lists = [m.tolist() for m in self.members]
         self.need = np.bincount(self.of, weights=problem.param_bytes + problem.out_bytes, minlength=self.count)
         self.time = np.bincount(self.of, weights=problem.time, minlength=self.count)
         mask = problem.allowed_mask()
@@ -105,15 +101,13 @@ def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
 
 def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     """Nodes of a critical chain of the schedule, last first: from the node finishing last, back
-    through the input arrival (the first latest) or else the previous node on the same device (by
-    start, ties by topological rank: ``order_of``) that fixed each start. (IncrementalSchedule.
-    critical_chain walks the same chain on its own lists.)"""
+    through the input arrival or the previous node on the same device that fixed each start."""
     if problem.n == 0:
         return []
     start, finish, pl = ev.start, ev.finish, ev.placement
     delay = edge_delay(problem, pl)
     eps = 1e-9 * max(1.0, ev.makespan)
-    order = np.lexsort((problem.topo_rank, start, pl))
+    order = np.lexsort((finish, start, pl))
     prev = np.full(problem.n, -1, dtype=np.int64)
     same = pl[order[1:]] == pl[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
@@ -160,9 +154,9 @@ def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, floa
     return lambda d, a, b: before(d, b) - before(d, a)
 
 
-def _components(run: list[int], succ: list[list[int]]) -> list[list[int]]:
+def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[int]]:
     """The nodes of ``run`` grouped by the connected components of the graph edges among them
-    (in order of their first node in ``run``); ``succ[v]``: v's successors."""
+    (in order of their first node in ``run``)."""
     where = {v: i for i, v in enumerate(run)}
     parent = list(range(len(run)))
 
@@ -173,7 +167,7 @@ def _components(run: list[int], succ: list[list[int]]) -> list[list[int]]:
         return i
 
     for i, v in enumerate(run):
-        for w in succ[v]:
+        for w in nbr[ptr[v]:ptr[v + 1]].tolist():
             j = where.get(w)
             if j is not None:
                 parent[root(j)] = root(i)
@@ -183,21 +177,8 @@ def _components(run: list[int], succ: list[list[int]]) -> list[list[int]]:
     return list(groups.values())
 
 
-class _LazySuccessors:
-    """``succ[v]``: v's successors as a list, sliced from the CSR arrays on first use."""
-
-    def __init__(self, ptr: list[int], nbr: list[int]) -> None:
-        self.ptr, self.nbr, self.cache = ptr, nbr, {}
-
-    def __getitem__(self, v: int) -> list[int]:
-        got = self.cache.get(v)
-        if got is None:
-            got = self.cache[v] = self.nbr[self.ptr[v]:self.ptr[v + 1]]
-        return got
-
-
 def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
-                mask: np.ndarray, memory_model: str = "static", succ: list[list[int]] | None = None) -> dict[int, int]:
+                mask: np.ndarray, memory_model: str = "static") -> dict[int, int]:
     """One batch move along the critical chain: {unit: new device}.
 
     The chain (``critical_chain(problem, ev)``, last first) is cut into runs on one device; the
@@ -206,16 +187,10 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     layer that PARDNN put on one device). The pieces of each run are spread,
     longest first, over the devices least busy during the run's time window (the run's own device
     counted without them): a piece goes where the window holds the least compute so far. Under
-    the static model a device's static memory is kept within capacity. ``succ[v]`` (optional):
-    v's successors as lists, when the caller has them."""
+    the static model a device's static memory is kept within capacity."""
     pl = ev.placement
-    pl_l, dur = pl.tolist(), problem.time.tolist()
     ch = chain[::-1]
-    if succ is None:
-        ptr, nbr, _ = problem.succ_ptr
-        succ = _LazySuccessors(ptr.tolist(), nbr.tolist())
-    unrestricted = bool(mask.all())  # no allowed-device lists: every device is open to every piece
-    units_l = units_of.tolist()
+    ptr, nbr, _ = problem.succ_ptr
     busy = _window_busy(problem, ev)
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
     cap = problem.memory * (1 + 1e-12) + 1e-9
@@ -223,26 +198,24 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     i = 0
     while i < len(ch):
         j = i
-        a = pl_l[ch[i]]
-        while j + 1 < len(ch) and pl_l[ch[j + 1]] == a:
+        while j + 1 < len(ch) and pl[ch[j + 1]] == pl[ch[i]]:
             j += 1
         run, i = ch[i:j + 1], j + 1
-        if len(run) < 2:
-            continue
-        pieces = _components(run, succ)
+        pieces = _components(run, ptr, nbr)
         if len(pieces) < 2:
             continue
+        a = int(pl[run[0]])
         lo, hi = float(ev.start[run[0]]), float(ev.finish[run[-1]])
-        window = [busy(d, lo, hi) for d in range(problem.k)]
-        length = [float(sum(dur[v] for v in piece)) for piece in pieces]
+        window = np.array([busy(d, lo, hi) for d in range(problem.k)])
+        length = [float(problem.time[piece].sum()) for piece in pieces]
         window[a] -= sum(length)
-        for k in sorted(range(len(pieces)), key=lambda k: -length[k]):  # stable: longest first
-            us = sorted({units_l[v] for v in pieces[k]})
+        for k in np.argsort(-np.asarray(length), kind="stable").tolist():
+            us = sorted({int(units_of[v]) for v in pieces[k]})
             if any(u in moves for u in us):
                 continue
             size = float(need[us].sum())
-            open_d = range(problem.k) if unrestricted else [d for d in range(problem.k) if mask[us, d].all()]
-            ok = [d for d in open_d if d == a or memory_model != "static" or load[d] + size <= cap[d]]
+            ok = [d for d in range(problem.k) if mask[us, d].all()
+                  and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
             window[d] += length[k]
             if d != a:
@@ -348,7 +321,7 @@ class _Search:
         """Moves as (units, target devices), lazily and in a seeded random order: per critical node
         its single moves, boundary blocks and swaps, interleaved with moves of chain runs."""
         p, pl, un = self.p, self.cur, self.units
-        chain = self._sync().critical_chain() if self.incremental else critical_chain(p, ev)
+        chain = critical_chain(p, ev)
         busy = np.bincount(pl, weights=p.time, minlength=p.k)
         calm = [int(d) for d in np.argsort(busy, kind="stable")]
         by_dev = np.lexsort((ev.start, pl))
@@ -385,8 +358,7 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
-        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm,
-                             succ=self._inc._succs if self.incremental else None)
+        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm)
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
@@ -416,9 +388,6 @@ class _Search:
                 yield mv
 
     def _swap_partners(self, u: int, a: int, d: int, ev: Evaluation, limit: int = 3) -> list[int]:
-        """Units on device d that fit on a in exchange for u (static sizes), the ``limit`` running
-        nearest in time to u: a swap trades work of the same stretch of the schedule (a partner
-        far from u in time only moves work unrelated to u's delay, and costs a long re-timing)."""
         un, p = self.units, self.p
         load = ev.static_memory
         need = un.need
@@ -428,33 +397,25 @@ class _Search:
         ok = on_d[(need[on_d] <= room_a) & (need[on_d] >= -room_d)]
         if ok.size == 0:
             return []
-        first = un.first
-        near = np.abs(ev.start[first[ok]] - ev.start[first[u]])
-        pick = ok[np.argsort(near, kind="stable")[:limit]]
+        pick = ok[np.argsort(un.time[ok], kind="stable")[:limit]]
         return [int(x) for x in pick if x != u]
 
     # -- apply --
-    def _sync(self) -> IncrementalSchedule:
-        """The incremental schedule, based on the current schedule."""
+    def _retime(self, units: list[int], devs: list[int]) -> tuple[Trial, Evaluation | None]:
+        """The incremental ordered evaluation of a move; the Evaluation only when the move could be
+        accepted (from a feasible current placement, a move that does not shorten the makespan is
+        rejected without measuring memory)."""
+        t0 = time.monotonic()
         if self._inc is None:
             self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start)
             self._inc_for = self.cur_ev
         elif self._inc_for is not self.cur_ev:
             self._inc.reset(self.cur, self.cur_ev.start)
             self._inc_for = self.cur_ev
-        return self._inc
-
-    def _retime(self, units: list[int], devs: list[int]) -> tuple[Trial, Evaluation | None]:
-        """The incremental ordered evaluation of a move; the Evaluation only when the move could be
-        accepted (from a feasible current placement, a move that does not shorten the makespan is
-        rejected without measuring memory)."""
-        t0 = time.monotonic()
-        inc = self._sync()
-        members = self.units.member_lists
-        moves = {v: d for u, d in zip(units, devs) for v in members[u]}
+        moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
         feasible = self.cur_key[0] == 0.0
         need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
-        trial = inc.try_move(moves, cutoff=need if feasible else float("inf"))
+        trial = self._inc.try_move(moves, cutoff=need if feasible else float("inf"))
         ev = None
         if not feasible or (trial.complete and trial.makespan < need):
             ev = trial.evaluation(self.mm)
@@ -466,23 +427,23 @@ class _Search:
         un = self.units
         if self.mm == "static" and self.cur_key[0] == 0.0:
             load = self.cur_ev.static_memory.copy()
-            need = un.need[units]
-            np.subtract.at(load, self.unit_dev[units], need)
-            np.add.at(load, np.asarray(devs, dtype=np.int64), need)
+            for u, d in zip(units, devs):
+                load[self.unit_dev[u]] -= un.need[u]
+                load[d] += un.need[u]
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
         trial = trial_ev = None
-        # A batch move shifts thousands of nodes on big graphs: its cone is most of the schedule,
-        # where the evaluator's plain pass is faster than the incremental heap.
-        if self.incremental and not reorder:
-            trial, ev = self._retime(units, devs)  # None: the kept order does not shorten the makespan
-            trial_ev = ev
-            pl = ev.placement if ev is not None else None
+        if self.incremental and not reorder:  # a batch move is also judged re-ordered: see below
+            trial, ev = self._retime(units, devs)
+            if ev is None:
+                return False
+            pl, trial_ev = ev.placement, ev
         else:
-            pl = self._placed(units, devs)
+            pl = self.cur.copy()
+            for u, d in zip(units, devs):
+                pl[un.members[u]] = d
             ev = self._eval(pl, self.cur_ev.start if self.keep_order else None)
         if reorder and self.keep_order:
-            pl = self._placed(units, devs) if pl is None else pl
             # Slotting many moved nodes in at their old start times can serialise them badly: try
             # the bottom-level priority schedule of the new placement too (solvers/reschedule.py).
             t0 = time.monotonic()
@@ -490,22 +451,8 @@ class _Search:
             other = evaluate(self.p, pl, order=priority_order(self.p, pl, prio), memory_model=self.mm)
             self.eval_seconds += time.monotonic() - t0
             self.stats.evaluations += 1
-            if ev is None or _key(self.p, other) < _key(self.p, ev):
+            if _key(self.p, other) < _key(self.p, ev):
                 ev = other
-        return self._accept(units, devs, pl, ev, trial, trial_ev)
-
-    def _placed(self, units: list[int], devs: list[int]) -> np.ndarray:
-        """The current placement with ``units`` moved to ``devs``."""
-        pl = self.cur.copy()
-        for u, d in zip(units, devs):
-            pl[self.units.members[u]] = d
-        return pl
-
-    def _accept(self, units: list[int], devs: list[int], pl: np.ndarray, ev: Evaluation | None,
-                trial: Trial | None, trial_ev: Evaluation | None) -> bool:
-        """Make the move the current placement if ``ev`` is better (never from feasible to not)."""
-        if ev is None:
-            return False
         key = _key(self.p, ev)
         if self.cur_key[0] == 0.0 and key[0] > 0.0:
             return False
@@ -514,8 +461,7 @@ class _Search:
                 self._inc.commit(trial)  # the next moves are tried on this schedule
                 self._inc_for = ev
             self.cur, self.cur_ev, self.cur_key = pl, ev, key
-            self.unit_dev = self.unit_dev.copy()
-            self.unit_dev[units] = devs
+            self.unit_dev = self._unit_dev(pl)
             self.stats.accepted += 1
             if self._better(key, self.best_key):
                 self.best, self.best_ev, self.best_key = pl, ev, key
