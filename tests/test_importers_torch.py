@@ -366,7 +366,7 @@ def test_solve_on_an_imported_model_respects_colocation(tmp_path):
     single = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
     report = tmp_path / "r.json"
     code = solve_main([str(path), "--devices", "4", "--memory", str(int(0.5 * single)), "--memory-model", "peak",
-                       "--time-limit", "4", "--quiet", "--workers", "1", "--report", str(report)])
+                       "--time-limit", "8", "--quiet", "--workers", "1", "--report", str(report)])
     rep = json.loads(report.read_text())
     assert code == 0 and rep["status"] in ("feasible", "optimal")
     assert max(rep["peak_memory"]) <= 0.5 * single
