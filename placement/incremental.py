@@ -319,38 +319,6 @@ class IncrementalSchedule:
         with their transfer times on this placement, and device-chain edges)."""
         return np.asarray(self._tail)
 
-    def critical_chain(self) -> list[int]:
-        """Nodes of a critical chain of the base schedule, last first: from the node finishing
-        last, back through the input whose arrival (the first latest) or else the device
-        predecessor that fixed each start. The same chain as solvers.refine.critical_chain of
-        this schedule, walked on lists in O(chain + its inputs) instead of O(n) numpy passes."""
-        if not self.problem.n:
-            return []
-        s, f, pl, preds, prev = self._s, self._f, self._pl, self._preds, self._prev
-        eps = 1e-9 * max(1.0, self.makespan)
-        v = self._last
-        chain = [v]
-        seen = {v}
-        while s[v] > eps:
-            nxt, best = -1, -float("inf")
-            dv = pl[v]
-            for u, c in preds[v]:
-                a = f[u] + (c if pl[u] != dv else 0.0)
-                if a > best:
-                    nxt, best = u, a
-            if nxt >= 0 and best < s[v] - eps:
-                nxt = -1
-            if nxt < 0:
-                p = prev[v]
-                if p >= 0 and f[p] >= s[v] - eps:
-                    nxt = p
-            if nxt < 0 or nxt in seen:
-                break
-            v = nxt
-            seen.add(v)
-            chain.append(v)
-        return chain
-
     def commit(self, trial: Trial) -> None:
         """Make the trial's schedule the base, its start times the reference."""
         start, _ = trial.times()

@@ -14,7 +14,7 @@ from placement.generate import generate
 from heuristics.list_scheduling import etf
 from placement.incremental import IncrementalSchedule, device_order
 from placement.solution import SolveOptions
-from solvers.refine import RefineStats, critical_chain, refine
+from solvers.refine import RefineStats, refine
 from tests.conftest import random_problem
 
 
@@ -189,13 +189,3 @@ def test_a_single_node_move_is_judged_by_its_bound_alone(seed, n, k, fifo):
             assert not trial.complete and trial.start == {} and trial.makespan == expected
 
 
-@pytest.mark.parametrize("family", ["transformer", "lstm", "cnn"])
-def test_critical_chain_on_lists_equals_refines(family):
-    prob = generate(family, 500, seed=3, devices=3)
-    pl = np.asarray(etf(prob, SolveOptions()).placement)
-    ev = evaluate(prob, pl)
-    inc = IncrementalSchedule(prob, pl, ev.start)
-    ordered = full(prob, pl, ev.start)
-    chain = inc.critical_chain()
-    assert chain == critical_chain(prob, ordered)
-    assert len(chain) > 10 and ordered.finish[chain[0]] == ordered.makespan
