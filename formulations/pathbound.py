@@ -57,33 +57,26 @@ def _best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) ->
     return path[::-1]
 
 
-def segmentation_cost(problem: Problem, path: list[int], node_mem: np.ndarray, capacity: float,
-                      held: Held | None = None) -> float:
-    """Cheapest total comm of edges cutting ``path`` into runs whose memory fits ``capacity``
-    (each colocation unit counted once per run, with its whole memory; an edge inside a unit
-    cannot be cut); inf if no such cutting exists. With ``held`` (peak model), a run also holds
-    every tensor one of its units forces onto its device while ``held.x`` runs
-    (formulations/saved_bytes.py), each once."""
-    un = units(problem)
+def _cheapest_runs(seq: list[int], cut: list[float] | np.ndarray, unit_mem: np.ndarray, held: Held | None,
+                   problem: Problem, capacity: float) -> float:
+    """Cheapest total of ``cut[i]`` over the boundaries i that split the unit sequence ``seq`` into
+    runs whose memory fits ``capacity`` (each unit counted once per run; with ``held``, also every
+    tensor one of the run's units forces onto its device, each once); inf if none does."""
     forced = held.by_unit() if held is not None else {}
     sizes = problem.out_bytes[held.tensors] if held is not None else np.zeros(0)
-    unit_mem = np.array([float(node_mem[m].sum()) for m in un.members])
-    edge_of = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist()))}
-    L = len(path)
-    cut_cost = [0.0] + [np.inf if un.of[path[i - 1]] == un.of[path[i]] else float(problem.comm[edge_of[(path[i - 1], path[i])]])
-                        for i in range(1, L)]
-    f = [np.inf] * (L + 1)  # f[j]: cheapest cuts for the first j path nodes
+    L = len(seq)
+    f = [np.inf] * (L + 1)  # f[j]: cheapest cuts for the first j elements
     f[0] = 0.0
     tol = capacity * (1 + 1e-12) + 1e-9
-    for i in range(L):  # a run starting at path[i]
-        base = f[i] + (cut_cost[i] if i else 0.0)
+    for i in range(L):  # a run starting at seq[i]
+        base = f[i] + (cut[i] if i else 0.0)
         if not np.isfinite(base):
             continue
         seen: set[int] = set()
         counted: set[int] = set()
         mem = 0.0
         for j in range(i, L):
-            g = int(un.of[path[j]])
+            g = seq[j]
             if g not in seen:
                 seen.add(g)
                 mem += unit_mem[g]
@@ -96,6 +89,21 @@ def segmentation_cost(problem: Problem, path: list[int], node_mem: np.ndarray, c
             if base < f[j + 1]:
                 f[j + 1] = base
     return f[L]
+
+
+def segmentation_cost(problem: Problem, path: list[int], node_mem: np.ndarray, capacity: float,
+                      held: Held | None = None) -> float:
+    """Cheapest total comm of edges cutting ``path`` into runs whose memory fits ``capacity``
+    (each colocation unit counted once per run, with its whole memory; an edge inside a unit
+    cannot be cut); inf if no such cutting exists. With ``held`` (peak model), a run also holds
+    every tensor one of its units forces onto its device while ``held.x`` runs
+    (formulations/saved_bytes.py), each once."""
+    un = units(problem)
+    unit_mem = np.array([float(node_mem[m].sum()) for m in un.members])
+    edge_of = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist()))}
+    cut_cost = [0.0] + [np.inf if un.of[path[i - 1]] == un.of[path[i]] else float(problem.comm[edge_of[(path[i - 1], path[i])]])
+                        for i in range(1, len(path))]
+    return _cheapest_runs([int(un.of[v]) for v in path], cut_cost, unit_mem, held, problem, capacity)
 
 
 def unit_sequence_cost(problem: Problem, path: list[int], node_mem: np.ndarray, capacity: float,
@@ -117,37 +125,14 @@ def unit_sequence_cost(problem: Problem, path: list[int], node_mem: np.ndarray, 
         if g not in index:
             index[g] = len(order)
             order.append(g)
-    L = len(order)
     edge_of = {(int(u), int(v)): e for e, (u, v) in enumerate(zip(problem.src.tolist(), problem.dst.tolist()))}
-    cut = np.zeros(L)  # cut[k]: comm paid when units k-1 and k are apart
+    cut = np.zeros(len(order))  # cut[k]: comm paid when units k-1 and k are apart
     for a, b in zip(path, path[1:]):
         ia, ib = index[int(un.of[a])], index[int(un.of[b])]
         if abs(ia - ib) == 1:
             cut[max(ia, ib)] += float(problem.comm[edge_of[(a, b)]])
     unit_mem = np.array([float(node_mem[m].sum()) for m in un.members])
-    forced = held.by_unit() if held is not None else {}
-    sizes = problem.out_bytes[held.tensors] if held is not None else np.zeros(0)
-    f = [np.inf] * (L + 1)
-    f[0] = 0.0
-    tol = capacity * (1 + 1e-12) + 1e-9
-    for i in range(L):
-        base = f[i] + (cut[i] if i else 0.0)
-        if not np.isfinite(base):
-            continue
-        counted: set[int] = set()
-        mem = 0.0
-        for j in range(i, L):
-            g = order[j]
-            mem += unit_mem[g]
-            for t in forced.get(g, ()):
-                if t not in counted:
-                    counted.add(t)
-                    mem += float(sizes[t])
-            if mem > tol:
-                break
-            if base < f[j + 1]:
-                f[j + 1] = base
-    return f[L]
+    return _cheapest_runs(order, cut, unit_mem, held, problem, capacity)
 
 
 def path_lower_bound(problem: Problem, memory_model: str = "static") -> float:
