@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement.memory_path_bound import best_path
 from placement.problem import Problem
 
 from .saved_bytes import Held, held_tensors
@@ -32,29 +33,6 @@ from .units import units
 
 PATH_CUT_NODES = 2  # nodes x whose held tensors weigh the runs under the peak model (a DP per path each)
 PATH_ALL_NODES = 160  # up to this many nodes, every x is tried (which x binds is hard to tell in advance)
-
-
-def _best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) -> list[int]:
-    """The source-to-sink path maximising the total node and edge weight."""
-    n = problem.n
-    best = np.zeros(n)
-    back = np.full(n, -1, dtype=np.int64)
-    ptr, nbr, eid = problem.pred_ptr
-    for v in problem.topo_order.tolist():
-        b, arg = 0.0, -1
-        for j in range(ptr[v], ptr[v + 1]):
-            u = int(nbr[j])
-            c = best[u] + edge_weight[int(eid[j])]
-            if arg < 0 or c > b:
-                b, arg = c, u
-        best[v] = b + weight[v]
-        back[v] = arg
-    v = int(np.argmax(best))
-    path = [v]
-    while back[v] >= 0:
-        v = int(back[v])
-        path.append(v)
-    return path[::-1]
 
 
 def _cheapest_runs(seq: list[int], cut: list[float] | np.ndarray, unit_mem: np.ndarray, held: Held | None,
@@ -154,9 +132,9 @@ def path_lower_bound(problem: Problem, memory_model: str = "static") -> float:
         else:
             w = problem.time / scale_t + wm * node_mem / total_mem
             ew = problem.comm / scale_t
-        candidates.append(_best_path(problem, w, ew))
+        candidates.append(best_path(problem, w, ew))
         if wm is not None:
-            candidates.append(_best_path(problem, w, ew * inter))
+            candidates.append(best_path(problem, w, ew * inter))
     helds: list[Held] = []
     if memory_model == "peak" and np.isfinite(capacity):
         helds = held_tensors(problem, problem.n if problem.n <= PATH_ALL_NODES else PATH_CUT_NODES)
