@@ -26,19 +26,19 @@ from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import cp_solver, set_params
+from .held_bound import held_relaxation_bound
+from .integer_bytes import EXACT_FACTORS as _EXACT_FACTORS, MAX_INT as _MAX_INT, memory_ints as _memory_ints
 from .peak_repair import order_preserving_schedule
 from .saved_bytes import held_tensors
 from .cpsolver import solve as run_cp
 from .common import (Units, best_schedule, canonical_placement, device_classes, device_order, finish_solution,
-                     hint_schedule, infeasible_reason, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
+                     hint_schedule, infeasible_reason, is_optimal, judge_reserved, lower_bound, retime, too_big, unbuilt_solution,
                      units, with_reserve)
 
 # Memory per model variable, with its share of constraints (measured roughly on the transformer
 # graphs: ~2 KB per variable including CP-SAT's presolve copies); for refusing what cannot fit.
 CP_BYTES_PER_VARIABLE = 2048
 TIME_UNITS = 1e9  # integer units the makespan-sized reference time is mapped to when data are not exact
-_EXACT_FACTORS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 1000, 1024, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9)
-_MAX_INT = 2**52
 
 
 @dataclass
@@ -78,36 +78,6 @@ def choose_scale(problem: Problem, units_target: float = TIME_UNITS) -> Scale:
     lo = lambda a: np.floor(a * factor).astype(np.int64)  # noqa: E731
     hi = lambda a: np.ceil(a * factor).astype(np.int64)  # noqa: E731
     return Scale(factor, False, lo(problem.time), hi(problem.time), lo(problem.comm), hi(problem.comm))
-
-
-def _memory_ints(problem: Problem, memory_model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """(param, out, capacity) as integers over a common divisor, and whether that is exact.
-
-    Bytes are scaled by the smallest round factor that makes them whole (0.25-byte data: 4), as
-    times are. Failing that, they are rounded conservatively (demands up, capacities down): a
-    restriction, so the model then proves neither a bound nor infeasibility. Capacities are rounded
-    down after a 1e-12 relative allowance for float noise (e.g. 0.57 * 100 = 56.99999999999999):
-    that errs towards a relaxation, which proves nothing false, and the answer is checked anyway."""
-    par, out, cap = problem.param_bytes, problem.out_bytes, problem.memory
-    data = np.concatenate([par, out])
-    factor = None
-    for f in _EXACT_FACTORS:
-        scaled = data * f
-        if float(scaled.sum()) <= _MAX_INT / 16 and np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, scaled)):
-            factor = float(f)
-            break
-    exact = factor is not None
-    if exact:
-        p, o = np.round(par * factor).astype(np.int64), np.round(out * factor).astype(np.int64)
-    else:
-        factor = 1.0
-        p, o = np.ceil(par - 1e-9).astype(np.int64), np.ceil(out - 1e-9).astype(np.int64)
-    g = int(np.gcd.reduce(np.concatenate([p, o, [0]])))
-    g = max(g, 1)
-    finite = np.isfinite(cap)
-    units = np.where(finite, cap, 0.0) * factor / g
-    c = np.where(finite, np.floor(units * (1 + 1e-12) + 1e-9), -1).astype(np.int64)
-    return p // g, o // g, c, exact
 
 
 @dataclass
@@ -502,6 +472,22 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         return Solution("cpsat", "infeasible", reason=why, seconds=time.monotonic() - t0)
     scale = choose_scale(problem, float(ex.get("time_units", TIME_UNITS)))
     floor_lb = lower_bound(problem, mm, bool(ex.get("path_bound", True))) if ex.get("redundant", True) else 0.0
+    hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None
+    hint_found = None if hint is None else best_schedule(problem, hint[0], hint[1], mm)
+    held: dict = {}
+    if mm == "peak" and ex.get("redundant", True) and ex.get("held_bound", True):
+        held = _held_bound(problem, opts, None if hint is None else hint[0])
+        if held.get("bound") == math.inf:
+            if hint_found is not None:
+                raise RuntimeError("cpsat: the held-tensor relaxation is infeasible for a problem with a known schedule")
+            return Solution("cpsat", "infeasible", seconds=time.monotonic() - t0, info={"held_bound": held},
+                            reason="cpsat: no placement keeps every tensor forced onto a device while a node runs "
+                                   "within the peak memory capacities (held-tensor relaxation, docs/exact.md)")
+        floor_lb = max(floor_lb, float(held.get("bound", 0.0)))
+        if hint_found is not None and is_optimal(hint_found[0], floor_lb):
+            return finish_solution(problem, opts, "cpsat", t0, True, floor_lb, (hint[0], hint_found[1]),
+                                   {"held_bound": held, "returned_hint": True, "proved_by": "held-tensor relaxation"},
+                                   known_lb=floor_lb)
     refused = too_big("cpsat", "variables", problem.k * (units(problem).count + (problem.n if mm == "peak" else 0)) + problem.n + problem.m,
                       CP_BYTES_PER_VARIABLE)
     if refused:
@@ -515,11 +501,10 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                                 f"was not built ({exc}); answer: the hint, if any", known_lb=floor_lb or None)
     info: dict = {"scale": scale.factor, "exact_data": scale.exact, "mode": b.mode, "bound_valid": b.bound_valid,
                   "bound_slack_units": b.bound_slack}
-    hint = hint_schedule(problem, opts.hint, mm) if (opts.hint is not None and ex.get("use_hint", True)) else None
-    hint_found = None
+    if held:
+        info["held_bound"] = held
     if hint is not None:
         info.update(add_hint(problem, b, *hint))
-        hint_found = best_schedule(problem, hint[0], hint[1], mm)
     found = None  # (makespan, placement, start): the best checked schedule so far
     if hint_found is not None:
         found = (hint_found[0], hint[0], hint_found[1])
@@ -606,8 +591,29 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
         bound = (bound_int - b.bound_slack) / scale.factor
         info["cp_bound_int"] = bound_int
     proved = status == cp_model.OPTIMAL and cur is b and b.bound_valid
+    if found is not None and is_optimal(found[0], max(floor_lb, bound or 0.0)):
+        proved = True  # a valid bound of the real problem meets the answer
+        info.setdefault("proved_by", "bound")
     return finish_solution(problem, opts, "cpsat", t0, proved, bound, None if found is None else found[1:], info,
                            known_lb=floor_lb if ex.get("redundant", True) else None)
+
+
+HELD_BOUND_SHARE = 0.25  # of the time left: the held-tensor relaxation's budget (formulations/held_bound.py)
+HELD_BOUND_SECONDS = 60.0  # its budget without a time limit
+
+
+def _held_bound(problem: Problem, opts: SolveOptions, hint_placement: np.ndarray | None) -> dict:
+    """The held-tensor relaxation's bound (formulations/held_bound.py) within its share of the time
+    (``extra["held_bound_share"]``), as a dict for ``info``: bound, proved, seconds, knapsacks."""
+    ex = opts.extra
+    rem = opts.remaining()
+    secs = float(ex.get("held_bound_share", HELD_BOUND_SHARE)) * rem if rem is not None else \
+        float(ex.get("held_bound_seconds", HELD_BOUND_SECONDS))
+    if secs <= 0.05:
+        return {}
+    hb = held_relaxation_bound(problem, opts, secs, hint_placement)
+    return {"bound": hb.bound, "proved": hb.proved, "relaxed_value": hb.relaxed_value, "seconds": round(hb.seconds, 3),
+            "knapsacks": hb.knapsacks}
 
 
 AUTO_GAP = 0.02  # "auto" schedule: above this starting gap (hint vs floor bound), add a bound phase

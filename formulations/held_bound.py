@@ -1,0 +1,208 @@
+"""A lower bound under the peak model that sees the K devices' memory jointly: the held-tensor
+relaxation, solved exactly by CP-SAT over placements only.
+
+For any feasible placement and schedule of the real problem:
+
+1. every path pays its nodes' times plus the comm of each of its edges whose ends are apart, so
+   with start times S the precedences ``S_v >= S_u + t_u + c_uv [apart]`` hold and the makespan is
+   at least every ``S_v + t_v``;
+2. every device runs its own nodes one at a time: makespan >= the time placed on it;
+3. while any node x of positive time runs, every device d holds its params plus every tensor one
+   of its units forces onto it at x (formulations/saved_bytes.py), all within M_d.
+
+Dropping everything else (one-at-a-time order, lifetimes other than the forced ones) leaves a
+problem over the placement and start times whose optimum is at most the real one. Unlike the
+path bound (formulations/pathbound.py), which lets every run of a path fill a device of its own
+and looks at one x at a time, here the K devices are shared by all units and every x's knapsacks
+hold at once: on a chain-like training graph a device that takes two layers far apart pays for
+both layers' activations at the loss.
+
+Times and comms are floored to integers (``cpsat.choose_scale``): a real schedule maps to a floored
+one with a makespan no larger (sums of floors are at most the floor of the sum), so CP-SAT's
+proved bound over the scale is a valid bound. Byte counts are whole numbers scaled exactly
+(``integer_bytes.memory_ints``, as in the full model); when they are not, no bound is claimed. Identical devices are labelled
+canonically (the optimum is unchanged by a relabelling).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.problem import Problem
+from placement.solution import SolveOptions
+
+from .common import device_classes
+from .cpsolver import cp_solver, set_params
+from .cpsolver import solve as run_cp
+from .integer_bytes import memory_ints
+from .saved_bytes import MAX_NODES, held_tensors
+from .units import units
+
+
+@dataclass
+class HeldBound:
+    """The relaxation's proved bound (real time units) and how it was reached."""
+
+    bound: float  # valid lower bound on the real makespan (0.0 when nothing was proved)
+    proved: bool  # CP-SAT proved the relaxation's optimum (bound is that optimum, floored)
+    relaxed_value: float | None  # the relaxation's best placement value (not a bound), or None
+    seconds: float
+    knapsacks: int  # (x, device) knapsacks in the model
+
+
+def _scaled(problem: Problem) -> tuple[float, np.ndarray, np.ndarray]:
+    """Floored integer times and comms with a factor mapping the total work to ~1e9 units."""
+    ref = max(float(problem.time.sum()) + float(problem.comm.sum()), 1e-12)
+    factor = 1e9 / ref
+    return factor, np.floor(problem.time * factor).astype(np.int64), np.floor(problem.comm * factor).astype(np.int64)
+
+
+def _symmetry(m: cp_model.CpModel, problem: Problem, x: dict, members: list, mask: np.ndarray) -> None:
+    """Within a class of identical devices c0 < c1 < ..., unit g may use c_j only if a unit
+    before g uses c_{j-1} (devices labelled in the order of their lowest unit)."""
+    for cls in device_classes(problem):
+        if len(cls) < 2:
+            continue
+        prev: dict[int, cp_model.IntVar | None] = {d: None for d in cls}
+        for g, mem in enumerate(members):
+            if not mask[mem[0], cls[0]]:
+                continue
+            for j in range(len(cls) - 1, 0, -1):
+                p = prev[cls[j - 1]]
+                if p is None:
+                    m.add(x[g, cls[j]] == 0)
+                else:
+                    m.add_implication(x[g, cls[j]], p)
+            for d in cls[:-1]:
+                u = m.new_bool_var(f"used{g}_{d}")
+                p = prev[d]
+                m.add_implication(x[g, d], u)
+                if p is None:
+                    m.add_implication(u, x[g, d])
+                else:
+                    m.add_implication(p, u)
+                    m.add_bool_or([u.Not(), p, x[g, d]])
+                prev[d] = u
+
+
+def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
+                          hint_placement: np.ndarray | None = None, no_overlap: bool = True) -> HeldBound:
+    """Solve the held-tensor relaxation (module docstring) for at most ``seconds``; its proved
+    bound is a valid lower bound on the real makespan under the peak model. ``no_overlap`` adds
+    one NoOverlap per device over the nodes' run intervals (still a relaxation: item 2 made exact).
+    ``hint_placement``: a placement to start from (relabelled canonically by the caller or not:
+    only a hint)."""
+    t0 = time.monotonic()
+    n, k = problem.n, problem.k
+    param, out, cap, exact = memory_ints(problem, "peak")
+    if not exact or n > MAX_NODES or n == 0:
+        return HeldBound(0.0, False, None, time.monotonic() - t0, 0)
+    factor, dur, comm = _scaled(problem)
+    un = units(problem)
+    mask = problem.allowed_mask()
+    m = cp_model.CpModel()
+    horizon = int(dur.sum() + comm.sum()) + 1
+    x: dict[tuple[int, int], cp_model.IntVar] = {}
+    for g, mem in enumerate(un.members):
+        devs = np.flatnonzero(mask[mem[0]]).tolist()
+        lits = [m.new_bool_var(f"x{g}_{d}") for d in devs]
+        for d, lit in zip(devs, lits):
+            x[g, d] = lit
+        m.add_exactly_one(lits)
+    ug = un.of
+    start = [m.new_int_var(0, horizon, f"s{i}") for i in range(n)]
+    mk = m.new_int_var(0, horizon, "makespan")
+    same: dict[tuple[int, int], cp_model.IntVar] = {}
+    for e in range(problem.m):
+        u, v = int(problem.src[e]), int(problem.dst[e])
+        gu, gv = int(ug[u]), int(ug[v])
+        m.add(start[v] >= start[u] + int(dur[u]))
+        c = int(comm[e])
+        if gu == gv or c == 0:
+            continue
+        key = (min(gu, gv), max(gu, gv))
+        z = same.get(key)
+        if z is None:
+            z = m.new_bool_var(f"same{key}")
+            same[key] = z
+            for d in range(k):
+                a, b = x.get((gu, d)), x.get((gv, d))
+                if a is not None and b is not None:
+                    m.add_bool_or([z.Not(), a.Not(), b])
+                    m.add_bool_or([z, a.Not(), b.Not()])
+                elif a is not None:
+                    m.add_bool_or([z.Not(), a.Not()])
+        m.add(start[v] >= start[u] + int(dur[u]) + c).only_enforce_if(z.Not())
+    for i in range(n):
+        m.add(mk >= start[i] + int(dur[i]))
+    for d in range(k):
+        terms = [(int(dur[i]), x[int(ug[i]), d]) for i in range(n) if (int(ug[i]), d) in x and dur[i] > 0]
+        if terms:
+            m.add(sum(w * lit for w, lit in terms) <= mk)
+        if no_overlap:
+            ivs = [m.new_optional_fixed_size_interval_var(start[i], int(dur[i]), x[int(ug[i]), d], f"I{i}_{d}")
+                   for i in range(n) if (int(ug[i]), d) in x and dur[i] > 0]
+            if len(ivs) > 1:
+                m.add_no_overlap(ivs)
+    knapsacks = _held_knapsacks(m, problem, x, ug, param, out, cap, mask)
+    _symmetry(m, problem, x, un.members, mask)
+    if hint_placement is not None:
+        for (g, d), lit in x.items():
+            m.add_hint(lit, int(hint_placement[un.members[g][0]]) == d)
+    m.minimize(mk)
+    solver = cp_solver(opts)
+    solver.parameters.max_time_in_seconds = max(min(seconds, opts.remaining() or seconds), 0.01)
+    set_params(solver.parameters, dict(opts.extra.get("held_bound_params", {})))
+    status = run_cp(solver, m, opts)
+    if status == cp_model.INFEASIBLE:  # no placement keeps every forced set within capacity
+        return HeldBound(math.inf, True, None, time.monotonic() - t0, knapsacks)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        return HeldBound(0.0, False, None, time.monotonic() - t0, knapsacks)
+    bound = max(float(solver.best_objective_bound), 0.0) / factor
+    value = solver.objective_value / factor if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    return HeldBound(bound, status == cp_model.OPTIMAL, value, time.monotonic() - t0, knapsacks)
+
+
+def _held_knapsacks(m: cp_model.CpModel, problem: Problem, x: dict, ug: np.ndarray, param: np.ndarray,
+                    out: np.ndarray, cap: np.ndarray, mask: np.ndarray) -> int:
+    """For every node x of positive time and device d: params on d + the tensors forced onto d at
+    x <= capacity. A tensor forced by several units gets one literal per device, implied by each."""
+    held_lit: dict[tuple[tuple[int, ...], int], cp_model.IntVar] = {}
+    count = 0
+    pterms: list[list[tuple[int, cp_model.IntVar]]] = [
+        [(int(param[i]), x[int(ug[i]), d]) for i in range(problem.n) if (int(ug[i]), d) in x and param[i] > 0]
+        for d in range(problem.k)]
+    seen: set[tuple] = set()
+    for h in held_tensors(problem, problem.n):
+        for d in range(problem.k):
+            if cap[d] < 0:
+                continue
+            terms = list(pterms[d])
+            for u, hs in zip(h.tensors, h.holders):
+                if out[u] <= 0:
+                    continue
+                lits = [x[g, d] for g in hs if (g, d) in x]
+                if not lits:
+                    continue
+                if len(lits) == 1:
+                    lit = lits[0]
+                else:
+                    key = (hs, d)
+                    lit = held_lit.get(key)
+                    if lit is None:
+                        lit = m.new_bool_var(f"held{hs}_{d}")
+                        for a in lits:
+                            m.add_implication(a, lit)
+                        held_lit[key] = lit
+                terms.append((int(out[u]), lit))
+            sig = (d, tuple(sorted((c, lit.index) for c, lit in terms)))
+            if sig in seen or sum(c for c, _ in terms) <= cap[d]:
+                continue
+            seen.add(sig)
+            m.add(sum(c * lit for c, lit in terms) <= int(cap[d]))
+            count += 1
+    return count
