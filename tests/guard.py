@@ -65,7 +65,7 @@ MAKESPAN_CASES = [
     Case(m, memory_model=mm, reserve=r, workers=w, extra=x)
     for mm in ("static", "peak")
     for m, w, r, x in (
-        ("cpsat", 1, 0.0, ()), ("cpsat", 2, 0.0, ()), ("cpsat", 1, 0.2, ()),
+        ("cpsat", 1, 0.0, ()), ("cpsat", 2, 0.0, ()), ("cpsat", 1, 0.2, ()), ("cpsat", 1, 0.0, (("held_bound", False),)),
         ("mip", 1, 0.0, ()), ("mip", 1, 0.2, ()),
         ("brute", 1, 0.0, ()), ("brute", 1, 0.2, ()),
         ("auto", 1, 0.0, ()), ("auto", 2, 0.0, ()), ("auto", 1, 0.2, ()),
