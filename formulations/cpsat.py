@@ -21,7 +21,8 @@ from typing import Callable
 import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.evaluator import MEMORY_MODELS
+from heuristics.memory_order import lower_peak_order
+from placement.evaluator import MEMORY_MODELS, evaluate
 from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
@@ -484,6 +485,10 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                             reason="cpsat: no placement keeps every tensor forced onto a device while a node runs "
                                    "within the peak memory capacities (held-tensor relaxation, docs/exact.md)")
         floor_lb = max(floor_lb, float(held.get("bound", 0.0)))
+        cand = held.pop("candidate", None)
+        if cand is not None and (hint_found is None or cand[0] < hint_found[0]):
+            hint, hint_found = (cand[1], cand[2]), (cand[0], cand[2])
+            held["answer"] = cand[0]
         if hint_found is not None and is_optimal(hint_found[0], floor_lb):
             return finish_solution(problem, opts, "cpsat", t0, True, floor_lb, (hint[0], hint_found[1]),
                                    {"held_bound": held, "returned_hint": True, "proved_by": "held-tensor relaxation"},
@@ -612,8 +617,26 @@ def _held_bound(problem: Problem, opts: SolveOptions, hint_placement: np.ndarray
     if secs <= 0.05:
         return {}
     hb = held_relaxation_bound(problem, opts, secs, hint_placement)
-    return {"bound": hb.bound, "proved": hb.proved, "relaxed_value": hb.relaxed_value, "seconds": round(hb.seconds, 3),
-            "knapsacks": hb.knapsacks}
+    out = {"bound": hb.bound, "proved": hb.proved, "relaxed_value": hb.relaxed_value, "seconds": round(hb.seconds, 3),
+           "knapsacks": hb.knapsacks}
+    if hb.placement is not None:
+        cand = _judge_placement(problem, hb.placement, hb.start)
+        if cand is not None:
+            out["candidate"] = cand
+    return out
+
+
+def _judge_placement(problem: Problem, placement: np.ndarray, start: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """The relaxation's placement as a real schedule: in its own device order, in FIFO, or in the
+    memory-aware order (heuristics/memory_order.py), the best that fits: (makespan, placement,
+    start), or None when none fits."""
+    best = None
+    evs = [evaluate(problem, placement, order=device_order(problem, placement, start), memory_model="peak")]
+    evs.append(lower_peak_order(problem, placement).evaluation)
+    for ev in evs:
+        if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
+            best = (float(ev.makespan), ev.placement.copy(), ev.start.copy())
+    return best
 
 
 AUTO_GAP = 0.02  # "auto" schedule: above this starting gap (hint vs floor bound), add a bound phase

@@ -52,6 +52,8 @@ class HeldBound:
     relaxed_value: float | None  # the relaxation's best placement value (not a bound), or None
     seconds: float
     knapsacks: int  # (x, device) knapsacks in the model
+    placement: np.ndarray | None = None  # the relaxation's best placement (may not fit: a candidate only)
+    start: np.ndarray | None = None  # its start times in real units (floored data: an order, not a schedule)
 
 
 def _scaled(problem: Problem) -> tuple[float, np.ndarray, np.ndarray]:
@@ -163,8 +165,15 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
         return HeldBound(0.0, False, None, time.monotonic() - t0, knapsacks)
     bound = max(float(solver.best_objective_bound), 0.0) / factor
-    value = solver.objective_value / factor if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
-    return HeldBound(bound, status == cp_model.OPTIMAL, value, time.monotonic() - t0, knapsacks)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return HeldBound(bound, False, None, time.monotonic() - t0, knapsacks)
+    pl = np.empty(n, dtype=np.int64)
+    for (g, d), lit in x.items():
+        if solver.boolean_value(lit):
+            pl[un.members[g]] = d
+    st = np.array([solver.value(v) for v in start], dtype=float) / factor
+    return HeldBound(bound, status == cp_model.OPTIMAL, solver.objective_value / factor, time.monotonic() - t0,
+                     knapsacks, pl, st)
 
 
 def _held_knapsacks(m: cp_model.CpModel, problem: Problem, x: dict, ug: np.ndarray, param: np.ndarray,
