@@ -22,7 +22,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from heuristics.memory_order import lower_peak_order
-from placement.evaluator import MEMORY_MODELS, evaluate
+from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
@@ -631,11 +631,12 @@ def _judge_placement(problem: Problem, placement: np.ndarray, start: np.ndarray)
     memory-aware order (heuristics/memory_order.py), the best that fits: (makespan, placement,
     start), or None when none fits."""
     best = None
-    evs = [evaluate(problem, placement, order=device_order(problem, placement, start), memory_model="peak")]
-    evs.append(lower_peak_order(problem, placement).evaluation)
-    for ev in evs:
-        if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
-            best = (float(ev.makespan), ev.placement.copy(), ev.start.copy())
+    own = best_schedule(problem, placement, start, "peak")  # its device order, left-justified and checked
+    if own is not None:
+        best = (float(own[0]), placement.copy(), own[1])
+    ev = lower_peak_order(problem, placement).evaluation
+    if ev.feasible(problem) and (best is None or ev.makespan < best[0]):
+        best = (float(ev.makespan), ev.placement.copy(), ev.start.copy())
     return best
 
 
