@@ -403,8 +403,8 @@ def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: C
 
     A partitioned plan runs every operator on every device, so it cannot honour allowed devices
     (then it is not tried) and does not model colocation groups: then it is only a fallback, so the
-    placement runs first (leaving :func:`tofu_reserve` seconds) and the plan is made only when no
-    placement was found. Otherwise the plan comes first (it may win). The cheap makespan bounds are
+    placement runs first (keeping :func:`tofu_reserve` seconds back until its warm start has an
+    answer) and the plan is made only when no placement was found. Otherwise the plan comes first (it may win). The cheap makespan bounds are
     published before either, so a run stopped early still reports a valid bound."""
     placement_only = SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}})
     if problem.has_allowed:
@@ -415,8 +415,7 @@ def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: C
     opts.best_so_far.publish_bound(lower_bounds(problem, communication=False).best)
     grouped = bool(problem.groups)
     if grouped:
-        limit = opts.time_limit
-        first = placement_only if limit is None else replace(placement_only, time_limit=limit - tofu_reserve(problem, limit))
+        first = replace(placement_only, extra={**placement_only.extra, "fallback_reserve": tofu_reserve(problem, opts.time_limit)})
         placed = run(problem, "auto", first, progress)
         if placed.answered:
             placed.history = placed.history + [{"method": "tofu", "status": "skipped", "choice": (
