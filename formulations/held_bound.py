@@ -151,6 +151,8 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
             if len(ivs) > 1:
                 m.add_no_overlap(ivs)
     knapsacks = _held_knapsacks(m, problem, x, ug, param, out, cap, mask)
+    if knapsacks == 0:  # no forced set can overflow: the full model already holds all of R
+        return HeldBound(0.0, False, None, time.monotonic() - t0, 0)
     _symmetry(m, problem, x, un.members, mask)
     if hint_placement is not None:
         for (g, d), lit in x.items():

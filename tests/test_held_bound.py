@@ -73,7 +73,7 @@ def test_held_bound_never_exceeds_the_enumerated_optimum(kind, seed):
     p = instance(kind, seed)
     best = optimum(p)
     hb = held_relaxation_bound(p, opts(), 10.0)
-    assert hb.proved  # tiny: the relaxation is solved to optimality
+    assert hb.proved or hb.knapsacks == 0  # tiny: solved to optimality, or skipped (no knapsack can bind)
     if best is None:
         return  # any bound (also inf) is valid for an infeasible problem
     assert hb.bound <= best * (1 + 1e-9) + 1e-9
