@@ -5,6 +5,7 @@ placement has a schedule within capacity, and is stronger than the path bound on
 CP-SAT with it still proves the enumerated optimum."""
 from __future__ import annotations
 
+import functools
 import math
 import random
 
@@ -54,10 +55,12 @@ def skip_training_graph(seed: int):
 INSTANCES = [("chain", s) for s in range(30)] + [("skip", s) for s in range(40)]
 
 
+@functools.lru_cache(maxsize=None)
 def instance(kind: str, seed: int):
     return training_chain(seed) if kind == "chain" else skip_training_graph(seed)
 
 
+@functools.lru_cache(maxsize=None)
 def optimum(p) -> float | None:
     got, complete = best_schedule_bb(p, placements(p), "peak")
     assert complete
