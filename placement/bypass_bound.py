@@ -1,0 +1,190 @@
+"""A lower bound from the work that bypasses a chain: it shares the chain's device, one piece at a
+time, or pays a transfer out and a transfer back (issue 16, item 4).
+
+Why: on the generated CNN training graphs the critical path (a chain through one branch of every
+residual block, forward and backward) is far below every schedule. Each block's other branches
+(the projection shortcut, the other ResNeXt paths, their gradients) leave the chain at one node and
+rejoin it at a later one; their activations cost several operators' time to move. Running them on
+the chain's device delays the chain by their work; running them elsewhere delays it by a transfer
+out and one back. The critical path counts neither, the communication bound (comm_bound.py) only
+the last join, and the forced bound (forced_bound.py) only transfers that alone reach the target.
+This bound charges every block the cheaper of the two, added up along the chain.
+
+The argument (docs/scale.md has it in full). Take a path p_0 .. p_{L-1} (the chain) and, for an
+off-chain node u, a(u) = the last chain position with a path to u and b(u) = the first chain
+position u has a path to. The off-chain nodes with the same (a, b) form the window G(a, b): each
+runs after F(p_a) and finishes before S(p_b). In a schedule where p_a .. p_b all sit on one
+device d (no "cut" between consecutive chain nodes in [a, b]), S(p_b) - F(p_a) is at least
+
+- the chain nodes strictly between a and b plus the members of G(a, b) on d, all run on d one at a
+  time inside [F(p_a), S(p_b)];
+- for a member u not on d, a path p_a ~> u ~> p_b leaves d before u and comes back after it, so it
+  pays two transfers: its interior times plus the smallest transfer on each half (X(u)).
+
+Minimising over which members stay on d gives W(a, b) (a threshold on X(u) decides it). When some
+consecutive pair in [a, b] is on two devices instead, the chain itself pays that transfer: at least
+the chain between plus the smallest such transfer. So S(p_b) >= F(p_a) + min(W(a, b), that) in
+every schedule, and F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + that bound for the windows
+ending at j). The end of the chain is a window too: off-chain nodes with a chain ancestor and no
+chain descendant (the weight gradients and their updates) finish before the makespan minus their
+tail, on the last device or after a transfer. The bound is max_j F(p_j) + tail[p_j].
+
+It needs no memory data and no placement: valid in the static and the peak model, with
+colocation and allowed devices (they only remove placements). Two passes over the graph and a sort
+per window: about as costly as the communication bound.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import Problem
+
+MAX_END_POSITIONS = 400  # chain positions tried as the start of the end window
+
+
+def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
+    """cc[i] (i >= 1): the largest comm over the edges chain[i-1] -> chain[i]."""
+    ptr, nbr, eid = problem.pred_ptr
+    out = [0.0]
+    for u, v in zip(chain, chain[1:]):
+        lo, hi = int(ptr[v]), int(ptr[v + 1])
+        hit = eid[lo:hi][nbr[lo:hi] == u]
+        out.append(float(problem.comm[hit].max()))
+    return out
+
+
+def _reach(problem: Problem, pos: list[int], reverse: bool) -> tuple[list[int], list[float], list[float]]:
+    """Per off-chain node u: its window end a(u) (the last chain position with a path to u; with
+    ``reverse`` the first chain position u has a path to, b(u)), -1 / L if none, and the value of
+    one path between that chain node and u: its interior times (u excluded) and its smallest
+    transfer."""
+    n, big = problem.n, len([p for p in pos if p >= 0])
+    ptr, nbr, eid = problem.succ_ptr if reverse else problem.pred_ptr
+    ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), problem.comm[eid].tolist()
+    t = problem.time.tolist()
+    order = problem.topo_order.tolist()
+    if reverse:
+        order.reverse()
+    none = big if reverse else -1
+    end = [none] * n
+    length = [0.0] * n  # interior time of the witness path (u excluded)
+    low = [0.0] * n  # its smallest transfer
+    for v in order:
+        if pos[v] >= 0:
+            continue
+        lo, hi = ptr_l[v], ptr_l[v + 1]
+        best = none
+        for j in range(lo, hi):
+            u = nbr_l[j]
+            e = pos[u] if pos[u] >= 0 else end[u]
+            if (e < best) if reverse else (e > best):
+                best = e
+        end[v] = best
+        if best == none:
+            continue
+        top, bl, bm = -1.0, 0.0, 0.0
+        for j in range(lo, hi):
+            u = nbr_l[j]
+            if pos[u] == best:
+                ln, mn = 0.0, comm_l[j]
+            elif pos[u] < 0 and end[u] == best:
+                ln, mn = length[u] + t[u], min(low[u], comm_l[j])
+            else:
+                continue
+            if ln + mn > top:
+                top, bl, bm = ln + mn, ln, mn
+        length[v], low[v] = bl, bm
+    return end, length, low
+
+
+def _split(items: list[tuple[float, float]], base: float) -> float:
+    """min over thresholds θ of max(θ, base + the times of the items with X > θ): the members with
+    X <= θ leave the chain's device, the others run on it. ``items`` are (X, time) pairs."""
+    items = sorted(items)
+    local = base + sum(tv for _, tv in items)
+    best = local
+    for x, tv in items:
+        local -= tv
+        best = min(best, max(x, local))
+    return best
+
+
+def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
+    """The bound of the module docstring for one chain (a path of the graph, in order)."""
+    n, L = problem.n, len(chain)
+    if L == 0:
+        return 0.0
+    t = problem.time.tolist()
+    pos = [-1] * n
+    for i, v in enumerate(chain):
+        pos[v] = i
+    a, into_len, into_low = _reach(problem, pos, reverse=False)
+    b, out_len, out_low = _reach(problem, pos, reverse=True)
+    cc = _chain_comm(problem, chain)
+    ct = [0.0]
+    for v in chain:
+        ct.append(ct[-1] + t[v])  # ct[i]: chain time of positions < i
+    windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    ends: list[tuple[float, float, int]] = []  # the end window's members: (Y, time, a)
+    tail_l = tail.tolist()
+    for u in range(n):
+        if pos[u] >= 0 or a[u] < 0 or t[u] <= 0:
+            continue
+        if b[u] < L:
+            windows.setdefault((a[u], b[u]), []).append((into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u]))
+        else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
+            ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
+    by_end: dict[int, list[tuple[int, float]]] = {}
+    for (lo, hi), items in windows.items():
+        between = ct[hi] - ct[lo + 1]
+        w = _split([(x + li + lo_, tv) for x, li, lo_, tv in items], between)
+        if hi > lo:  # some consecutive chain pair in [lo, hi] on two devices
+            cut = sorted(cc[lo + 1:hi + 1])
+            apart = max(between + cut[0], max(x + min(li, lo_) for x, li, lo_, _ in items))
+            w = min(w, apart, between + cut[0] + cut[1] if len(cut) > 1 else np.inf)
+        by_end.setdefault(hi, []).append((lo, w))
+    head_l = head.tolist()
+    fin = [0.0] * L
+    for j, v in enumerate(chain):
+        s = head_l[v]
+        if j and fin[j - 1] > s:
+            s = fin[j - 1]
+        for lo, w in by_end.get(j, ()):
+            if fin[lo] + w > s:
+                s = fin[lo] + w
+        fin[j] = s + t[v]
+    best = max(f + tail_l[v] for f, v in zip(fin, chain))
+    return max(best, _end_bound(ends, fin, ct, cc, tail_l[chain[-1]]))
+
+
+def _end_bound(ends: list[tuple[float, float, int]], fin: list[float], ct: list[float], cc: list[float],
+               last_tail: float) -> float:
+    """The end window from the last chain positions a: with p_a .. p_{L-1} on one device d, the
+    members with a(u) >= a either run on d after F(p_a) with the rest of the chain, or elsewhere,
+    finishing at F(p_a) + Y(u) - ct[a+1] at the earliest (Y: chain time up to a(u), the transfer
+    path and the tail); else the chain pays a cut after a. Any set of positions gives a valid
+    bound; those whose remaining chain is shorter than the members' remote paths can gain."""
+    if not ends:
+        return 0.0
+    L = len(fin)
+    y = np.array([e[0] for e in ends])
+    tv = np.array([e[1] for e in ends])
+    at = np.array([e[2] for e in ends])
+    horizon = float((y - np.asarray(ct)[at + 1]).max())
+    lows = [lo for lo in range(L - 1, -1, -1) if ct[L] - ct[lo + 1] <= horizon]
+    if len(lows) > MAX_END_POSITIONS:
+        lows = [lows[i] for i in np.linspace(0, len(lows) - 1, MAX_END_POSITIONS).astype(int).tolist()]
+    cut_after = np.minimum.accumulate(np.r_[np.asarray(cc[1:])[::-1], np.inf])[::-1]  # min cc[lo+1:]
+    best = 0.0
+    for lo in lows:
+        sel = at >= lo
+        if not sel.any():
+            continue
+        order = np.argsort(y[sel])
+        ys, ts = y[sel][order], tv[sel][order]
+        # members with Y <= ys[i] leave d: the rest (suffix after i) run on d
+        local = ct[L] + np.r_[ts[::-1].cumsum()[::-1][1:], 0.0]
+        val = min(float(np.maximum(ys, local).min()), ct[L] + float(ts.sum())) - ct[lo + 1]
+        val = min(val, ct[L] - ct[lo + 1] + float(cut_after[lo]) + last_tail)
+        best = max(best, fin[lo] + val)
+    return best
