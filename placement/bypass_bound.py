@@ -109,9 +109,54 @@ def _split(items: list[tuple[float, float]], base: float) -> float:
     return best
 
 
+def _away(x: np.ndarray, t: np.ndarray, into: np.ndarray, out: np.ndarray, base: float, k: int) -> float:
+    """A lower bound on min over subsets U (the members off the chain's device d) of
+    max(base + t(members not in U), max X over U, energy(U)); energy(U) = the smallest transfer
+    into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices after its
+    first transfer in and before its last transfer out. With θ = max X over U, U lies in S(θ) =
+    {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
+    [0, t(S(θ))] is where the two linear terms cross."""
+    total = base + float(t.sum())
+    if k < 2 or x.size == 0:
+        return total
+    order = np.argsort(x, kind="stable")
+    xs, ts = x[order], t[order]
+    last = np.searchsorted(xs, xs, side="right") - 1  # ties: S(θ) takes every member with X <= θ
+    room = ts.cumsum()[last]
+    m = (np.minimum.accumulate(into[order]) + np.minimum.accumulate(out[order]))[last]
+    moved = np.clip((total - m) * (k - 1) / k, 0.0, room)
+    value = np.maximum(xs, np.maximum(total - moved, m + moved / (k - 1)))
+    return min(total, float(value.min()))
+
+
+def _same_device_span(work: float, delay: float, k: int) -> float:
+    """The shortest span D in which ``work`` fits when one device has all of D and each of the
+    K - 1 others only D - ``delay`` (nothing starts on them before a transfer in, nothing ends
+    after a transfer out): D + (K - 1) max(0, D - delay) >= work."""
+    if work <= delay or k < 2:
+        return work
+    return (work + (k - 1) * delay) / k
+
+
+def _apart_span(work: float, late: float, early: float, k: int) -> float:
+    """The same when the window's first and last chain nodes are on two devices: the first device
+    loses ``early`` at the end, the second ``late`` at the start, the K - 2 others both."""
+    if k < 2:
+        return np.inf  # one device: the two ends cannot be apart
+    parts = [(early, 1), (late, 1), (late + early, k - 2)]  # (delay, devices)
+    cuts = sorted({d for d, c in parts if c > 0})
+    for i, d in enumerate(cuts):  # capacity is piecewise linear in D with breakpoints ``cuts``
+        slope = sum(c for dd, c in parts if dd <= d)
+        have = sum(c * (d - dd) for dd, c in parts if dd <= d)
+        nxt = cuts[i + 1] if i + 1 < len(cuts) else np.inf
+        if have + slope * (nxt - d) >= work:
+            return d + (work - have) / slope
+    return np.inf
+
+
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
     """The bound of the module docstring for one chain (a path of the graph, in order)."""
-    n, L = problem.n, len(chain)
+    n, L, k = problem.n, len(chain), problem.k
     if L == 0:
         return 0.0
     t = problem.time.tolist()
@@ -137,11 +182,21 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     by_end: dict[int, list[tuple[int, float]]] = {}
     for (lo, hi), items in windows.items():
         between = ct[hi] - ct[lo + 1]
-        w = _split([(x + li + lo_, tv) for x, li, lo_, tv in items], between)
-        if hi > lo:  # some consecutive chain pair in [lo, hi] on two devices
+        x, li, lo_, tv = (np.array(col) for col in zip(*items))
+        work = between + float(tv.sum())
+        m_in, m_out = float(li.min()), float(lo_.min())
+        x2 = x + li + lo_  # the path through u, off d, pays a transfer out and one back
+        # p_lo .. p_hi all on one device d
+        w = max(_away(x2, tv, li, lo_, between, k), _same_device_span(work, m_in + m_out, k))
+        if hi > lo:
             cut = sorted(cc[lo + 1:hi + 1])
-            apart = max(between + cut[0], max(x + min(li, lo_) for x, li, lo_, _ in items))
-            w = min(w, apart, between + cut[0] + cut[1] if len(cut) > 1 else np.inf)
+            late, early = min(m_in, cut[0]), min(m_out, cut[0])
+            # p_lo and p_hi on two devices: the chain pays a cut, every path through u a transfer
+            apart = max(between + cut[0], float((x + np.minimum(li, lo_)).max()), _apart_span(work, late, early, k))
+            w = min(w, apart)
+            if len(cut) > 1:  # on one device with the chain away in between: two cuts
+                w = min(w, max(between + cut[0] + cut[1], _away(x2, tv, li, lo_, 0.0, k),
+                               _same_device_span(work, late + early, k)))
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L
