@@ -208,7 +208,21 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             if fin[lo] + w > s:
                 s = fin[lo] + w
         fin[j] = s + t[v]
-    best = max(f + tail_l[v] for f, v in zip(fin, chain))
+    by_start: dict[int, list[tuple[int, float]]] = {}
+    for hi, ws in by_end.items():
+        for lo, w in ws:
+            by_start.setdefault(lo, []).append((hi, w))
+    rest = [0.0] * L  # rest[j]: a lower bound on C - S(p_j), the mirror image of fin
+    for j in range(L - 1, -1, -1):
+        v = chain[j]
+        s = tail_l[v]
+        if j + 1 < L and rest[j + 1] > s:
+            s = rest[j + 1]
+        for hi, w in by_start.get(j, ()):
+            if rest[hi] + w > s:
+                s = rest[hi] + w
+        rest[j] = s + t[v]
+    best = max(f - t[v] + r for f, r, v in zip(fin, rest, chain))
     return max(best, _end_bound(ends, fin, ct, cc, tail_l[chain[-1]]))
 
 
