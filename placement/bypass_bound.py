@@ -154,6 +154,17 @@ def _apart_span(work: float, late: float, early: float, k: int) -> float:
     return np.inf
 
 
+def _pinned_load(y: np.ndarray, t: np.ndarray) -> float:
+    """The smallest D >= sum of t over the members with y > D: a member whose path would last
+    y > D off a device must be on it, where the members run one at a time within D."""
+    order = np.argsort(-y, kind="stable")
+    ys, load = y[order], t[order].cumsum()  # load[i]: the i + 1 largest y pinned
+    below = np.r_[ys[1:], 0.0]  # D in [below[i], ys[i]) pins exactly the first i + 1
+    low = np.maximum(load, below)
+    ok = low < ys
+    return min(float(ys[0]), float(low[ok].min()) if ok.any() else np.inf)
+
+
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
     """The bound of the module docstring for one chain (a path of the graph, in order)."""
     n, L, k = problem.n, len(chain), problem.k
@@ -192,7 +203,9 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             cut = sorted(cc[lo + 1:hi + 1])
             late, early = min(m_in, cut[0]), min(m_out, cut[0])
             # p_lo and p_hi on two devices: the chain pays a cut, every path through u a transfer
-            apart = max(between + cut[0], float((x + np.minimum(li, lo_)).max()), _apart_span(work, late, early, k))
+            # and a member off p_lo's device pays its transfer in, one off p_hi's its transfer out
+            apart = max(between + cut[0], float((x + np.minimum(li, lo_)).max()), _apart_span(work, late, early, k),
+                        _pinned_load(x + li, tv), _pinned_load(x + lo_, tv))
             w = min(w, apart)
             if len(cut) > 1:  # on one device with the chain away in between: two cuts
                 w = min(w, max(between + cut[0] + cut[1], _away(x2, tv, li, lo_, 0.0, k),

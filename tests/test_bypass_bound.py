@@ -12,7 +12,7 @@ import pytest
 
 from formulations.bruteforce import enumerate_best
 from placement.bounds import lower_bounds
-from placement.bypass_bound import _apart_span, _away, _same_device_span, _split, chain_bound
+from placement.bypass_bound import _apart_span, _away, _pinned_load, _same_device_span, _split, chain_bound
 from placement.comm_bound import heads
 from placement.forced_bound import forced_bound
 from placement.formats.fiddle import read_fiddle
@@ -189,6 +189,20 @@ def test_spans_are_the_shortest_that_hold_the_work():
         span = _apart_span(work, late, early, k)
         assert apart(span) == pytest.approx(work)
         assert apart(span - 1e-6) < work
+
+
+def test_pinned_load_is_the_smallest_span_that_holds_the_pinned_members():
+    # the smallest D with D >= the time of the members whose y exceeds D, against a scan of the
+    # candidates (0, every y, every sum of times)
+    rng = random.Random(6)
+    for _ in range(300):
+        size = rng.randint(1, 6)
+        y = np.array([float(rng.randint(0, 12)) for _ in range(size)])
+        t = np.array([float(rng.randint(1, 5)) for _ in range(size)])
+        cands = {0.0, *y.tolist()} | {float(t[list(c)].sum()) for r in range(1, size + 1)
+                                      for c in itertools.combinations(range(size), r)}
+        brute = min(d for d in cands if d >= t[y > d].sum())
+        assert _pinned_load(y, t) == pytest.approx(brute)
 
 
 @pytest.mark.parametrize("graph, optimum", [("bert_l-3_inference", 223.650), ("bert_l-6_inference", 252.143)])
