@@ -109,24 +109,30 @@ def _split(items: list[tuple[float, float]], base: float) -> float:
     return best
 
 
-def _away(x: np.ndarray, t: np.ndarray, into: np.ndarray, out: np.ndarray, base: float, k: int) -> float:
+def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int) -> float:
     """A lower bound on min over subsets U (the members off the chain's device d) of
     max(base + t(members not in U), max X over U, energy(U)); energy(U) = the smallest transfer
     into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices after its
     first transfer in and before its last transfer out. With θ = max X over U, U lies in S(θ) =
     {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
     [0, t(S(θ))] is where the two linear terms cross."""
-    total = base + float(t.sum())
-    if k < 2 or x.size == 0:
+    total = base + sum(t)
+    if k < 2 or not x:
         return total
-    order = np.argsort(x, kind="stable")
-    xs, ts = x[order], t[order]
-    last = np.searchsorted(xs, xs, side="right") - 1  # ties: S(θ) takes every member with X <= θ
-    room = ts.cumsum()[last]
-    m = (np.minimum.accumulate(into[order]) + np.minimum.accumulate(out[order]))[last]
-    moved = np.clip((total - m) * (k - 1) / k, 0.0, room)
-    value = np.maximum(xs, np.maximum(total - moved, m + moved / (k - 1)))
-    return min(total, float(value.min()))
+    order = sorted(range(len(x)), key=x.__getitem__)
+    best, room, low_in, low_out = total, 0.0, np.inf, np.inf
+    i = 0
+    while i < len(order):
+        theta = x[order[i]]
+        while i < len(order) and x[order[i]] == theta:  # S(θ) takes every member with X <= θ
+            u = order[i]
+            room += t[u]
+            low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
+            i += 1
+        m = low_in + low_out
+        moved = min(max((total - m) * (k - 1) / k, 0.0), room)
+        best = min(best, max(theta, total - moved, m + moved / (k - 1)))
+    return best
 
 
 def _same_device_span(work: float, delay: float, k: int) -> float:
@@ -154,15 +160,18 @@ def _apart_span(work: float, late: float, early: float, k: int) -> float:
     return np.inf
 
 
-def _pinned_load(y: np.ndarray, t: np.ndarray) -> float:
+def _pinned_load(y: list[float], t: list[float]) -> float:
     """The smallest D >= sum of t over the members with y > D: a member whose path would last
     y > D off a device must be on it, where the members run one at a time within D."""
-    order = np.argsort(-y, kind="stable")
-    ys, load = y[order], t[order].cumsum()  # load[i]: the i + 1 largest y pinned
-    below = np.r_[ys[1:], 0.0]  # D in [below[i], ys[i]) pins exactly the first i + 1
-    low = np.maximum(load, below)
-    ok = low < ys
-    return min(float(ys[0]), float(low[ok].min()) if ok.any() else np.inf)
+    order = sorted(range(len(y)), key=lambda u: -y[u])
+    best, load = y[order[0]], 0.0
+    for i, u in enumerate(order):
+        load += t[u]  # D in [next y, y[u]) pins exactly the members so far
+        below = y[order[i + 1]] if i + 1 < len(order) else 0.0
+        low = max(load, below)
+        if low < y[u]:
+            best = min(best, low)
+    return best
 
 
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
@@ -193,10 +202,10 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     by_end: dict[int, list[tuple[int, float]]] = {}
     for (lo, hi), items in windows.items():
         between = ct[hi] - ct[lo + 1]
-        x, li, lo_, tv = (np.array(col) for col in zip(*items))
-        work = between + float(tv.sum())
-        m_in, m_out = float(li.min()), float(lo_.min())
-        x2 = x + li + lo_  # the path through u, off d, pays a transfer out and one back
+        x, li, lo_, tv = (list(col) for col in zip(*items))
+        work = between + sum(tv)
+        m_in, m_out = min(li), min(lo_)
+        x2 = [a + b + c for a, b, c in zip(x, li, lo_)]  # the path through u, off d, pays a transfer out and one back
         # p_lo .. p_hi all on one device d
         w = max(_away(x2, tv, li, lo_, between, k), _same_device_span(work, m_in + m_out, k))
         if hi > lo:
@@ -204,8 +213,9 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             late, early = min(m_in, cut[0]), min(m_out, cut[0])
             # p_lo and p_hi on two devices: the chain pays a cut, every path through u a transfer
             # and a member off p_lo's device pays its transfer in, one off p_hi's its transfer out
-            apart = max(between + cut[0], float((x + np.minimum(li, lo_)).max()), _apart_span(work, late, early, k),
-                        _pinned_load(x + li, tv), _pinned_load(x + lo_, tv))
+            apart = max(between + cut[0], max(a + min(b, c) for a, b, c in zip(x, li, lo_)),
+                        _apart_span(work, late, early, k),
+                        _pinned_load([a + b for a, b in zip(x, li)], tv), _pinned_load([a + c for a, c in zip(x, lo_)], tv))
             w = min(w, apart)
             if len(cut) > 1:  # on one device with the chain away in between: two cuts
                 w = min(w, max(between + cut[0] + cut[1], _away(x2, tv, li, lo_, 0.0, k),

@@ -168,7 +168,7 @@ def test_away_is_never_above_the_minimum_over_all_subsets():
                 u = list(away)
                 rest = base + t.sum() - t[u].sum()
                 exact = min(exact, max(rest, x[u].max(), into[u].min() + out[u].min() + t[u].sum() / (k - 1)))
-        value = _away(x, t, into, out, base, k)
+        value = _away(x.tolist(), t.tolist(), into.tolist(), out.tolist(), base, k)
         assert value <= exact + 1e-9
         tight += value >= exact - 1e-9
     assert tight > 200  # and it is the exact value most of the time
@@ -202,7 +202,7 @@ def test_pinned_load_is_the_smallest_span_that_holds_the_pinned_members():
         cands = {0.0, *y.tolist()} | {float(t[list(c)].sum()) for r in range(1, size + 1)
                                       for c in itertools.combinations(range(size), r)}
         brute = min(d for d in cands if d >= t[y > d].sum())
-        assert _pinned_load(y, t) == pytest.approx(brute)
+        assert _pinned_load(y.tolist(), t.tolist()) == pytest.approx(brute)
 
 
 @pytest.mark.parametrize("graph, optimum", [("bert_l-3_inference", 223.650), ("bert_l-6_inference", 252.143)])
