@@ -39,7 +39,8 @@ import numpy as np
 
 from .problem import Problem
 
-MAX_END_POSITIONS = 400  # chain positions tried as the start of the end window
+MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
+CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
 
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
@@ -251,32 +252,35 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
 
 def _end_bound(ends: list[tuple[float, float, int]], fin: list[float], ct: list[float], cc: list[float],
                last_tail: float) -> float:
-    """The end window from the last chain positions a: with p_a .. p_{L-1} on one device d, the
-    members with a(u) >= a either run on d after F(p_a) with the rest of the chain, or elsewhere,
-    finishing at F(p_a) + Y(u) - ct[a+1] at the earliest (Y: chain time up to a(u), the transfer
-    path and the tail); else the chain pays a cut after a. Any set of positions gives a valid
-    bound; those whose remaining chain is shorter than the members' remote paths can gain."""
+    """The end window from the last chain positions a. If the chain has no cut after p_a, all of
+    p_a .. p_{L-1} is on one device d and the members with a(u) >= a either run on d after
+    F(p_a) with the rest of the chain, or elsewhere, finishing at F(p_a) + Y(u) - ct[a+1] at the
+    earliest (Y: chain time up to a(u), the transfer path and the tail). If its first cut after
+    p_a is before p_e, the chain pays that transfer and d still runs p_a .. p_{e-1} and the
+    members with a <= a(u) < e that stay. The CUT_CHOICES cheapest cuts are tried one by one, the
+    others together at the price of the next cheapest. Any set of positions a gives a valid bound;
+    those whose remaining chain is shorter than the members' remote paths can gain."""
     if not ends:
         return 0.0
     L = len(fin)
-    y = np.array([e[0] for e in ends])
-    tv = np.array([e[1] for e in ends])
-    at = np.array([e[2] for e in ends])
-    horizon = float((y - np.asarray(ct)[at + 1]).max())
+    horizon = max(e[0] - ct[e[2] + 1] for e in ends)
     lows = [lo for lo in range(L - 1, -1, -1) if ct[L] - ct[lo + 1] <= horizon]
     if len(lows) > MAX_END_POSITIONS:
         lows = [lows[i] for i in np.linspace(0, len(lows) - 1, MAX_END_POSITIONS).astype(int).tolist()]
-    cut_after = np.minimum.accumulate(np.r_[np.asarray(cc[1:])[::-1], np.inf])[::-1]  # min cc[lo+1:]
+    ends = sorted(ends, key=lambda e: -e[2])
     best = 0.0
     for lo in lows:
-        sel = at >= lo
-        if not sel.any():
+        members = [(y, tv, at) for y, tv, at in ends if at >= lo]
+        if not members:
             continue
-        order = np.argsort(y[sel])
-        ys, ts = y[sel][order], tv[sel][order]
-        # members with Y <= ys[i] leave d: the rest (suffix after i) run on d
-        local = ct[L] + np.r_[ts[::-1].cumsum()[::-1][1:], 0.0]
-        val = min(float(np.maximum(ys, local).min()), ct[L] + float(ts.sum())) - ct[lo + 1]
-        val = min(val, ct[L] - ct[lo + 1] + float(cut_after[lo]) + last_tail)
+        rest = ct[L] - ct[lo + 1]
+        val = _split([(y, tv) for y, tv, _ in members], ct[L]) - ct[lo + 1]  # no cut after p_lo
+        cuts = sorted(range(lo + 1, L), key=cc.__getitem__)
+        for e in cuts[:CUT_CHOICES]:
+            stay = [(y, tv) for y, tv, at in members if at < e]
+            val_e = max(rest + cc[e] + last_tail, _split(stay, ct[e]) - ct[lo + 1])
+            val = min(val, val_e)
+        if len(cuts) > CUT_CHOICES:
+            val = min(val, rest + cc[cuts[CUT_CHOICES]] + last_tail)
         best = max(best, fin[lo] + val)
     return best
