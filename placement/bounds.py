@@ -83,7 +83,8 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
     capacity constraint holds: the memory path bound runs only when it is given (a static-model
     bound is not valid under the peak model), and the forced bound counts params only when it is
-    not (valid in both models). The memory path bound is cut short once ``stop`` is set.
+    not (valid in both models). The memory path bound is cut short once ``stop`` is set, and the
+    bypass and forced bounds are left out (0) when it is set before them.
     ``communication=False`` leaves out the bounds built on communication heads and tails (the
     communication, bypass and forced bounds, a second or more at 200K nodes), e.g. to have a valid
     bound at once and those later."""
@@ -99,7 +100,7 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
         communication=float((head + problem.time + tail).max()) if communication else 0.0,
         memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
     )
-    if not communication:
+    if not communication or (stop is not None and stop.is_set()):
         return plain
     chain = best_path(problem, problem.time, np.zeros(problem.m))
     plain = replace(plain, bypass=chain_bound(problem, chain, head, tail))

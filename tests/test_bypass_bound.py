@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -203,6 +204,15 @@ def test_pinned_load_is_the_smallest_span_that_holds_the_pinned_members():
                                       for c in itertools.combinations(range(size), r)}
         brute = min(d for d in cands if d >= t[y > d].sum())
         assert _pinned_load(y.tolist(), t.tolist()) == pytest.approx(brute)
+
+
+def test_a_stopped_run_leaves_it_out_and_keeps_the_rest_valid():
+    prob = ladder(6, "static")
+    stop = threading.Event()
+    stop.set()
+    lbs = lower_bounds(prob, "static", stop)
+    assert lbs.bypass == 0 and lbs.forced == 0
+    assert lbs.communication == lower_bounds(prob, "static").communication  # computed before the check
 
 
 @pytest.mark.parametrize("graph, optimum", [("bert_l-3_inference", 223.650), ("bert_l-6_inference", 252.143)])
