@@ -19,6 +19,7 @@ from placement.forced_bound import forced_bound
 from placement.formats.fiddle import read_fiddle
 from placement.memory_path_bound import best_path
 from placement.problem import Problem, make_problem
+from tests.conftest import random_problem
 
 
 def ladder(seed: int, memory_model: str) -> Problem:
@@ -204,6 +205,13 @@ def test_pinned_load_is_the_smallest_span_that_holds_the_pinned_members():
                                       for c in itertools.combinations(range(size), r)}
         brute = min(d for d in cands if d >= t[y > d].sum())
         assert _pinned_load(y.tolist(), t.tolist()) == pytest.approx(brute)
+
+
+def test_one_device_never_above_the_total_time():
+    # one device runs everything one at a time and pays no transfer: the optimum is the total time
+    for seed in range(200):
+        prob = random_problem(seed, 1 + seed % 9, 1, zero_time_p=0.3)
+        assert lower_bounds(prob).bypass <= float(prob.time.sum()) + 1e-9
 
 
 def test_a_stopped_run_leaves_it_out_and_keeps_the_rest_valid():
