@@ -13,21 +13,23 @@ This bound charges every block the cheaper of the two, added up along the chain.
 The argument (docs/scale.md has it in full). Take a path p_0 .. p_{L-1} (the chain) and, for an
 off-chain node u, a(u) = the last chain position with a path to u and b(u) = the first chain
 position u has a path to. The off-chain nodes with the same (a, b) form the window G(a, b): each
-runs after F(p_a) and finishes before S(p_b). In a schedule where p_a .. p_b all sit on one
-device d (no "cut" between consecutive chain nodes in [a, b]), S(p_b) - F(p_a) is at least
+runs after F(p_a) and finishes before S(p_b). Whatever the placement, S(p_b) - F(p_a) is at least
+W(a, b), the smallest over three cases:
 
-- the chain nodes strictly between a and b plus the members of G(a, b) on d, all run on d one at a
-  time inside [F(p_a), S(p_b)];
-- for a member u not on d, a path p_a ~> u ~> p_b leaves d before u and comes back after it, so it
-  pays two transfers: its interior times plus the smallest transfer on each half (X(u)).
+- A, p_a .. p_b on one device d: the chain between and the members kept on d run there one at a
+  time; a member elsewhere lies on a path p_a ~> u ~> p_b that leaves d and comes back (two
+  transfers), and those members share the other K - 1 devices after a transfer in and before a
+  transfer out;
+- B, p_a and p_b on two devices: the chain pays a transfer, every member is away from one end
+  (one transfer), a member whose transfer would not fit is pinned to that end's device, and the
+  window's work fits the devices' free time;
+- C, p_a and p_b on one device with the chain away in between: two chain transfers.
 
-Minimising over which members stay on d gives W(a, b) (a threshold on X(u) decides it). When some
-consecutive pair in [a, b] is on two devices instead, the chain itself pays that transfer: at least
-the chain between plus the smallest such transfer. So S(p_b) >= F(p_a) + min(W(a, b), that) in
-every schedule, and F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + that bound for the windows
-ending at j). The end of the chain is a window too: off-chain nodes with a chain ancestor and no
-chain descendant (the weight gradients and their updates) finish before the makespan minus their
-tail, on the last device or after a transfer. The bound is max_j F(p_j) + tail[p_j].
+So F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + W(a, j) for the windows ending at j), and
+the mirror image bounds C - S(p_j); their sum at any chain node bounds the makespan. The end of
+the chain is a window too: off-chain nodes with a chain ancestor and no chain descendant (the
+weight gradients and their updates) finish before the makespan minus their tail, on the last
+device or after a transfer.
 
 It needs no memory data and no placement: valid in the static and the peak model, with
 colocation and allowed devices (they only remove placements). Two passes over the graph and a sort
@@ -175,6 +177,31 @@ def _pinned_load(y: list[float], t: list[float]) -> float:
     return best
 
 
+def _window(between: float, items: list[tuple[float, float, float, float]], cuts: list[float], k: int) -> float:
+    """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
+    ``between``: the chain time strictly inside; ``items``: per member (X, m_in, m_out, time);
+    ``cuts``: the transfers of the chain's consecutive edges in [a, b], smallest first."""
+    x, into, out, tv = (list(col) for col in zip(*items))
+    work = between + sum(tv)
+    m_in, m_out = min(into), min(out)
+    both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
+    # A: p_a .. p_b all on one device d
+    w = max(_away(both, tv, into, out, between, k), _same_device_span(work, m_in + m_out, k))
+    if not cuts:
+        return w
+    late, early = min(m_in, cuts[0]), min(m_out, cuts[0])
+    # B: p_a and p_b on two devices: the chain pays a cut, every path through a member a transfer;
+    # a member off p_a's device pays its transfer in, one off p_b's device its transfer out
+    apart = max(between + cuts[0], max(p + min(i, o) for p, i, o in zip(x, into, out)),
+                _apart_span(work, late, early, k),
+                _pinned_load([p + i for p, i in zip(x, into)], tv), _pinned_load([p + o for p, o in zip(x, out)], tv))
+    w = min(w, apart)
+    if len(cuts) > 1:  # C: p_a and p_b on one device, the chain away in between (two cuts)
+        w = min(w, max(between + cuts[0] + cuts[1], _away(both, tv, into, out, 0.0, k),
+                       _same_device_span(work, late + early, k)))
+    return w
+
+
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
     """The bound of the module docstring for one chain (a path of the graph, in order)."""
     n, L, k = problem.n, len(chain), problem.k
@@ -202,25 +229,7 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
     for (lo, hi), items in windows.items():
-        between = ct[hi] - ct[lo + 1]
-        x, li, lo_, tv = (list(col) for col in zip(*items))
-        work = between + sum(tv)
-        m_in, m_out = min(li), min(lo_)
-        x2 = [a + b + c for a, b, c in zip(x, li, lo_)]  # the path through u, off d, pays a transfer out and one back
-        # p_lo .. p_hi all on one device d
-        w = max(_away(x2, tv, li, lo_, between, k), _same_device_span(work, m_in + m_out, k))
-        if hi > lo:
-            cut = sorted(cc[lo + 1:hi + 1])
-            late, early = min(m_in, cut[0]), min(m_out, cut[0])
-            # p_lo and p_hi on two devices: the chain pays a cut, every path through u a transfer
-            # and a member off p_lo's device pays its transfer in, one off p_hi's its transfer out
-            apart = max(between + cut[0], max(a + min(b, c) for a, b, c in zip(x, li, lo_)),
-                        _apart_span(work, late, early, k),
-                        _pinned_load([a + b for a, b in zip(x, li)], tv), _pinned_load([a + c for a, c in zip(x, lo_)], tv))
-            w = min(w, apart)
-            if len(cut) > 1:  # on one device with the chain away in between: two cuts
-                w = min(w, max(between + cut[0] + cut[1], _away(x2, tv, li, lo_, 0.0, k),
-                               _same_device_span(work, late + early, k)))
+        w = _window(ct[hi] - ct[lo + 1], items, sorted(cc[lo + 1:hi + 1]), k)
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L
