@@ -223,6 +223,56 @@ def test_a_stopped_run_leaves_it_out_and_keeps_the_rest_valid():
     assert lbs.communication == lower_bounds(prob, "static").communication  # computed before the check
 
 
+def wide_ladder(seed: int) -> Problem:
+    """A chain of 4-7 nodes and 1-3 windows of 1-4 parallel branches (1-2 nodes each), some ending
+    nowhere; 8-20 nodes, 2-4 devices, transfers up to 3, 8 or 20 (beyond brute force)."""
+    rng = random.Random(seed)
+    length = rng.randint(4, 7)
+    chain = [f"c{i}" for i in range(length)]
+    nodes = [{"id": v, "time": rng.randint(1, 5), "out_bytes": rng.randint(0, 20), "param_bytes": 0} for v in chain]
+    top = rng.choice([3, 8, 20])
+    edges = [{"src": u, "dst": v, "comm": rng.randint(0, top)} for u, v in zip(chain, chain[1:])]
+    count = 0
+    for _ in range(rng.randint(1, 3)):
+        lo = rng.randint(0, length - 2)
+        hi = rng.randint(lo + 1, length - 1) if rng.random() < 0.8 else None
+        depth = rng.randint(1, 2)
+        for _ in range(rng.randint(1, 4)):
+            ids = [f"b{count}_{d}" for d in range(depth)]
+            count += 1
+            nodes += [{"id": x, "time": rng.randint(1, 4), "out_bytes": rng.randint(0, 20), "param_bytes": 0} for x in ids]
+            edges.append({"src": chain[lo], "dst": ids[0], "comm": rng.randint(0, top)})
+            edges += [{"src": x, "dst": y, "comm": rng.randint(0, top)} for x, y in zip(ids, ids[1:])]
+            if hi is not None:
+                edges.append({"src": ids[-1], "dst": chain[hi], "comm": rng.randint(0, top)})
+    cap = max(sum(x["out_bytes"] for x in nodes) * rng.uniform(0.5, 1.5), 25.0)
+    return make_problem(nodes, edges, devices=rng.randint(2, 4), memory=cap, name=f"wide{seed}")
+
+
+@pytest.mark.slow
+def test_never_above_the_cpsat_optimum_on_wider_windows(monkeypatch):
+    # CP-SAT proves the optimum with the bypass bound taken out of the bounds it is given (so an
+    # invalid bound could not make itself look right), then the bound is compared with it
+    import placement.bounds
+    from formulations.cpsat import cpsat
+    from placement.solution import SolveOptions
+    proved = stronger = 0
+    for seed in range(120):
+        prob = wide_ladder(seed)
+        with monkeypatch.context() as m:
+            m.setattr(placement.bounds, "chain_bound", lambda *args, **kwargs: 0.0)
+            sol = cpsat(prob, SolveOptions(time_limit=20, workers=1))
+            others = lower_bounds(prob, "static").best
+        if sol.status != "optimal":
+            continue
+        proved += 1
+        head, tail = heads(prob), heads(prob, reverse=True)
+        value = chain_bound(prob, best_path(prob, prob.time, np.zeros(prob.m)), head, tail)
+        assert value <= sol.objective + 1e-6, f"seed {seed}: {value} above the proved optimum {sol.objective}"
+        stronger += value > others + 1e-9
+    assert proved >= 100 and stronger > 0
+
+
 @pytest.mark.parametrize("graph, optimum", [("bert_l-3_inference", 223.650), ("bert_l-6_inference", 252.143)])
 def test_never_above_the_proved_msr_fiddle_optima(workloads, graph, optimum):
     # optima proved by CP-SAT (static model, the file's devices and memory): bench/results_exact.md
