@@ -43,7 +43,7 @@ class LowerBounds:
     largest_group: float
     communication: float = 0.0
     memory_path: float = 0.0
-    forced: float = 0.0
+    forced: float = 0.0  # starts from the best of the others
     bypass: float = 0.0
 
     @property
@@ -54,8 +54,8 @@ class LowerBounds:
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
-                "memory_path": self.memory_path, "forced": self.forced, "bypass": self.bypass,
-                "best": self.best}
+                "memory_path": self.memory_path, "bypass": self.bypass, "forced": self.forced,
+                "best": self.best}  # forced starts from the others: listed last, named only when above them
 
 
 def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
