@@ -37,12 +37,15 @@ per window: about as costly as the communication bound.
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from .problem import Problem
 
 MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
 CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
+MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are left out (cost)
 
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
@@ -274,22 +277,32 @@ def _end_bound(ends: list[tuple[float, float, int]], fin: list[float], ct: list[
     L = len(fin)
     horizon = max(e[0] - ct[e[2] + 1] for e in ends)
     lows = [lo for lo in range(L - 1, -1, -1) if ct[L] - ct[lo + 1] <= horizon]
+    if not lows:
+        return 0.0
     if len(lows) > MAX_END_POSITIONS:
         lows = [lows[i] for i in np.linspace(0, len(lows) - 1, MAX_END_POSITIONS).astype(int).tolist()]
     ends = sorted(ends, key=lambda e: -e[2])
-    best = 0.0
-    for lo in lows:
-        members = [(y, tv, at) for y, tv, at in ends if at >= lo]
-        if not members:
+    wanted = set(lows)
+    best, taken = 0.0, 0
+    members: list[tuple[float, float, int]] = []  # those with a(u) >= lo
+    cheap: list[tuple[float, int]] = []  # the CUT_CHOICES + 1 cheapest cuts after lo: (cc, e)
+    for lo in range(L - 1, min(lows) - 1, -1):
+        if lo + 1 < L:
+            bisect.insort(cheap, (cc[lo + 1], lo + 1))
+            del cheap[CUT_CHOICES + 1:]
+        while taken < len(ends) and ends[taken][2] >= lo:
+            members.append(ends[taken])
+            taken += 1
+        if len(members) > MAX_END_MEMBERS:
+            break  # any position may be left out
+        if lo not in wanted or not members:
             continue
         rest = ct[L] - ct[lo + 1]
         val = _split([(y, tv) for y, tv, _ in members], ct[L]) - ct[lo + 1]  # no cut after p_lo
-        cuts = sorted(range(lo + 1, L), key=cc.__getitem__)
-        for e in cuts[:CUT_CHOICES]:
+        for c, e in cheap[:CUT_CHOICES]:
             stay = [(y, tv) for y, tv, at in members if at < e]
-            val_e = max(rest + cc[e] + last_tail, _split(stay, ct[e]) - ct[lo + 1])
-            val = min(val, val_e)
-        if len(cuts) > CUT_CHOICES:
-            val = min(val, rest + cc[cuts[CUT_CHOICES]] + last_tail)
+            val = min(val, max(rest + c + last_tail, _split(stay, ct[e]) - ct[lo + 1]))
+        if len(cheap) > CUT_CHOICES:
+            val = min(val, rest + cheap[CUT_CHOICES][0] + last_tail)
         best = max(best, fin[lo] + val)
     return best
