@@ -187,6 +187,8 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
             ph = {h["name"]: h for h in res.history}
             warm = ph.get("warm-start", {})
             ex = ph.get("exact-lns") or ph.get("exact-coarse") or {}
+            if "search" in ph:  # big_search="alternate": LNS and refine in turns
+                ex = {**ex, "note": f"{ex.get('note', '')}; {ph['search'].get('note', '')}"}
             mk = res.evaluation.makespan if res.evaluation is not None else float("nan")
             print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {memory_model} | {time_limit:g} | {variant} | "
                   f"{warm.get('makespan', float('nan')):.6g} ({warm.get('note', '-')}) | {ex.get('makespan', float('nan')):.6g} | "
