@@ -491,6 +491,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
         before = inc.makespan
+        stats = ref_stats if name == "refine" else lns_stats
+        hb.enter(name, moves=(lambda s=stats: s.evaluations) if name == "refine" else (lambda s=stats: s.windows),
+                 best=lambda s=stats: s.best_makespan)
         if name not in arms:
             arms[name] = build(name)
         else:
@@ -499,9 +502,6 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                 arms[name].adopt(ev.placement, ev)
             else:
                 arms[name].adopt(ev)
-        stats = ref_stats if name == "refine" else lns_stats
-        hb.enter(name, moves=(lambda s=stats: s.evaluations) if name == "refine" else (lambda s=stats: s.windows),
-                 best=lambda s=stats: s.best_makespan)
         t_run = time.monotonic()
         if name == "refine":
             placement, ev = arms[name].run(this_end - inc.check_seconds)
