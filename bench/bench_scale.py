@@ -144,7 +144,7 @@ def solve(paths: list[str], time_limit: float, memory_model: str, label: str, he
             rep = json.loads(report.read_text())
             if keep:
                 Path(keep).mkdir(parents=True, exist_ok=True)
-                tag = f"{Path(path).stem}_{memory_model}{'_' + memory if memory else ''}_{time_limit:g}s.json"
+                tag = f"{Path(path).stem}_{memory_model}{'_' + memory if memory else ''}_{time_limit:g}s_{label.replace(' ', '-')}.json"
                 (Path(keep) / tag).write_text(report.read_text())
         hist = rep.get("phases", [])
         warm = next((h for h in hist if h.get("name") == "warm-start"), {})
