@@ -448,9 +448,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     Why: which of them improves a big graph faster depends on the graph and on the schedule
     reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
     where refine's single moves are stuck), and a fixed split wastes the time of the one that has
-    run dry. Each slice (the budget over SEARCH_SLICES, at least SEARCH_SLICE_SECONDS) goes to the
-    search whose last slice gained the most makespan per second, refine first, then LNS; both
-    keep their state between slices and take over the incumbent when the other improved it.
+    run dry. Each slice (the budget over SEARCH_SLICES, at least SEARCH_SLICE_SECONDS or a
+    quarter of a short budget) goes to the search whose last slice gained the most makespan per
+    second, that rate grown by SEARCH_STALE_GROWTH per slice the search has waited; refine first,
+    then LNS. Both keep their state between slices and take over the incumbent when the other
+    improved it.
     A search that stops early (refine converged) hands the rest of its slice back. Every answer
     is offered to the incumbent, so the result is never worse than it."""
     t0 = time.monotonic()
