@@ -115,7 +115,7 @@ def cmd_heuristics(kind: str, n: int, k: int) -> None:
     print(f"# load {load()}")
 
 
-SMALLEST_METHODS = ("m-topo", "greedy-fill", "etf", "heft", "pardnn", "critical-path", "pardnn-balanced")
+SMALLEST_METHODS = ("min-memory", "m-topo", "greedy-fill", "etf", "heft", "pardnn", "critical-path", "pardnn-balanced")
 
 
 def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
@@ -148,7 +148,7 @@ def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
           f"(last none at {lo / lb:.3f} x LB); single-device peak / K = {single / k / lb:.3f} x LB", flush=True)
 
 
-LADDER_METHODS = ("m-topo", "critical-path", "greedy-fill", "etf")
+LADDER_METHODS = ("min-memory", "m-topo", "critical-path", "greedy-fill", "etf")
 
 
 def cmd_ladder(kind: str, n: int, k: int) -> None:

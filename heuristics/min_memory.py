@@ -43,12 +43,11 @@ from placement.memory_bounds import memory_lower_bound
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .memory_order import memory_aware_order, net_sequence
+from .memory_order import net_sequence
 from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
 LEVEL_STEP = 1.06  # ratio between successive floors of min_memory's passes
-SIMULATED_MAX_NODES = 60000  # rule "net" simulated: 3 s at 10K nodes, 17 s at 50K, 93 s at 200K (load 3.5)
 
 
 @dataclass
@@ -65,16 +64,14 @@ class Placed:
 
 
 def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
-    """Topological orders whose single-device peak is small, by name, computed when asked for:
-    rule "net" of heuristics.memory_order simulated on one device ("net"; within 1.04 x the K = 1
-    memory bound on the 10K LSTM, but 90 s at 200K nodes, so only up to SIMULATED_MAX_NODES), then
-    the same rule without the clock ("net-heap", heuristics.memory_order.net_sequence; 0.1 s at 10K
-    nodes, 7% above on the 10K LSTM). Which one places better varies with the graph, so
-    :func:`min_memory` tries both."""
-    if problem.n <= SIMULATED_MAX_NODES:
-        one = problem.with_devices(1, math.inf)
-        yield "net", np.asarray(memory_aware_order(one, np.zeros(problem.n, dtype=np.int64), mode="net")[0], dtype=np.int64)
-    yield "net-heap", net_sequence(problem)
+    """Topological orders whose single-device peak is small, by name: rule "net" of
+    heuristics.memory_order on one device (heuristics.memory_order.net_sequence; 1.04 x the K = 1
+    memory bound on the 10K LSTM, 0.1 s), weighing the NET_CANDIDATES nodes ready longest ("net"),
+    then the 2048 ready longest ("net-2048"). Which places better varies with the graph and the
+    level (on the 10K LSTM, K = 4, their smallest peaks over the levels were 1.315 and 1.360 x the
+    bound, at different levels), so :func:`min_memory` tries both."""
+    yield "net", net_sequence(problem)
+    yield "net-2048", net_sequence(problem, window=2048)
 
 
 def param_share(problem: Problem) -> float:
@@ -143,27 +140,22 @@ def place_along(problem: Problem, sequence: np.ndarray, floor: float, by_area: b
         adds = tracker._param_cost(v)
         pick = None
         best = None
-        chosen = None
+        if by_area:
+            # Bytes x time this adds on each device, with v's output held at least until its
+            # consumers' other inputs allow them to start (a device that would run v early only
+            # makes its output wait longer); the first device in that order within the level.
+            timing = sorted(timing, key=lambda x: (sum(size * (x[0] - a) for a, size, _ in tracker._pieces(v, x[1], x[2], x[0]))
+                                                   + out[v] * max(0.0, wait - x[0]), x[0], x[1]))
         for f, d, s in timing:
             if adds > 0 and tracker.params[d] + adds > max(param_level, float(tracker.params.max())) * (1 + TOL) + 1e-9:
                 continue  # a new unit's params go where params stay level (bin packing, largest first)
             pk = tracker.peak_if(v, d, s, f)
             if not finite[d] or pk <= level * cap[d] * (1 + TOL) + 1e-9:
-                if not by_area:
-                    pick = (d, s, f)
-                    break
-                # Bytes x time this adds on d, with v's output held at least until the time its
-                # consumers' other inputs allow them to start (a device that would run v early
-                # only makes its output wait longer).
-                area = sum(size * (f - a) for a, size, _ in tracker._pieces(v, d, s, f)) + out[v] * max(0.0, wait - f)
-                if chosen is None or (area, f) < chosen[0]:
-                    chosen = ((area, f), (d, s, f))
-                continue
+                pick = (d, s, f)
+                break
             key = (pk / cap[d], f)
             if best is None or key < best[0]:
                 best = (key, (d, s, f))
-        if pick is None and chosen is not None:
-            pick = chosen[1]
         if pick is None:
             if best is None:  # every device refused the params: the one with the fewest
                 f, d, s = min(timing, key=lambda x: (tracker.params[x[1]], x[0]))

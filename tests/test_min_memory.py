@@ -96,3 +96,15 @@ def test_deterministic_and_passes_only_where_memory_binds():
     levels = [f for f, by_area, ratchet, _ in passes(p, "peak") if by_area and ratchet]
     assert levels[0] == 1.0 and levels == sorted(levels, reverse=True)
     assert levels[-1] == pytest.approx(1 / 1.2)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_net_sequence_is_the_simulated_net_rule_on_one_device(seed):
+    """Without zero-time nodes a device's FIFO is the order nodes became ready, so the heap version
+    must take exactly the simulated rule's steps (window 256, and a small window that binds)."""
+    p = random_problem(seed, 40, 1, zero_time_p=0.0, edge_p=0.15)
+    one = np.zeros(p.n, dtype=np.int64)
+    from heuristics.memory_order import memory_aware_order
+
+    assert net_sequence(p).tolist() == memory_aware_order(p, one, mode="net")[0]
+    assert net_sequence(p, window=3).tolist() == memory_aware_order(p, one, mode="net", candidates=3)[0]
