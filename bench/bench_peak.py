@@ -17,7 +17,8 @@ Run from the worktree root, serialized with the other benchmarks:
   confirm: at the given capacity only.
 - frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
 - ladder: for the 200K-node graphs, where a bisection step costs minutes: capacities 1.3, 1.5, 2,
-  3 x memory_lower_bound in turn until one is answered by LADDER_METHODS (untimed).
+  3 x memory_lower_bound in turn until one is answered by LADDER_METHODS (untimed; the environment
+  variable LADDER=m1,m2 names other methods).
 - bound: memory_lower_bound and the makespan bounds (critical path, communication, memory path)
   at 1.3 x memory_lower_bound, with the seconds the memory path bound adds (timed: under the lock).
 Each line printed carries the load average.
@@ -164,7 +165,7 @@ def cmd_ladder(kind: str, n: int, k: int) -> None:
     for ratio in (1.3, 1.5, 2.0, 3.0):
         t = time.monotonic()
         got = None
-        for m in LADDER_METHODS:
+        for m in os.environ.get("LADDER", ",".join(LADDER_METHODS)).split(","):
             res = run(p.with_devices(k, ratio * lb), m, SolveOptions(memory_model="peak"))
             if res.feasible:
                 got = (m, res.evaluation.makespan)
