@@ -35,10 +35,36 @@ class BestSoFar:
         self._answer: tuple[Any, "Solution", Any] | None = None
         self._bound: float | None = None
         self.phase = "starting"  # what the run is doing (the report names the phase a stop landed in)
+        self._entered: list[tuple[str, float, float | None]] = []  # (phase, when, best makespan then)
 
     def enter(self, phase: str) -> None:
         """The run starts ``phase`` (bounds, warm-start, exact-lns, refine, ...)."""
         self.phase = phase
+        with self._lock:
+            self._entered.append((phase, time.monotonic(), self._answer_value()))
+
+    def _answer_value(self) -> float | None:
+        if self._answer is None:
+            return None
+        value = self._answer[1].objective
+        return float(value) if value is not None else None
+
+    def phase_history(self) -> list[dict[str, Any]]:
+        """The phases entered so far, each with its seconds and the best answer's makespan at its
+        end, the last one marked ``cut``: what a report answered by the watchdog shows of the run."""
+        with self._lock:
+            entered, now, last = list(self._entered), time.monotonic(), self._answer_value()
+        out: list[dict[str, Any]] = []
+        for i, (name, at, _) in enumerate(entered):
+            nxt = entered[i + 1] if i + 1 < len(entered) else None
+            row: dict[str, Any] = {"name": name, "seconds": (nxt[1] if nxt else now) - at}
+            value = nxt[2] if nxt else last
+            if value is not None:
+                row["makespan"] = value
+            if nxt is None:
+                row["status"] = "cut"
+            out.append(row)
+        return out
 
     def publish_answer(self, problem: Any, solution: "Solution", evaluation: Any = None) -> None:
         """Record a feasible answer for ``problem`` (its Evaluation too, when the publisher has it)."""

@@ -59,6 +59,7 @@ class _Parser(argparse.ArgumentParser):
 # Seconds a stopped run gets to return before the command reports without it (Ctrl-C, SIGTERM,
 # or the time limit passed): "Ctrl-C stops within a second", writing the report included.
 STOP_GRACE = 0.25
+KEEPALIVE_SECONDS = 8.0  # a progress line at least this often (auto's own heartbeat says more, every 7 s)
 # How long an unwound run may take to end (solvers/unwind.py): Python code ends at once; a native
 # call ends when it returns, and is not waited for longer.
 UNWIND_WAIT = 0.1
@@ -337,6 +338,7 @@ class Command:
         self.limit_at: float | None = None  # when the watchdog asked the run to stop for the time limit
         self.abandoned = False
         self.stdout_gone = False
+        self.last_line: float | None = None  # when the last progress line was printed (None: --quiet)
 
     def main(self, argv: Sequence[str] | None) -> int:
         old = None
@@ -384,7 +386,10 @@ class Command:
         if args.frontier or args.min_devices:
             self.stage = "solving"
             return _sweep_main(problem, opts, args)
-        progress = None if args.quiet else (lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr))
+        progress = None if args.quiet else self._line
+        if progress:
+            progress(f"loaded {problem.name}: {problem.n} nodes, {problem.m} edges, {problem.k} devices "
+                     f"({time.monotonic() - self.started:.1f}s)")
         self.stage = "solving"
         result = self._solve(lambda: run(problem, args.method, opts, progress=progress, objective=args.objective),
                              problem, opts, args)
@@ -415,6 +420,22 @@ class Command:
         if args.explain and result.evaluation is not None:
             self._print(explain_text(problem, result.evaluation))
         return 0 if result.answered else 1
+
+    def _line(self, msg: str) -> None:
+        """A progress line on stderr, stamped with the time of day."""
+        self.last_line = time.monotonic()
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    def _keepalive(self, now: float) -> None:
+        """A line naming the phase, the best answer published and the bound, whenever nothing was
+        said for KEEPALIVE_SECONDS: `auto`'s heartbeat speaks every 7 s within its phases, this
+        covers the rest (the bounds, methods without a heartbeat)."""
+        if self.last_line is None or now - self.last_line < KEEPALIVE_SECONDS or self.progress is None:
+            return
+        answer, bound = self.progress.get()
+        value = None if answer is None else answer[1].objective
+        self._line(f"{self.progress.phase}: incumbent={'-' if value is None else f'{value:.6g}'} "
+                   f"bound={'-' if bound is None else f'{bound:.6g}'} elapsed={now - self.started:.1f}s")
 
     def _print(self, text: str) -> None:
         """Print to stdout; a reader that went away (``solve ... | head``) is not an error."""
@@ -449,6 +470,7 @@ class Command:
         while worker.is_alive():
             worker.join(0.05)
             now = time.monotonic()
+            self._keepalive(now)
             if now >= soft and self.limit_at is None:
                 self.limit_at = now
                 self.stop.set()

@@ -188,7 +188,9 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     now = time.monotonic()
     t0 = min(opts.started, now)
     total = opts.time_limit
-    end = None if total is None else t0 + total - finish_reserve(problem, total)
+    # Time a caller keeps for its fallback (Tofu's plan) while nothing fits; freed by the warm start's answer.
+    fallback = float(opts.extra.get("fallback_reserve", 0.0))
+    end = None if total is None else t0 + total - finish_reserve(problem, total) - fallback
     usable = None if end is None else max(0.0, end - now)
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
@@ -245,6 +247,8 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         for baseline in BASELINES.values():
             if inc.offer(baseline(problem, sub(None))) is not None:
                 break
+    if end is not None and inc.best is not None:
+        end += fallback
     ph.seconds, ph.makespan, ph.status = time.monotonic() - t, inc.makespan, "heuristic"
     ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
     phases.append(ph)

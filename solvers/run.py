@@ -177,12 +177,14 @@ def interrupted_result(problem: Problem, opts: SolveOptions, method: str, why: s
                 ev = None
         if ev is not None and ev.feasible(problem):
             found = (sol, ev)
+    history = opts.best_so_far.phase_history()
     if found is None:
-        return RunResult("unknown", method, None, None, lb, seconds, reason=why, interrupted=True, objective_name=objective)
+        return RunResult("unknown", method, None, None, lb, seconds, reason=why, interrupted=True, objective_name=objective,
+                         history=history)
     sol, ev = found
     status = "optimal" if ev.makespan <= lb * (1 + 1e-9) else "heuristic"
     return RunResult(status, f"{method}:{sol.method}" if method == "auto" else sol.method, sol, ev, min(lb, ev.makespan),
-                     seconds, reason=why, interrupted=True)
+                     seconds, reason=why, interrupted=True, history=history)
 
 
 def _call(name: str, problem: Problem, opts: SolveOptions) -> Solution:
@@ -379,25 +381,52 @@ def run_partitioned(problem: Problem, opts: SolveOptions, progress: Callable[[st
 
 # auto tries a partitioned plan only while its shard graph (n x K nodes) evaluates in seconds.
 AUTO_PARTITION_MAX_SHARDS = 200_000
+# Tofu's plan on a graph with colocation groups is only a fallback (taken when no placement fits),
+# so the placement runs first and keeps back this much time for it: the plan's measured cost (about
+# 8,000 shards per second on this project's machine, idle; halved for a busy one), at most this
+# share of the limit.
+TOFU_SHARDS_PER_SECOND = 4_000.0
+TOFU_RESERVE_SHARE = 0.15
+
+
+def tofu_reserve(problem: Problem, time_limit: float | None) -> float:
+    """Seconds a grouped graph's placement run leaves for the fallback partitioned plan."""
+    if time_limit is None:
+        return 0.0
+    return min(TOFU_RESERVE_SHARE * time_limit, problem.n * problem.k / TOFU_SHARDS_PER_SECOND)
 
 
 def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: Callable[[str], None] | None = None) -> RunResult:
-    """``auto`` on a graph with operator semantics: Tofu's partitioned plan (seconds) first, then the
-    placement pipeline in the time left; the answer with the lower makespan among those that fit
-    wins, and the report says which and why (``partition.choice`` or the tofu entry of ``phases``).
+    """``auto`` on a graph with operator semantics: Tofu's partitioned plan (seconds) and the
+    placement pipeline; the answer with the lower makespan among those that fit wins, and the
+    report says which and why (``partition.choice`` or the tofu entry of ``phases``).
 
     A partitioned plan runs every operator on every device, so it cannot honour allowed devices
-    (then it is not tried) and does not model colocation groups (then it is taken only when no
-    placement is found)."""
+    (then it is not tried) and does not model colocation groups: then it is only a fallback, so the
+    placement runs first (keeping :func:`tofu_reserve` seconds back until its warm start has an
+    answer) and the plan is made only when no placement was found. Otherwise the plan comes first (it may win). The cheap makespan bounds are
+    published before either, so a run stopped early still reports a valid bound."""
+    placement_only = SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}})
     if problem.has_allowed:
-        placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
+        placed = run(problem, "auto", placement_only, progress)
         placed.history = placed.history + [{"method": "tofu", "status": "skipped",
                                             "choice": "nodes restricted to some devices: a partitioned plan runs every operator everywhere"}]
         return placed
-    part = run_partitioned(problem, opts, progress)
-    placed = run(problem, "auto", SolveOptions(**{**opts.__dict__, "extra": {**opts.extra, "auto_partition": False}}), progress)
-    p_ok, t_ok = placed.answered, part.answered
+    opts.best_so_far.publish_bound(lower_bounds(problem, communication=False).best)
     grouped = bool(problem.groups)
+    if grouped:
+        first = replace(placement_only, extra={**placement_only.extra, "fallback_reserve": tofu_reserve(problem, opts.time_limit)})
+        placed = run(problem, "auto", first, progress)
+        if placed.answered:
+            placed.history = placed.history + [{"method": "tofu", "status": "skipped", "choice": (
+                "the graph has colocation groups, which a partitioned plan does not model: it is only a fallback, "
+                "and a placement was found")}]
+            return placed
+        part = run_partitioned(problem, opts, progress)
+    else:
+        part = run_partitioned(problem, opts, progress)
+        placed = run(problem, "auto", placement_only, progress)
+    p_ok, t_ok = placed.answered, part.answered
     if t_ok and (not p_ok or (part.value < placed.evaluation.makespan and not grouped)):
         why = (f"partitioned plan makespan {part.value:.6g} < best placement {placed.evaluation.makespan:.6g}" if p_ok else
                f"no whole-operator placement found ({placed.status}: {placed.reason or 'none fits'}); the partitioned plan fits")
@@ -408,10 +437,7 @@ def run_auto_with_partitioning(problem: Problem, opts: SolveOptions, progress: C
         part.history = placed.history + part.history
         part.seconds = placed.seconds + part.seconds
         return part
-    if p_ok and t_ok and grouped:
-        why = (f"the graph has colocation groups, which a partitioned plan does not model: placement kept "
-               f"(makespan {placed.evaluation.makespan:.6g}; partitioned plan {part.value:.6g})")
-    elif p_ok and t_ok:
+    if p_ok and t_ok:
         why = f"best placement makespan {placed.evaluation.makespan:.6g} <= partitioned plan {part.value:.6g}"
     else:
         why = f"the partitioned plan does not fit or failed ({part.status}: {part.reason})"

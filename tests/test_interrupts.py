@@ -179,6 +179,10 @@ def test_sigint_unwinds_a_phase_deaf_to_the_stop_flag(phase: str, mid_graph: Pat
     rep = json.loads(report.read_text())
     assert rep["interrupted"] is True and rep["interrupted_in"] == phase
     assert "did not stop within" in rep["reason"]
+    # The phases entered so far survive the watchdog's answer, the last one cut where the stop landed.
+    names = [p["name"] for p in rep["phases"]]
+    assert names[0] == "bounds" and names[-1] == phase and rep["phases"][-1]["status"] == "cut"
+    assert all(p["seconds"] >= 0 for p in rep["phases"])
     if phase == "bounds":  # no answer yet: honest "unknown", exit 1, with the cheap bounds
         assert proc.returncode == 1 and rep["status"] == "unknown" and rep["makespan"] is None
         assert rep["lower_bound"] > 0

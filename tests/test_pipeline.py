@@ -146,3 +146,16 @@ def test_warm_budget_covers_the_members_the_portfolio_runs_first():
         # with time to spare, every member of WARM_FIRST fits by its own estimate
         if 1.25 * need <= WARM_MAX_SHARE * usable:
             assert got >= need
+
+
+def test_fallback_reserve_is_freed_once_the_warm_start_answers():
+    """A caller's fallback reserve (Tofu's plan for grouped graphs) holds the whole limit here, so
+    the warm start gets no time; the linear-time baselines answer, which frees the reserve, and
+    the later phases run in it instead of the run ending after the warm start."""
+    prob = generate("transformer", nodes=300, devices=4, seed=2)
+    res = run(prob, "auto", SolveOptions(time_limit=6.0, extra={"fallback_reserve": 6.0}))
+    assert res.evaluation is not None and res.evaluation.feasible(prob)
+    names = [h["name"] for h in res.history]
+    assert names[0] == "warm-start" and any(n in ("exact", "exact-lns", "refine") for n in names[1:]), names
+    later = [h for h in res.history if h["name"] in ("exact", "exact-lns", "refine")]
+    assert sum(h["seconds"] for h in later) > 0.5

@@ -80,3 +80,21 @@ def test_cli_quiet_prints_no_progress(tmp_path, capsys, quiet):
     assert main(args) == 0
     err = capsys.readouterr().err
     assert (err == "") == quiet
+
+
+def test_cli_keeps_speaking_outside_autos_heartbeat(tmp_path, capsys, monkeypatch):
+    """A method without a heartbeat of its own (CP-SAT) still gets a line whenever nothing was said
+    for KEEPALIVE_SECONDS (shortened here), naming the phase with the bound; the first line says
+    what was loaded."""
+    import solvers.cli as cli
+    from placement.formats.native import write_problem
+
+    monkeypatch.setattr(cli, "KEEPALIVE_SECONDS", 0.3)
+    path = tmp_path / "g.json"
+    write_problem(generate("transformer", nodes=400, devices=4, seed=3), path)
+    assert main([str(path), "--method", "cpsat", "--time-limit", "4"]) in (0, 1)  # 1: no answer in 4 s
+    lines = [ln.split("] ", 1)[1] for ln in capsys.readouterr().err.splitlines() if ln.startswith("[")]
+    assert lines[0].startswith("loaded transformer-400-s3: 391 nodes, 679 edges, 4 devices")
+    alive = [ln for ln in lines[1:] if ln.startswith("cpsat: incumbent=")]
+    assert len(alive) >= 3, lines
+    assert all(re.search(r"bound=[0-9.e+]+ elapsed=[0-9.]+s$", ln) for ln in alive), alive

@@ -461,6 +461,26 @@ def test_partitioning_respects_what_it_cannot_model():
     assert res.method != "auto:tofu" and res.evaluation is not None
     entry = [h for h in res.history if h.get("method") == "tofu"][0]
     assert "colocation" in entry["choice"]
+    assert entry["status"] == "skipped" and "fallback" in entry["choice"]  # placement found: no plan made
+
+
+def test_grouped_graph_falls_back_to_the_partitioned_plan():
+    """With colocation groups the placement runs first, in the limit less the plan's reserve; when
+    no placement of whole operators fits, the partitioned plan is still made and taken."""
+    from solvers.run import tofu_reserve
+
+    base = mlp(256, [64], 8).with_devices(16)
+    g = build_graph(base)
+    plan, _ = recursive_plan(g, 16)
+    need = float(evaluate_plan(g, plan, "static").memory.max())
+    groups = np.full(base.n, -1)
+    groups[[0, 1]] = 0
+    prob = replace(base.with_devices(16, memory=need * 1.01), colocate=groups, colocate_names=["g"])
+    res = run(prob, "auto", SolveOptions(time_limit=20))
+    assert res.method == "auto:tofu" and res.status == "heuristic"
+    assert "no whole-operator placement" in res.partition["choice"] and "colocation" in res.partition["choice"]
+    assert [h.get("method") for h in res.history][-1] == "tofu"  # after the placement's phases
+    assert 0 < tofu_reserve(prob, 20.0) <= 0.15 * 20.0 and tofu_reserve(prob, None) == 0.0
 
 
 # ----- on models imported from PyTorch ------------------------------------------------------------
