@@ -12,7 +12,7 @@ Run from the worktree root, serialized with the other benchmarks:
   /work/main), each in its own process: status and makespan.
 - smallest: bisection (6 steps, log scale) between memory_lower_bound and the single-device peak
   for the smallest capacity at which one of auto's warm-start heuristics answers (untimed, so
-  independent of the load; confirm with `auto` at that capacity).
+  independent of the load; confirm with `auto` at that capacity; SMALLEST=m1,m2 names others).
 - auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory;
   confirm: at the given capacity only.
 - frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
@@ -134,7 +134,7 @@ def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
         mid = math.sqrt(lo * hi)
         t = time.monotonic()
         got = None
-        for m in SMALLEST_METHODS:
+        for m in os.environ.get("SMALLEST", ",".join(SMALLEST_METHODS)).split(","):
             res = run(p.with_devices(k, mid), m, SolveOptions(memory_model="peak"))
             if res.feasible:
                 got = (m, res.evaluation.makespan)
