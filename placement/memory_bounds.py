@@ -97,6 +97,8 @@ def _running_levels(problem: Problem, order: list[int] | None) -> tuple[np.ndarr
     srt = np.lexsort((delta > 0, t))  # at equal times releases first, as the evaluator does
     level = np.cumsum(delta[srt])
     runs = np.flatnonzero(problem.time > 0)
+    if level.size == 0:  # no tensor is ever held
+        return runs, np.zeros(runs.size)
     at = np.searchsorted(t[srt], ev.start[runs], side="right") - 1
     return runs, np.where(at >= 0, level[np.maximum(at, 0)], 0.0)
 

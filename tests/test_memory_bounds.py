@@ -133,3 +133,10 @@ def test_live_cut_bound_is_the_largest_over_all_nodes_on_a_small_training_graph(
     total = float(p.param_bytes.sum())
     for k in (1, 4):
         assert memory_lower_bound(p, "peak", k)["live_cut"] == pytest.approx((total + every) / k)
+
+
+def test_bound_on_a_graph_that_holds_no_tensor():
+    """No output bytes anywhere: the live cut is empty and the bound is the params' bin packing."""
+    nodes = [{"id": "a", "time": 3, "out_bytes": 0, "param_bytes": 5}, {"id": "b", "time": 6, "out_bytes": 0, "param_bytes": 7}]
+    p = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 1}], devices=2, memory=100, name="no-tensors")
+    assert memory_lower_bound(p, "peak")["best"] == 7
