@@ -39,11 +39,11 @@ from typing import Callable, Iterator
 import numpy as np
 
 from placement.evaluator import evaluate
-from placement.memory_bounds import memory_lower_bound
+from placement.light_order import net_sequence
+from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param_units
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .memory_order import net_sequence
 from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
@@ -65,7 +65,7 @@ class Placed:
 
 def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
     """Topological orders whose single-device peak is small, by name: rule "net" of
-    heuristics.memory_order on one device (heuristics.memory_order.net_sequence; 1.04 x the K = 1
+    heuristics.memory_order on one device (placement.light_order.net_sequence; 1.04 x the K = 1
     memory bound on the 10K LSTM, 0.1 s), weighing the NET_CANDIDATES nodes ready longest ("net"),
     then the 2048 ready longest ("net-2048"). Which places better varies with the graph and the
     level (on the 10K LSTM, K = 4, their smallest peaks over the levels were 1.315 and 1.360 x the
@@ -77,9 +77,7 @@ def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
 def param_share(problem: Problem) -> float:
     """The params a device is allowed before any other limit binds: the bin-packing lower bound of
     the units' params over the K devices (placement.memory_bounds)."""
-    from placement.memory_bounds import _units, bin_packing_bound
-
-    return bin_packing_bound(_units(problem, problem.param_bytes), problem.k)
+    return bin_packing_bound(param_units(problem), problem.k)
 
 
 def place_along(problem: Problem, sequence: np.ndarray, floor: float, by_area: bool = False, ratchet: bool = True,

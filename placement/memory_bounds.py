@@ -39,6 +39,11 @@ def _units(problem: Problem, size: np.ndarray) -> np.ndarray:
     return np.concatenate([groups, size[~grouped]])
 
 
+def param_units(problem: Problem) -> np.ndarray:
+    """Params per unit (colocation group or lone node): what each device holds at all times."""
+    return _units(problem, problem.param_bytes)
+
+
 def bin_packing_bound(sizes: np.ndarray, k: int) -> float:
     """A lower bound on the bin capacity that packs ``sizes`` into k bins."""
     if sizes.size == 0:
