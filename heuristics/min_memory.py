@@ -242,7 +242,8 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
             todo.sort(key=lambda p: p[0] > lowest)  # stable: the lowest floor's passes first
     info: dict = {"passes": tried}
     if found is None:
-        why = "out of time" if opts.out_of_time() else "no pass fitted the capacity"
+        why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"
+               else "its placement, built for the peak model, exceeds static memory")
         return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
     got, ev, name = found
     order: list[list[int]] | None = got.order
