@@ -30,6 +30,7 @@ from .problem import Problem
 
 CUT_CANDIDATES = 63  # bits of one unsigned 64-bit word
 SCORED_ROUNDS = 16  # rounds of candidates by decreasing score (_best_cuts)
+SCORED_WORK = 3_000_000  # at most this many nodes + edges walked by those rounds (4 rounds at 200K nodes)
 
 
 def _units(problem: Problem, size: np.ndarray) -> np.ndarray:
@@ -126,7 +127,8 @@ def _scores(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 def _best_cuts(problem: Problem) -> np.ndarray:
     """Live cuts of candidate nodes: those of :func:`_cut_candidates`, then the running nodes in
     decreasing order of :func:`_scores` (an upper bound on each one's cut), CUT_CANDIDATES at a
-    time, while a node's score exceeds the best cut found, at most SCORED_ROUNDS rounds. When the
+    time, while a node's score exceeds the best cut found, at most SCORED_ROUNDS rounds (fewer on big
+    graphs: SCORED_WORK; at 200K nodes the later rounds found nothing more). When the
     rounds end that way, the best cut found is the largest over all nodes. Why: the largest cut of
     a training graph sits at one node (the loss, the only node after the whole forward pass and
     before the whole backward pass) that evenly spread candidates miss: on the 50K LSTM they gave
@@ -140,7 +142,8 @@ def _best_cuts(problem: Problem) -> np.ndarray:
     by = np.argsort(-score, kind="stable")
     seen = set(cands)
     i = 0
-    for _ in range(SCORED_ROUNDS):
+    rounds = max(1, min(SCORED_ROUNDS, SCORED_WORK // max(1, problem.n + problem.m)))
+    for _ in range(rounds):
         batch: list[int] = []
         while i < by.size and len(batch) < CUT_CANDIDATES and score[by[i]] > best:
             v = int(nodes[by[i]])
