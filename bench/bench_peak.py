@@ -12,12 +12,13 @@ Run from the worktree root, serialized with the other benchmarks:
   /work/main), each in its own process: status and makespan.
 - smallest: bisection (6 steps, log scale) between memory_lower_bound and the single-device peak
   for the smallest capacity at which one of auto's warm-start heuristics answers (untimed, so
-  independent of the load; confirm with `auto` at that capacity).
+  independent of the load; confirm with `auto` at that capacity; SMALLEST=m1,m2 names others).
 - auto: `solve --time-limit 120` (whole process) at the given capacity and with unlimited memory;
   confirm: at the given capacity only.
 - frontier: `solve --frontier --points 8 --time-limit 270` (whole process).
 - ladder: for the 200K-node graphs, where a bisection step costs minutes: capacities 1.3, 1.5, 2,
-  3 x memory_lower_bound in turn until one is answered by LADDER_METHODS (untimed).
+  3 x memory_lower_bound in turn until one is answered by LADDER_METHODS (untimed; the environment
+  variable LADDER=m1,m2 names other methods).
 - bound: memory_lower_bound and the makespan bounds (critical path, communication, memory path)
   at 1.3 x memory_lower_bound, with the seconds the memory path bound adds (timed: under the lock).
 Each line printed carries the load average.
@@ -115,7 +116,7 @@ def cmd_heuristics(kind: str, n: int, k: int) -> None:
     print(f"# load {load()}")
 
 
-SMALLEST_METHODS = ("m-topo", "greedy-fill", "etf", "heft", "pardnn", "critical-path", "pardnn-balanced")
+SMALLEST_METHODS = ("min-memory", "m-topo", "greedy-fill", "etf", "heft", "pardnn", "critical-path", "pardnn-balanced")
 
 
 def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
@@ -133,7 +134,7 @@ def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
         mid = math.sqrt(lo * hi)
         t = time.monotonic()
         got = None
-        for m in SMALLEST_METHODS:
+        for m in os.environ.get("SMALLEST", ",".join(SMALLEST_METHODS)).split(","):
             res = run(p.with_devices(k, mid), m, SolveOptions(memory_model="peak"))
             if res.feasible:
                 got = (m, res.evaluation.makespan)
@@ -148,7 +149,7 @@ def cmd_smallest(kind: str, n: int, k: int, steps: int = 6) -> None:
           f"(last none at {lo / lb:.3f} x LB); single-device peak / K = {single / k / lb:.3f} x LB", flush=True)
 
 
-LADDER_METHODS = ("m-topo", "critical-path", "greedy-fill", "etf")
+LADDER_METHODS = ("min-memory", "m-topo", "critical-path", "greedy-fill", "etf")
 
 
 def cmd_ladder(kind: str, n: int, k: int) -> None:
@@ -164,7 +165,7 @@ def cmd_ladder(kind: str, n: int, k: int) -> None:
     for ratio in (1.3, 1.5, 2.0, 3.0):
         t = time.monotonic()
         got = None
-        for m in LADDER_METHODS:
+        for m in os.environ.get("LADDER", ",".join(LADDER_METHODS)).split(","):
             res = run(p.with_devices(k, ratio * lb), m, SolveOptions(memory_model="peak"))
             if res.feasible:
                 got = (m, res.evaluation.makespan)

@@ -144,7 +144,7 @@ def solve(paths: list[str], time_limit: float, memory_model: str, label: str, he
             rep = json.loads(report.read_text())
             if keep:
                 Path(keep).mkdir(parents=True, exist_ok=True)
-                tag = f"{Path(path).stem}_{memory_model}{'_' + memory if memory else ''}_{time_limit:g}s.json"
+                tag = f"{Path(path).stem}_{memory_model}{'_' + memory if memory else ''}_{time_limit:g}s_{label.replace(' ', '-')}.json"
                 (Path(keep) / tag).write_text(report.read_text())
         hist = rep.get("phases", [])
         warm = next((h for h in hist if h.get("name") == "warm-start"), {})
@@ -187,6 +187,8 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
             ph = {h["name"]: h for h in res.history}
             warm = ph.get("warm-start", {})
             ex = ph.get("exact-lns") or ph.get("exact-coarse") or {}
+            if "search" in ph:  # big_search="alternate": LNS and refine in turns
+                ex = {**ex, "note": f"{ex.get('note', '')}; {ph['search'].get('note', '')}"}
             mk = res.evaluation.makespan if res.evaluation is not None else float("nan")
             print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {memory_model} | {time_limit:g} | {variant} | "
                   f"{warm.get('makespan', float('nan')):.6g} ({warm.get('note', '-')}) | {ex.get('makespan', float('nan')):.6g} | "

@@ -346,6 +346,94 @@ def _movable_pair(p: Problem, base: IncrementalSchedule, window: np.ndarray, cri
     return (pl == pair // p.k) | (pl == pair % p.k)
 
 
+class WindowSearch:
+    """Window LNS that can stop at a deadline and go on later, possibly from another schedule:
+    the pipeline alternates it with refine (solvers/pipeline.py, "search") and hands it the
+    incumbent whenever refine found a better one. State: the base schedule, the window size, the
+    critical nodes already tried since the last improvement, the seeded random stream."""
+
+    def __init__(self, problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *,
+                 memory_model: str = "static", window: int = 300, window_seconds: float = 5.0,
+                 stats: LnsStats | None = None, say: Callable[[str], None] | None = None,
+                 select: str = "critical") -> None:
+        if select not in SELECT:
+            raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
+        self.p, self.opts, self.memory_model = problem, opts, memory_model
+        self.window_seconds, self.select, self.say = window_seconds, select, say
+        self.stats = stats or LnsStats()
+        self.rng = np.random.default_rng(opts.seed)
+        self.base = IncrementalSchedule(problem, placement, start)
+        self.best_ev = timed(problem, self.base.placement, self.base.order, memory_model)
+        self.stats.start_makespan = self.stats.best_makespan = self.best_ev.makespan
+        self.size = min(window, problem.n)
+        self.tried: set[int] = set()
+
+    def adopt(self, ev: Evaluation) -> bool:
+        """Continue from the schedule ``ev`` (placement and start times) when it is shorter than
+        the search's own best; True if adopted."""
+        eps = 1e-9 * max(1.0, self.best_ev.makespan)
+        if ev.makespan >= self.best_ev.makespan - eps:
+            return False
+        self.base.reset(ev.placement, ev.start)
+        self.best_ev = ev
+        self.stats.best_makespan = ev.makespan
+        self.tried.clear()
+        return True
+
+    def run(self, deadline: float) -> Evaluation:
+        """Try windows until ``deadline`` (time.monotonic()); the best schedule so far."""
+        p, opts, stats, base = self.p, self.opts, self.stats, self.base
+        while True:
+            left = deadline - time.monotonic()
+            if opts.stop.is_set() or left < 0.5:
+                stats.stopped = "stopped" if opts.stop.is_set() else "deadline"
+                break
+            eps = 1e-9 * max(1.0, base.makespan)
+            crit = np.flatnonzero(base.start + p.time + base.tail >= base.makespan - eps)
+            fresh = [int(v) for v in crit if int(v) not in self.tried]
+            if not fresh:
+                if self.size >= p.n:
+                    stats.stopped = "converged"
+                    break
+                self.tried.clear()
+                self.size = min(p.n, self.size * 2)  # every critical window tried: widen
+                continue
+            if self.select == "sweep":
+                center = min(fresh, key=lambda v: (base.start[v], p.topo_rank[v]))
+            else:
+                center = fresh[int(self.rng.integers(len(fresh)))]
+            lo, hi, seq = window_at(base, center, self.size)
+            if self.select == "sweep" and hi < p.n:  # the next window starts half-way through this one
+                self.tried.update(int(v) for v in seq[lo:(lo + hi) // 2 + 1])
+            else:
+                self.tried.update(int(v) for v in seq[lo:hi])
+            t = time.monotonic()
+            sub = SolveOptions(memory_model=self.memory_model, time_limit=min(self.window_seconds, max(0.1, left - 0.3)),
+                               workers=opts.workers, seed=opts.seed, stop=opts.stop)
+            info: dict = {}
+            movable = _movable_near(p, crit) if self.select == "focus" else \
+                _movable_pair(p, base, seq[lo:hi], crit) if self.select == "pair" else None
+            got = solve_window(p, base, lo, hi, seq, sub, self.memory_model, info, movable)
+            stats.model_seconds += time.monotonic() - t
+            stats.windows += 1
+            stats.closed += int(info.get("optimal", False))
+            if got is None:
+                continue
+            new_pl, order, promised = got
+            if promised >= self.best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
+                continue
+            ev = timed(p, new_pl, order, self.memory_model)
+            if ev is not None and ev.feasible(p) and ev.makespan < self.best_ev.makespan - eps:
+                stats.improved += 1
+                self.best_ev = ev
+                stats.best_makespan = ev.makespan
+                base.reset(ev.placement, ev.start)
+                self.tried.clear()
+                if self.say is not None:
+                    self.say(f"lns: window {stats.windows} ({hi - lo} nodes) -> {ev.makespan:.6g}")
+        return self.best_ev
+
+
 def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,
         memory_model: str = "static", window: int = 300, window_seconds: float = 5.0, stats: LnsStats | None = None,
         say: Callable[[str], None] | None = None, select: str = "critical") -> tuple[np.ndarray, Evaluation]:
@@ -358,62 +446,7 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
     the critical nodes in time order; "focus" is "critical" with only the critical nodes and their
     neighbours free to change device (the rest of the window is re-sequenced only); "pair" frees
     the devices of only the two devices exchanging the most critical transfer time in the window."""
-    if select not in SELECT:
-        raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
-    p = problem
-    stats = stats or LnsStats()
-    rng = np.random.default_rng(opts.seed)
-    base = IncrementalSchedule(p, placement, start)
-    best_ev = timed(p, base.placement, base.order, memory_model)
-    stats.start_makespan = stats.best_makespan = best_ev.makespan
-    size = min(window, p.n)
-    tried: set[int] = set()
-    while True:
-        left = deadline - time.monotonic()
-        if opts.stop.is_set() or left < 0.5:
-            stats.stopped = "stopped" if opts.stop.is_set() else "deadline"
-            break
-        eps = 1e-9 * max(1.0, base.makespan)
-        crit = np.flatnonzero(base.start + p.time + base.tail >= base.makespan - eps)
-        fresh = [int(v) for v in crit if int(v) not in tried]
-        if not fresh:
-            if size >= p.n:
-                stats.stopped = "converged"
-                break
-            tried.clear()
-            size = min(p.n, size * 2)  # every critical window tried: widen
-            continue
-        if select == "sweep":
-            center = min(fresh, key=lambda v: (base.start[v], p.topo_rank[v]))
-        else:
-            center = fresh[int(rng.integers(len(fresh)))]
-        lo, hi, seq = window_at(base, center, size)
-        if select == "sweep" and hi < p.n:  # the next window starts half-way through this one
-            tried.update(int(v) for v in seq[lo:(lo + hi) // 2 + 1])
-        else:
-            tried.update(int(v) for v in seq[lo:hi])
-        t = time.monotonic()
-        sub = SolveOptions(memory_model=memory_model, time_limit=min(window_seconds, max(0.1, left - 0.3)),
-                           workers=opts.workers, seed=opts.seed, stop=opts.stop)
-        info: dict = {}
-        movable = _movable_near(p, crit) if select == "focus" else \
-            _movable_pair(p, base, seq[lo:hi], crit) if select == "pair" else None
-        got = solve_window(p, base, lo, hi, seq, sub, memory_model, info, movable)
-        stats.model_seconds += time.monotonic() - t
-        stats.windows += 1
-        stats.closed += int(info.get("optimal", False))
-        if got is None:
-            continue
-        new_pl, order, promised = got
-        if promised >= best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
-            continue
-        ev = timed(p, new_pl, order, memory_model)
-        if ev is not None and ev.feasible(p) and ev.makespan < best_ev.makespan - eps:
-            stats.improved += 1
-            best_ev = ev
-            stats.best_makespan = ev.makespan
-            base.reset(ev.placement, ev.start)
-            tried.clear()
-            if say is not None:
-                say(f"lns: window {stats.windows} ({hi - lo} nodes) -> {ev.makespan:.6g}")
-    return best_ev.placement, best_ev
+    search = WindowSearch(problem, placement, start, opts, memory_model=memory_model, window=window,
+                          window_seconds=window_seconds, stats=stats, say=say, select=select)
+    best = search.run(deadline)
+    return best.placement, best

@@ -32,6 +32,8 @@ import numpy as np
 from placement.evaluator import Evaluation, edge_delay, evaluate
 from placement.problem import Problem
 
+from placement.light_order import net_sequence  # noqa: F401 - rule "net" on one device, re-exported here
+
 from .peak_tracker import PeakTracker
 
 CANDIDATES = 32  # at most this many ready nodes (in FIFO order) are weighed per start
@@ -144,15 +146,16 @@ class _Lookahead:
 
 
 def memory_aware_order(problem: Problem, placement: np.ndarray, capacity: np.ndarray | None = None,
-                       mode: str = "fit") -> list[list[int]]:
+                       mode: str = "fit", candidates: int | None = None) -> list[list[int]]:
     """Per-device order by memory-aware list scheduling (module docstring); ``capacity`` defaults
-    to the problem's."""
+    to the problem's; ``candidates``: ready nodes weighed per start (default CANDIDATES, or
+    NET_CANDIDATES for rule "net")."""
     n, k = problem.n, problem.k
     cap = problem.memory if capacity is None else np.asarray(capacity, dtype=float)
     pl = np.asarray(placement, dtype=np.int64)
     dev = pl.tolist()
     book = _Lookahead(problem, dev, cap)
-    limit = NET_CANDIDATES if mode == "net" else CANDIDATES
+    limit = candidates if candidates is not None else NET_CANDIDATES if mode == "net" else CANDIDATES
     capacity_ok = book.tr.cap * (1 + 1e-12) + 1e-9
     delay = edge_delay(problem, pl)
     ptr, nbr, eid = problem.succ_ptr
@@ -243,3 +246,4 @@ def lower_peak_order(problem: Problem, placement: np.ndarray, fifo: Evaluation |
         if best.evaluation.feasible(problem):
             break
     return best
+

@@ -39,7 +39,7 @@ class Profile:
 
     def _split(self, x: float) -> int:
         """Index of the breakpoint at x, inserting one (same level as the piece it splits) if needed."""
-        i = int(np.searchsorted(self.t[:self.m], x, side="right")) - 1
+        i = int(self.t[:self.m].searchsorted(x, side="right")) - 1
         if self.t[i] == x:
             return i
         if self.m == self.t.size:
@@ -68,8 +68,8 @@ class Profile:
         if not b > a:
             return 0.0
         t = self.t[:self.m]
-        i = int(np.searchsorted(t, a, side="right")) - 1
-        j = int(np.searchsorted(t, b, side="left"))
+        i = int(t.searchsorted(a, side="right")) - 1
+        j = int(t.searchsorted(b, side="left"))
         return float(self.level[i:max(j, i + 1)].max())
 
 

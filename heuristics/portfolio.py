@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 from typing import Callable
 
+from placement.memory_bounds import memory_lower_bound
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -27,6 +28,7 @@ from .baselines import greedy_fill, single
 from .critical_path import critical_path
 from .linear_clustering import linear_clustering
 from .list_scheduling import etf, heft, m_etf, m_topo
+from .min_memory import min_memory
 from .pardnn import pardnn, pardnn_balanced
 from .random_feasible import random_feasible
 
@@ -34,17 +36,36 @@ from .random_feasible import random_feasible
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
-    "linear-clustering": linear_clustering, "random": random_feasible,
+    "linear-clustering": linear_clustering, "random": random_feasible, "min-memory": min_memory,
 }
 ORDER = tuple(MEMBERS)
 # Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
 # handler does not (bench/results_peak.md), in a fifth of its time (10K-node transformer at 1.27x
 # the memory lower bound: etf 2.9 s, heft 3.7 s, pardnn 15.6 s without an answer), so a warm budget
 # spent on PARDNN first left auto with greedy-fill's 4527 where ETF gives 3491.
-PEAK_ORDER = ("single", "m-topo", "greedy-fill", "etf", "heft", "pardnn") + tuple(
-    m for m in ORDER if m not in ("single", "m-topo", "greedy-fill", "etf", "heft", "pardnn"))
+PEAK_ORDER = ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "pardnn") + tuple(
+    m for m in ORDER if m not in ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "pardnn"))
+# When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs right after
+# the linear-time baselines: there the list schedulers and PARDNN rarely answer (the 10K LSTM: none
+# below 2.16 x the bound) and at 200K nodes they would use the whole warm budget first.
+TIGHT = 2.0
+PEAK_TIGHT_ORDER = ("single", "m-topo", "greedy-fill", "min-memory") + tuple(
+    m for m in PEAK_ORDER if m not in ("single", "m-topo", "greedy-fill", "min-memory"))
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
+
+
+def member_order(problem: Problem, opts: SolveOptions) -> tuple[tuple[str, ...], float | None]:
+    """The members in the order they run for this problem (see ORDER, PEAK_ORDER, PEAK_TIGHT_ORDER),
+    and under the peak model with finite memory the memory lower bound (computed once, handed to
+    min-memory)."""
+    if opts.memory_model != "peak":
+        return ORDER, None
+    cap = float(np.max(problem.memory))
+    if not np.isfinite(cap):
+        return PEAK_ORDER, None
+    lb = float(memory_lower_bound(problem, "peak")["best"])
+    return (PEAK_TIGHT_ORDER if cap < TIGHT * lb else PEAK_ORDER), lb
 
 
 def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:
@@ -55,7 +76,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 5e-6,
         "pardnn": 2e-5 + 1e-6 * k, "pardnn-balanced": 2e-5 + 1e-6 * k,
         "etf": 4e-6 * k, "m-etf": 7e-6 * k,
-        "heft": 4e-6 * k, "critical-path": 2e-6 * k,
+        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 1e-4,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
@@ -78,14 +99,16 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     members: list[dict] = []
     best: Solution | None = None
-    for name in PEAK_ORDER if opts.memory_model == "peak" else ORDER:
+    names, mlb = member_order(problem, opts)
+    for name in names:
         rem = opts.remaining()
         est = estimate_seconds(name, problem.n, problem.m, problem.k, opts.memory_model)
         if rem is not None and est > rem:
             members.append({"method": name, "status": "skipped", "makespan": None, "feasible": False, "seconds": 0.0,
                             "reason": f"estimated {est:.3g} s > {rem:.3g} s left"})
             continue
-        sub = replace(opts, time_limit=rem, started=time.monotonic(), hint=None)
+        extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb}
+        sub = replace(opts, time_limit=rem, started=time.monotonic(), hint=None, extra=extra)
         t = time.monotonic()
         try:
             sol = MEMBERS[name](problem, sub)

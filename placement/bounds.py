@@ -10,6 +10,9 @@ it is honest:
   shares the consumer's device and runs one after another there (docs/scale.md);
 - memory path (placement/memory_path_bound.py, given the memory model): a path whose nodes cannot
   all sit on one device within the capacity pays the transfers between its runs (docs/peak.md).
+- bypass (placement/bypass_bound.py): work that leaves the critical chain and rejoins it either
+  shares the chain's device, one piece at a time, or pays a transfer out and one back, added up
+  along the chain (docs/scale.md);
 - forced (placement/forced_bound.py): transfers too long to pay below a target force clusters of
   nodes onto one device, whose memory or one-at-a-time schedule then refutes the target
   (depends on the memory model; docs/scale.md).
@@ -25,9 +28,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .bypass_bound import chain_bound
 from .comm_bound import heads
 from .forced_bound import forced_bound
-from .memory_path_bound import memory_path_bound
+from .memory_path_bound import best_path, memory_path_bound
 from .problem import Problem
 
 
@@ -39,18 +43,19 @@ class LowerBounds:
     largest_group: float
     communication: float = 0.0
     memory_path: float = 0.0
-    forced: float = 0.0
+    forced: float = 0.0  # starts from the best of the others
+    bypass: float = 0.0
 
     @property
     def best(self) -> float:
         return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
-                   self.memory_path, self.forced)
+                   self.memory_path, self.forced, self.bypass)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
-                "memory_path": self.memory_path, "forced": self.forced,
-                "best": self.best}
+                "memory_path": self.memory_path, "bypass": self.bypass, "forced": self.forced,
+                "best": self.best}  # forced starts from the others: listed last, named only when above them
 
 
 def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
@@ -78,10 +83,11 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
     capacity constraint holds: the memory path bound runs only when it is given (a static-model
     bound is not valid under the peak model), and the forced bound counts params only when it is
-    not (valid in both models). The memory path bound is cut short once ``stop`` is set.
+    not (valid in both models). The memory path bound is cut short once ``stop`` is set, and the
+    bypass and forced bounds are left out (0) when it is set before them.
     ``communication=False`` leaves out the bounds built on communication heads and tails (the
-    communication and forced bounds, a second or more at 200K nodes), e.g. to have a valid bound
-    at once and those later."""
+    communication, bypass and forced bounds, a second or more at 200K nodes), e.g. to have a valid
+    bound at once and those later."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
@@ -94,8 +100,10 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
         communication=float((head + problem.time + tail).max()) if communication else 0.0,
         memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
     )
-    if not communication:
+    if not communication or (stop is not None and stop.is_set()):
         return plain
+    chain = best_path(problem, problem.time, np.zeros(problem.m))
+    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail))
     return replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
 
 

@@ -25,6 +25,7 @@ from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.critical_path import critical_path
 from heuristics.linear_clustering import linear_clustering
 from heuristics.list_scheduling import etf, heft, m_etf, m_topo
+from heuristics.min_memory import min_memory
 from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
 from heuristics.random_feasible import random_feasible
@@ -81,6 +82,9 @@ TABLE: tuple[MethodInfo, ...] = (
                "Baechi's m-TOPO: the topological equal-share fill of heuristics.baselines (alias of topo-fill)", m_topo),
     MethodInfo("greedy-fill", HEURISTIC, MAKESPAN,
                "topological order, each device filled up to its capacity (Tarnawski's greedy)", greedy_fill),
+    MethodInfo("min-memory", HEURISTIC, MAKESPAN,
+               "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
+               "level (smallest memory per device)", min_memory),
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),

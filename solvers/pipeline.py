@@ -38,7 +38,7 @@ from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
-from formulations.window_lns import LnsStats, lns
+from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
@@ -47,7 +47,7 @@ from placement.solution import Solution, SolveOptions
 from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
-from .refine import RefineStats, refine, refine_multilevel
+from .refine import RefineSearch, RefineStats, refine, refine_multilevel
 from .reschedule import reschedule
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -65,9 +65,11 @@ WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft")
 # Kept free at the end of the limit for what follows the pipeline: re-checking the answer, the
 # report, --explain, writing JSON: 7.8 s for 335K nodes + edges at load 10 when the report was
 # indented JSON (60% of it); written one field per line since, that write fell from 1.4 s to
-# 0.4 s at 200K nodes (low load), so this reserve is now generous.
+# 0.4 s at 200K nodes (low load). At 2.5e-5 per element the 200K-node goal runs (560-600K nodes +
+# edges, reserve 15-16 s) ended 1.4-3.6 s after the reserve began (load 5-8: wall 104-108 s of
+# 120), so the reserve was 4x what it paid for; 8e-6 keeps about twice the measured cost.
 FINISH_SECONDS = 1.0  # also Python's start-up before the CLI's clock starts (~0.9 s under load) and exit
-FINISH_SECONDS_PER_ELEMENT = 2.5e-5
+FINISH_SECONDS_PER_ELEMENT = 8e-6
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
 # "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
@@ -79,6 +81,17 @@ BIG_EXACT = "lns"
 # search finds better sequences), 50 gained less per window, 150-200 less per second.
 LNS_WINDOW = 100
 LNS_SELECT = "critical"  # how windows are chosen (formulations/window_lns.py SELECT)
+# Above EXACT_MAX_NODES with big_exact="lns": "alternate" runs window LNS and refine in turns, each
+# slice to the one that gained most per second in its last slice (both keep their state between
+# slices); "phases" runs LNS, then refine with REFINE_SHARE (before session 7).
+# opts.extra["big_search"] overrides (bench/results_scale.md, "Session 7").
+BIG_SEARCH = "alternate"
+SEARCH_SLICES = 10  # slices of the search's budget, at least SEARCH_SLICE_SECONDS each
+SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
+# A waiting search's last rate grows by this per slice it waits: on the 10K CNN refine's second
+# slice gained 0.43%, LNS's 0.42-0.61% per slice after it, and without growth LNS kept every later
+# slice although refine after LNS had gained 10% in 18 s in the old sequence.
+SEARCH_STALE_GROWTH = 1.5
 MULTILEVEL_COARSEST = 250  # nodes of the coarsest level of big_exact="multilevel"
 LNS_WINDOW_SECONDS = 2.0  # the phase runs only with time for one window after its set-up
 LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
@@ -260,6 +273,18 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     # 2. Exact phase.
     proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
     used_exact = False
+    alternate = coarse and str(opts.extra.get("big_exact", BIG_EXACT)) == "lns" and \
+        str(opts.extra.get("big_search", BIG_SEARCH)) == "alternate"
+    if alternate and not proved and not opts.stop.is_set() and inc.best is not None:
+        # 2+3. Window LNS and refine in turns until the end (docs/scale.md, "Alternating search").
+        budget = until(None if end is None else end - inc.check_seconds)
+        done = _alternate_phase(problem, opts, inc, bound, budget, hb)
+        used_exact = any(ph.name == "exact-lns" and ph.status == "feasible" for ph in done)
+        phases.extend(done)
+        progress("search")
+        if inc.makespan <= bound * (1 + 1e-9):
+            proved = True
+        return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
     if not proved and not opts.stop.is_set():
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
@@ -413,6 +438,112 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
     ph.note = (f"{stats.windows} windows of {window} nodes ({select}), {stats.closed} closed, {stats.improved} improved: "
                f"{stats.start_makespan:.6g} -> {ev.makespan:.6g}")
     return ph
+
+
+def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
+                     hb: Heartbeat) -> list[Phase]:
+    """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
+    incumbent, until ``budget`` seconds from now are spent (60 s without a limit).
+
+    Why: which of them improves a big graph faster depends on the graph and on the schedule
+    reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
+    where refine's single moves are stuck), and a fixed split wastes the time of the one that has
+    run dry. Each slice (the budget over SEARCH_SLICES, at least SEARCH_SLICE_SECONDS or a
+    quarter of a short budget) goes to the search whose last slice gained the most makespan per
+    second, that rate grown by SEARCH_STALE_GROWTH per slice the search has waited; refine first,
+    then LNS. Both keep their state between slices and take over the incumbent when the other
+    improved it.
+    A search that stops early (refine converged) hands the rest of its slice back. Every answer
+    is offered to the incumbent, so the result is never worse than it."""
+    t0 = time.monotonic()
+    end = t0 + (budget if budget is not None else 60.0)
+    slice_s = max(min(SEARCH_SLICE_SECONDS, (end - t0) / 4), (end - t0) / SEARCH_SLICES)  # short budgets: 4 slices
+    window = int(opts.extra.get("lns_window", LNS_WINDOW))
+    window_seconds = float(opts.extra.get("lns_window_seconds", LNS_WINDOW_SECONDS))
+    select = str(opts.extra.get("lns_select", LNS_SELECT))
+    multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
+    lns_stats, ref_stats = LnsStats(), RefineStats()
+    arms: dict[str, Any] = {}
+    spent = {"exact-lns": 0.0, "refine": 0.0}
+    rate: dict[str, float] = {}
+    log: list[str] = []
+    start_makespan = inc.makespan
+
+    def build(name: str) -> Any:
+        sol, ev = inc.best
+        if name == "refine":
+            keep = True if problem.n > multilevel_nodes else "auto"
+            return RefineSearch(problem, ev.placement, opts, memory_model=opts.memory_model, stats=ref_stats,
+                                keep_order=keep, start=ev.start)
+        return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
+                            window_seconds=window_seconds, stats=lns_stats, select=select)
+
+    waited = {"exact-lns": 0, "refine": 0}  # slices since each search last ran
+
+    def pick() -> str:
+        if "refine" not in rate:
+            return "refine"
+        if "exact-lns" not in rate:
+            return "exact-lns"
+        if rate["refine"] <= 0.0 and rate["exact-lns"] <= 0.0:  # both dry: take turns
+            return "refine" if log and log[-1].startswith("exact-lns") else "exact-lns"
+        # A waiting search's rate was measured on an older schedule, and the other's moves may
+        # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited.
+        return max(rate, key=lambda k: rate[k] * SEARCH_STALE_GROWTH ** waited[k])
+
+    while not opts.stop.is_set():
+        left = end - time.monotonic()
+        if left < 1.0:
+            break
+        name = pick()
+        if name == "exact-lns" and left < 1.0 + window_seconds:
+            name = "refine"  # no time for a window
+        this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
+        t = time.monotonic()
+        before = inc.makespan
+        stats = ref_stats if name == "refine" else lns_stats
+        hb.enter(name, moves=(lambda s=stats: s.evaluations) if name == "refine" else (lambda s=stats: s.windows),
+                 best=lambda s=stats: s.best_makespan)
+        if name not in arms:
+            arms[name] = build(name)
+        else:
+            ev = inc.best[1]
+            if name == "refine":
+                arms[name].adopt(ev.placement, ev)
+            else:
+                arms[name].adopt(ev)
+        t_run = time.monotonic()
+        if name == "refine":
+            placement, ev = arms[name].run(this_end - inc.check_seconds)
+        else:
+            ev = arms[name].run(this_end - inc.check_seconds)
+            placement = ev.placement
+        run_s = time.monotonic() - t_run
+        if ev.makespan < before * (1 - 1e-12):
+            inc.offer(Solution("refine" if name == "refine" else "lns", "heuristic", placement=np.asarray(placement),
+                               start=ev.start, objective=ev.makespan))
+        took = time.monotonic() - t
+        spent[name] += took
+        for other in waited:
+            waited[other] = 0 if other == name else waited[other] + 1
+        gain = (before - inc.makespan) / before
+        rate[name] = gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
+        log.append(f"{name} {took:.0f}s {100 * gain:.2f}%")
+        if name == "refine" and ref_stats.stopped == "converged":
+            rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
+            if end - time.monotonic() < 1.0 + window_seconds:
+                break  # and LNS has no time for a window
+    phases = []
+    if "exact-lns" in arms:
+        phases.append(Phase("exact-lns", spent["exact-lns"], inc.makespan, bound, "feasible",
+                            f"{lns_stats.windows} windows of {window} nodes ({select}), {lns_stats.closed} closed, "
+                            f"{lns_stats.improved} improved"))
+    if "refine" in arms:
+        phases.append(Phase("refine", spent["refine"], inc.makespan, bound, "heuristic",
+                            f"{ref_stats.evaluations} moves, {ref_stats.accepted} accepted, judged by {ref_stats.judged_by}"))
+    phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
+                        f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
+    return phases
 
 
 def _multilevel_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:

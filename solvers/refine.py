@@ -240,6 +240,7 @@ class _Search:
         self.patience = patience
         self.stats = stats
         self.eval_seconds = 0.0
+        self.full_seconds = 0.0  # the longest full evaluation so far: what a batch move or a kick costs
         self.succ = problem.succ_ptr
         self.pred = problem.pred_ptr
         self.cur = pl
@@ -267,6 +268,7 @@ class _Search:
         self.cur_key = _key(problem, self.cur_ev)
         self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
         self.stats.start_makespan = self.cur_ev.makespan
+        self.stale, self.last = 0, self.best_key  # kicks without progress, and the best when they started
 
     # -- budget --
     def out_of_budget(self) -> str:
@@ -297,6 +299,7 @@ class _Search:
             alt = evaluate(self.p, pl, order=memory_aware_order(self.p, pl), memory_model=self.mm)
             if _key(self.p, alt) < _key(self.p, ev):
                 ev = alt
+        self.full_seconds = max(self.full_seconds, time.monotonic() - t0)
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return ev
@@ -433,6 +436,8 @@ class _Search:
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
         trial = trial_ev = None
+        if (reorder or not self.incremental) and time.monotonic() + (3 if reorder else 1) * self.full_seconds >= self.deadline:
+            return False  # full evaluations (a batch move: three) would end past the deadline (on 200K nodes: seconds)
         if self.incremental and not reorder:  # a batch move is also judged re-ordered: see below
             trial, ev = self._retime(units, devs)
             if ev is None:
@@ -497,13 +502,16 @@ class _Search:
             self.unit_dev = self._unit_dev(self.best)
 
     def run(self) -> None:
+        """Search until the deadline, the evaluation budget or convergence; may be called again
+        (with a later ``self.deadline``) and goes on where it stopped."""
         self.unit_dev = self._unit_dev(self.cur)
-        stale = 0
-        last = self.best_key
         while True:
             why = self.out_of_budget()
             if why:
                 self.stats.stopped = why
+                return
+            if self.stale > self.patience:  # converged in an earlier call, nothing adopted since
+                self.stats.stopped = "converged"
                 return
             improved = False
             for move in self._candidates(self.cur_ev):
@@ -514,14 +522,34 @@ class _Search:
                     break
             if improved or self.out_of_budget():
                 continue
-            if self._better(self.best_key, last):
-                stale, last = 0, self.best_key
+            if self._better(self.best_key, self.last):
+                self.stale, self.last = 0, self.best_key
             else:
-                stale += 1
-            if stale > self.patience or self.units.count < 2 or self.p.k < 2:
+                self.stale += 1
+            if self.units.count < 2 or self.p.k < 2:
+                self.stale = self.patience + 1  # nothing to kick: the next call returns at once too
+            if self.stale > self.patience:
                 self.stats.stopped = "converged"
                 return
+            if time.monotonic() + self.full_seconds >= self.deadline:
+                self.stats.stopped = "deadline"  # a kick's full evaluation would end past it
+                return
             self._kick()
+
+    def adopt(self, pl: np.ndarray, ev: Evaluation) -> bool:
+        """Continue from placement ``pl`` with its schedule ``ev`` when it is better than the
+        search's best (another search found it); True if adopted. Moves are then judged by the
+        order of ``ev``'s start times (ordered mode), and the kicks count starts again."""
+        key = _key(self.p, ev)
+        if not self._better(key, self.best_key):
+            return False
+        self.cur, self.cur_ev, self.cur_key = pl, ev, key
+        self.best, self.best_ev, self.best_key = pl, ev, key
+        self.unit_dev = self._unit_dev(pl)
+        self.stale, self.last = 0, key
+        if key[0] == 0.0:
+            self.stats.best_makespan = key[1]
+        return True
 
 
 def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadline: float,
@@ -554,6 +582,40 @@ def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadl
     search.run()
     search.stats.end_makespan = search.best_ev.makespan
     return search.best, search.best_ev
+
+
+class RefineSearch:
+    """:func:`refine` that stops at a deadline and goes on later, possibly from a better schedule
+    found meanwhile by another search (the pipeline alternates it with window LNS:
+    solvers/pipeline.py, "search"). Same moves, acceptance and guarantees as :func:`refine`."""
+
+    def __init__(self, problem: Problem, placement: np.ndarray, opts: SolveOptions, *, memory_model: str = "static",
+                 patience: int = 20, stats: RefineStats | None = None, keep_order: bool | str = False,
+                 start: np.ndarray | None = None, max_evals: int | None = None) -> None:
+        pl = as_placement(problem, placement)
+        check_placement(problem, pl)
+        self._search = _Search(problem, pl, opts, time.monotonic(), memory_model, max_evals, patience,
+                               stats or RefineStats(), keep_order=keep_order or (start is not None), start=start)
+        self.stats = self._search.stats
+
+    def run(self, deadline: float) -> tuple[np.ndarray, Evaluation]:
+        """Search until ``deadline`` (time.monotonic()); the best placement and its schedule so far."""
+        self._search.deadline = deadline
+        self._search.run()
+        self.stats.end_makespan = self._search.best_ev.makespan
+        return self._search.best, self._search.best_ev
+
+    def adopt(self, placement: np.ndarray, ev: Evaluation) -> bool:
+        """Go on from ``placement`` scheduled as ``ev`` if it is better than this search's best."""
+        return self._search.adopt(as_placement(self.p, placement), ev)
+
+    @property
+    def p(self) -> Problem:
+        return self._search.p
+
+    @property
+    def best(self) -> tuple[np.ndarray, Evaluation]:
+        return self._search.best, self._search.best_ev
 
 
 def refine_multilevel(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadline: float,

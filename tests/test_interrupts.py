@@ -152,9 +152,11 @@ elif target == "exact-coarse: coarsening":
     solvers.pipeline.coarsen = deaf
 elif target == "exact-lns":
     solvers.pipeline.lns = deaf
+    solvers.pipeline.WindowSearch = deaf  # big_search="alternate": after refine's first slice
 elif target == "refine":
     solvers.pipeline._lns_phase = lambda *args: solvers.pipeline.Phase("exact-lns", status="skipped")  # refine sooner
     solvers.pipeline.refine = deaf
+    solvers.pipeline.RefineSearch = deaf  # big_search="alternate": the first slice
 run_as_program()
 """
 

@@ -109,3 +109,34 @@ def test_bound_with_allowed_devices_is_computed_and_valid():
     edges = [{"src": int(a), "dst": int(b), "comm": float(c)} for a, b, c in zip(base.src, base.dst, base.comm)]
     p = make_problem(nodes, edges, devices=2, memory=np.inf)
     assert memory_lower_bound(p, "peak")["best"] <= brute_min_capacity(base, 2, "peak")
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_cut_scores_bound_every_nodes_cut(seed):
+    """The pruning of _best_cuts is sound: each running node's score is at least its live cut."""
+    from placement.memory_bounds import _scores
+
+    p = random_problem(seed, 25, 1, edge_p=0.2)
+    nodes, score = _scores(p)
+    cut = live_cut_bytes(p, nodes.tolist()) if nodes.size <= 63 else None
+    assert cut is not None and np.all(score >= cut - 1e-9)
+
+
+def test_live_cut_bound_is_the_largest_over_all_nodes_on_a_small_training_graph():
+    """On a generated LSTM training graph the bound's live cut is the largest over every node,
+    checked by computing every node's cut."""
+    from placement.generate import generate
+
+    p = generate("lstm", 150, seed=0, devices=1)
+    runs = np.flatnonzero(p.time > 0)
+    every = max(float(live_cut_bytes(p, runs[i:i + 63].tolist()).max()) for i in range(0, runs.size, 63))
+    total = float(p.param_bytes.sum())
+    for k in (1, 4):
+        assert memory_lower_bound(p, "peak", k)["live_cut"] == pytest.approx((total + every) / k)
+
+
+def test_bound_on_a_graph_that_holds_no_tensor():
+    """No output bytes anywhere: the live cut is empty and the bound is the params' bin packing."""
+    nodes = [{"id": "a", "time": 3, "out_bytes": 0, "param_bytes": 5}, {"id": "b", "time": 6, "out_bytes": 0, "param_bytes": 7}]
+    p = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 1}], devices=2, memory=100, name="no-tensors")
+    assert memory_lower_bound(p, "peak")["best"] == 7

@@ -1,0 +1,255 @@
+"""Memory-first placement (``min-memory``): the smallest per-device memory at which a training
+graph is placed under the peak model.
+
+Why: the list schedulers (ETF, HEFT, ...) pick the node to start by time and fill devices as they
+go; on a training graph whose activations live from the forward to the backward pass, whichever
+device ends up with the late consumers holds them all, and nothing fit below 2.2 x the memory lower
+bound on the 10K LSTM (3.3 x for K = 8). Here the order is fixed first, one that keeps a single
+device's live bytes small (rule "net" of heuristics.memory_order), and the devices share it:
+
+- nodes are taken in that order; each device runs its own nodes in that order, each as early as its
+  inputs and its previous node allow (the evaluator's schedule for that per-device order);
+- every device's live bytes are tracked as the evaluator measures them (heuristics.peak_tracker),
+  so the peak accepted is the evaluator's peak on the returned order;
+- a node may go to a device whose peak stays within a level, ``max(floor, largest peak / capacity
+  so far) x capacity`` (the "ratchet": once a node fitted nowhere, the others may rise as high), or
+  ``floor x capacity`` without the ratchet; when none is within it, the node goes where the peak
+  grows least;
+- among the devices within the level: the one where it finishes earliest, or ("by area") the one
+  where it adds the fewest bytes x time, counting its output as held until its consumers' other
+  inputs allow them to start. Why the latter: a node that frees an activation (the backward pass)
+  can go to any device with room over the activation's whole lifetime, and bytes x time sends it
+  where the tensor is already held; and a device that would run a node early (a weight gradient
+  of an unrolled RNN, whose accumulation chain runs on elsewhere) only makes its output wait
+  longer: on the 10K LSTM such gradients, received early and summed late, were most of each
+  device's peak before the output's wait was counted (1.65 -> 1.45 x the bound).
+- a unit's params (colocation group) go first to a device whose params stay within the
+  bin-packing bound of all params (the two 0.39 GB groups of the 10K LSTM ended on one device).
+
+:func:`min_memory` tries passes (:func:`passes`) from the most makespan-minded to the most
+memory-minded until one fits. Deterministic: no randomness; ties go to the lower device.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from placement.evaluator import evaluate
+from placement.light_order import net_sequence
+from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param_units
+from placement.problem import Problem
+from placement.solution import Solution, SolveOptions
+
+from .peak_tracker import PeakTracker
+
+TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
+LEVEL_STEP = 1.06  # ratio between successive floors of min_memory's passes
+
+
+@dataclass
+class Placed:
+    """A placement built along one order: device per node, per-device order, and per device the
+    peak the tracker accepted (the evaluator's peak for that order)."""
+
+    placement: np.ndarray
+    order: list[list[int]]
+    peak: np.ndarray
+    floor: float
+    by_area: bool
+    ratchet: bool
+
+
+def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
+    """Topological orders whose single-device peak is small, by name: rule "net" of
+    heuristics.memory_order on one device (placement.light_order.net_sequence; 1.04 x the K = 1
+    memory bound on the 10K LSTM, 0.1 s), weighing the NET_CANDIDATES nodes ready longest ("net"),
+    then the 2048 ready longest ("net-2048"). Which places better varies with the graph and the
+    level (on the 10K LSTM, K = 4, their smallest peaks over the levels were 1.315 and 1.360 x the
+    bound, at different levels), so :func:`min_memory` tries both."""
+    yield "net", net_sequence(problem)
+    yield "net-2048", net_sequence(problem, window=2048)
+
+
+def param_share(problem: Problem) -> float:
+    """The params a device is allowed before any other limit binds: the bin-packing lower bound of
+    the units' params over the K devices (placement.memory_bounds)."""
+    return bin_packing_bound(param_units(problem), problem.k)
+
+
+def place_along(problem: Problem, sequence: np.ndarray, floor: float, by_area: bool = False, ratchet: bool = True,
+                stop: Callable[[], bool] | None = None) -> Placed | None:
+    """Place the nodes in ``sequence`` (a topological order) one by one (module docstring).
+    Returns None when ``stop()`` turns true (checked every 512 nodes)."""
+    n, k = problem.n, problem.k
+    cap = np.asarray(problem.memory, dtype=float)
+    finite = np.isfinite(cap)
+    tracker = PeakTracker(problem, cap)
+    dev = [-1] * n
+    fin = [0.0] * n
+    free = [0.0] * k
+    order: list[list[int]] = [[] for _ in range(k)]
+    pptr, pnbr, peid = problem.pred_ptr
+    pptr_l, pnbr_l = pptr.tolist(), pnbr.tolist()
+    comm_e = problem.comm[peid].tolist()
+    dur = problem.time.tolist()
+    colocate = problem.colocate.tolist()
+    every = list(range(k))
+    util = 0.0  # largest peak / capacity so far over the devices
+    sptr, snbr, _ = problem.succ_ptr
+    succ = [snbr[sptr[v]:sptr[v + 1]].tolist() for v in range(n)]
+    ready_lb = [0.0] * n  # latest finish among a node's inputs placed so far
+    out = problem.out_bytes.tolist()
+    param_level = param_share(problem)
+    for count, v in enumerate(sequence.tolist()):
+        if stop is not None and count % 512 == 0 and stop():
+            return None
+        g = colocate[v]
+        if g >= 0 and g in tracker.group_dev:
+            cands = [tracker.group_dev[g]]
+        elif problem.has_allowed and problem.allowed[v] is not None:
+            cands = sorted(int(d) for d in problem.allowed[v])
+        else:
+            cands = every
+        # Ready time on each device: inputs from elsewhere pay their transfer.
+        local = [0.0] * k
+        remote = [0.0] * k
+        for j in range(pptr_l[v], pptr_l[v + 1]):
+            u = pnbr_l[j]
+            du = dev[u]
+            if fin[u] > local[du]:
+                local[du] = fin[u]
+            c = fin[u] + comm_e[j]
+            if c > remote[du]:
+                remote[du] = c
+        top1 = max(range(k), key=lambda d: remote[d])
+        r1 = remote[top1]
+        r2 = max((remote[d] for d in range(k) if d != top1), default=0.0)
+        timing = []
+        for d in cands:
+            s = max(free[d], local[d], r2 if d == top1 else r1)
+            timing.append((s + dur[v], d, s))
+        timing.sort()
+        level = max(floor, util) if ratchet else floor
+        wait = max((ready_lb[w] for w in succ[v]), default=0.0) if by_area else 0.0
+        adds = tracker._param_cost(v)
+        pick = None
+        best = None
+        if by_area:
+            # Bytes x time this adds on each device, with v's output held at least until its
+            # consumers' other inputs allow them to start (a device that would run v early only
+            # makes its output wait longer); the first device in that order within the level.
+            timing = sorted(timing, key=lambda x: (sum(size * (x[0] - a) for a, size, _ in tracker._pieces(v, x[1], x[2], x[0]))
+                                                   + out[v] * max(0.0, wait - x[0]), x[0], x[1]))
+        for f, d, s in timing:
+            if adds > 0 and tracker.params[d] + adds > max(param_level, float(tracker.params.max())) * (1 + TOL) + 1e-9:
+                continue  # a new unit's params go where params stay level (bin packing, largest first)
+            pk = tracker.peak_if(v, d, s, f)
+            if not finite[d] or pk <= level * cap[d] * (1 + TOL) + 1e-9:
+                pick = (d, s, f)
+                break
+            key = (pk / cap[d], f)
+            if best is None or key < best[0]:
+                best = (key, (d, s, f))
+        if pick is None:
+            if best is None:  # every device refused the params: the one with the fewest
+                f, d, s = min(timing, key=lambda x: (tracker.params[x[1]], x[0]))
+                best = (None, (d, s, f))
+            pick = best[1]
+        d, s, f = pick
+        tracker.place(v, d, s, f)
+        dev[v] = d
+        fin[v] = f
+        free[d] = f
+        order[d].append(v)
+        for w in succ[v]:
+            if f > ready_lb[w]:
+                ready_lb[w] = f
+        if finite[d]:
+            util = max(util, (tracker.params[d] + tracker.top[d]) / cap[d])
+    return Placed(np.asarray(dev, dtype=np.int64), order, tracker.peak(), floor, by_area, ratchet)
+
+
+def passes(problem: Problem, memory_model: str, bound: float | None = None) -> list[tuple[float, bool, bool, int]]:
+    """The passes :func:`min_memory` tries, in order: (floor, by_area, ratchet, orders), ``orders``
+    being how many of :func:`memory_light_orders` to try it with.
+
+    Floor 1 with the earliest-finish choice first (the best makespan when memory is loose); then the
+    bytes x time choice at floors from 1 down to ``bound`` (default: memory_lower_bound) / capacity
+    in steps of LEVEL_STEP; then the same floors without the ratchet (the threshold stays at the
+    floor, and only a node that fits nowhere goes above it), first order only: on the 10K LSTM
+    (K = 4) the ratchet's smallest peak was 1.315 x the bound, without it 1.299 x, at 1.5-2 x the
+    makespan. Other models and unlimited memory: the first pass only."""
+    cap = float(np.min(problem.memory))
+    if memory_model != "peak" or not math.isfinite(cap) or cap <= 0:
+        return [(1.0, False, True, 2)]
+    if bound is None:
+        bound = float(memory_lower_bound(problem, "peak")["best"])
+    lowest = min(1.0, bound / cap)
+    levels = []
+    f = 1.0
+    while f > lowest * (1 + 1e-9):
+        levels.append(f)
+        f /= LEVEL_STEP
+    levels.append(lowest)
+    return [(1.0, False, True, 2)] + [(f, True, True, 2) for f in levels] + [(f, True, False, 1) for f in levels]
+
+
+def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
+    """Memory-first placement along memory-light orders (module docstring): the passes of
+    :func:`passes`, each along the orders of :func:`memory_light_orders` it names, until one fits. A
+    higher floor leaves the scheduler more freedom, so the first to fit is as a rule the shortest.
+    Under a time limit, once the passes left would not fit the time left at the pace of the last
+    one, those at the lowest floor go first (at 200K nodes a pass takes 30-80 s): an answer at the
+    smallest memory before a better makespan."""
+    t0 = time.monotonic()
+    orders: list[tuple[str, np.ndarray]] = []
+    source = memory_light_orders(problem)
+    tried: list[dict] = []
+    found = None
+    todo = [(floor, by_area, ratchet, i) for floor, by_area, ratchet, count in
+            passes(problem, opts.memory_model, opts.extra.get("memory_lower_bound")) for i in range(count)]
+    lowest = min(p[0] for p in todo)
+    hurried = False
+    while todo and not opts.out_of_time():
+        floor, by_area, ratchet, i = todo.pop(0)
+        while i >= len(orders):
+            nxt = next(source, None)
+            if nxt is None:
+                break
+            orders.append(nxt)
+        if i >= len(orders):
+            continue
+        name, seq = orders[i]
+        t = time.monotonic()
+        got = place_along(problem, seq, floor, by_area=by_area, ratchet=ratchet, stop=opts.out_of_time)
+        if got is None:
+            break
+        ev = evaluate(problem, got.placement, order=got.order, memory_model=opts.memory_model)
+        ok = ev.feasible(problem)
+        tried.append({"order": name, "floor": round(floor, 4), "by_area": by_area, "ratchet": ratchet, "fits": ok,
+                      "makespan": ev.makespan, "memory_over_capacity": float(np.max(ev.memory / problem.memory)),
+                      "seconds": round(time.monotonic() - t, 3)})
+        if ok:
+            found = (got, ev, name)
+            break
+        left = opts.remaining()
+        if not hurried and left is not None and left < len(todo) * (time.monotonic() - t):
+            hurried = True
+            todo.sort(key=lambda p: p[0] > lowest)  # stable: the lowest floor's passes first
+    info: dict = {"passes": tried}
+    if found is None:
+        why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"
+               else "its placement, built for the peak model, exceeds static memory")
+        return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
+    got, ev, name = found
+    order: list[list[int]] | None = got.order
+    fifo = evaluate(problem, got.placement, memory_model=opts.memory_model)
+    if fifo.feasible(problem) and fifo.makespan < ev.makespan:  # the runtime's own order is better
+        order, ev = None, fifo
+    info.update(order=name, floor=got.floor, by_area=got.by_area, ratchet=got.ratchet, accepted_peak=got.peak.tolist(), fifo=order is None)
+    return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
+                    objective=ev.makespan, seconds=time.monotonic() - t0, info=info)

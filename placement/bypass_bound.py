@@ -1,0 +1,308 @@
+"""A lower bound from the work that bypasses a chain: it shares the chain's device, one piece at a
+time, or pays a transfer out and a transfer back (issue 16, item 4).
+
+Why: on the generated CNN training graphs the critical path (a chain through one branch of every
+residual block, forward and backward) is far below every schedule. Each block's other branches
+(the projection shortcut, the other ResNeXt paths, their gradients) leave the chain at one node and
+rejoin it at a later one; their activations cost several operators' time to move. Running them on
+the chain's device delays the chain by their work; running them elsewhere delays it by a transfer
+out and one back. The critical path counts neither, the communication bound (comm_bound.py) only
+the last join, and the forced bound (forced_bound.py) only transfers that alone reach the target.
+This bound charges every block the cheaper of the two, added up along the chain.
+
+The argument (docs/scale.md has it in full). Take a path p_0 .. p_{L-1} (the chain) and, for an
+off-chain node u, a(u) = the last chain position with a path to u and b(u) = the first chain
+position u has a path to. The off-chain nodes with the same (a, b) form the window G(a, b): each
+runs after F(p_a) and finishes before S(p_b). Whatever the placement, S(p_b) - F(p_a) is at least
+W(a, b), the smallest over three cases:
+
+- A, p_a .. p_b on one device d: the chain between and the members kept on d run there one at a
+  time; a member elsewhere lies on a path p_a ~> u ~> p_b that leaves d and comes back (two
+  transfers), and those members share the other K - 1 devices after a transfer in and before a
+  transfer out;
+- B, p_a and p_b on two devices: the chain pays a transfer, every member is away from one end
+  (one transfer), a member whose transfer would not fit is pinned to that end's device, and the
+  window's work fits the devices' free time;
+- C, p_a and p_b on one device with the chain away in between: two chain transfers.
+
+So F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + W(a, j) for the windows ending at j), and
+the mirror image bounds C - S(p_j); their sum at any chain node bounds the makespan. The end of
+the chain is a window too: off-chain nodes with a chain ancestor and no chain descendant (the
+weight gradients and their updates) finish before the makespan minus their tail, on the last
+device or after a transfer.
+
+It needs no memory data and no placement: valid in the static and the peak model, with
+colocation and allowed devices (they only remove placements). Two passes over the graph and a sort
+per window: about as costly as the communication bound.
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from .problem import Problem
+
+MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
+CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
+MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are left out (cost)
+
+
+def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
+    """cc[i] (i >= 1): the largest comm over the edges chain[i-1] -> chain[i]."""
+    ptr, nbr, eid = problem.pred_ptr
+    out = [0.0]
+    for u, v in zip(chain, chain[1:]):
+        lo, hi = int(ptr[v]), int(ptr[v + 1])
+        hit = eid[lo:hi][nbr[lo:hi] == u]
+        out.append(float(problem.comm[hit].max()))
+    return out
+
+
+def _reach(problem: Problem, pos: list[int], reverse: bool) -> tuple[list[int], list[float], list[float]]:
+    """Per off-chain node u: its window end a(u) (the last chain position with a path to u; with
+    ``reverse`` the first chain position u has a path to, b(u)), -1 / L if none, and the value of
+    one path between that chain node and u: its interior times (u excluded) and its smallest
+    transfer."""
+    n, big = problem.n, len([p for p in pos if p >= 0])
+    ptr, nbr, eid = problem.succ_ptr if reverse else problem.pred_ptr
+    ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), problem.comm[eid].tolist()
+    t = problem.time.tolist()
+    order = problem.topo_order.tolist()
+    if reverse:
+        order.reverse()
+    none = big if reverse else -1
+    end = [none] * n
+    length = [0.0] * n  # interior time of the witness path (u excluded)
+    low = [0.0] * n  # its smallest transfer
+    for v in order:
+        if pos[v] >= 0:
+            continue
+        lo, hi = ptr_l[v], ptr_l[v + 1]
+        best = none
+        for j in range(lo, hi):
+            u = nbr_l[j]
+            e = pos[u] if pos[u] >= 0 else end[u]
+            if (e < best) if reverse else (e > best):
+                best = e
+        end[v] = best
+        if best == none:
+            continue
+        top, bl, bm = -1.0, 0.0, 0.0
+        for j in range(lo, hi):
+            u = nbr_l[j]
+            if pos[u] == best:
+                ln, mn = 0.0, comm_l[j]
+            elif pos[u] < 0 and end[u] == best:
+                ln, mn = length[u] + t[u], min(low[u], comm_l[j])
+            else:
+                continue
+            if ln + mn > top:
+                top, bl, bm = ln + mn, ln, mn
+        length[v], low[v] = bl, bm
+    return end, length, low
+
+
+def _split(items: list[tuple[float, float]], base: float) -> float:
+    """min over thresholds θ of max(θ, base + the times of the items with X > θ): the members with
+    X <= θ leave the chain's device, the others run on it. ``items`` are (X, time) pairs."""
+    items = sorted(items)
+    local = base + sum(tv for _, tv in items)
+    best = local
+    for x, tv in items:
+        local -= tv
+        best = min(best, max(x, local))
+    return best
+
+
+def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int) -> float:
+    """A lower bound on min over subsets U (the members off the chain's device d) of
+    max(base + t(members not in U), max X over U, energy(U)); energy(U) = the smallest transfer
+    into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices after its
+    first transfer in and before its last transfer out. With θ = max X over U, U lies in S(θ) =
+    {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
+    [0, t(S(θ))] is where the two linear terms cross."""
+    total = base + sum(t)
+    if k < 2 or not x:
+        return total
+    order = sorted(range(len(x)), key=x.__getitem__)
+    best, room, low_in, low_out = total, 0.0, np.inf, np.inf
+    i = 0
+    while i < len(order):
+        theta = x[order[i]]
+        while i < len(order) and x[order[i]] == theta:  # S(θ) takes every member with X <= θ
+            u = order[i]
+            room += t[u]
+            low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
+            i += 1
+        m = low_in + low_out
+        moved = min(max((total - m) * (k - 1) / k, 0.0), room)
+        best = min(best, max(theta, total - moved, m + moved / (k - 1)))
+    return best
+
+
+def _same_device_span(work: float, delay: float, k: int) -> float:
+    """The shortest span D in which ``work`` fits when one device has all of D and each of the
+    K - 1 others only D - ``delay`` (nothing starts on them before a transfer in, nothing ends
+    after a transfer out): D + (K - 1) max(0, D - delay) >= work."""
+    if work <= delay or k < 2:
+        return work
+    return (work + (k - 1) * delay) / k
+
+
+def _apart_span(work: float, late: float, early: float, k: int) -> float:
+    """The same when the window's first and last chain nodes are on two devices: the first device
+    loses ``early`` at the end, the second ``late`` at the start, the K - 2 others both."""
+    if k < 2:
+        return np.inf  # one device: the two ends cannot be apart
+    parts = [(early, 1), (late, 1), (late + early, k - 2)]  # (delay, devices)
+    cuts = sorted({d for d, c in parts if c > 0})
+    for i, d in enumerate(cuts):  # capacity is piecewise linear in D with breakpoints ``cuts``
+        slope = sum(c for dd, c in parts if dd <= d)
+        have = sum(c * (d - dd) for dd, c in parts if dd <= d)
+        nxt = cuts[i + 1] if i + 1 < len(cuts) else np.inf
+        if have + slope * (nxt - d) >= work:
+            return d + (work - have) / slope
+    return np.inf
+
+
+def _pinned_load(y: list[float], t: list[float]) -> float:
+    """The smallest D >= sum of t over the members with y > D: a member whose path would last
+    y > D off a device must be on it, where the members run one at a time within D."""
+    order = sorted(range(len(y)), key=lambda u: -y[u])
+    best, load = y[order[0]], 0.0
+    for i, u in enumerate(order):
+        load += t[u]  # D in [next y, y[u]) pins exactly the members so far
+        below = y[order[i + 1]] if i + 1 < len(order) else 0.0
+        low = max(load, below)
+        if low < y[u]:
+            best = min(best, low)
+    return best
+
+
+def _window(between: float, items: list[tuple[float, float, float, float]], cuts: list[float], k: int) -> float:
+    """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
+    ``between``: the chain time strictly inside; ``items``: per member (X, m_in, m_out, time);
+    ``cuts``: the transfers of the chain's consecutive edges in [a, b], smallest first."""
+    x, into, out, tv = (list(col) for col in zip(*items))
+    work = between + sum(tv)
+    m_in, m_out = min(into), min(out)
+    both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
+    # A: p_a .. p_b all on one device d
+    w = max(_away(both, tv, into, out, between, k), _same_device_span(work, m_in + m_out, k))
+    if not cuts:
+        return w
+    late, early = min(m_in, cuts[0]), min(m_out, cuts[0])
+    # B: p_a and p_b on two devices: the chain pays a cut, every path through a member a transfer;
+    # a member off p_a's device pays its transfer in, one off p_b's device its transfer out
+    apart = max(between + cuts[0], max(p + min(i, o) for p, i, o in zip(x, into, out)),
+                _apart_span(work, late, early, k),
+                _pinned_load([p + i for p, i in zip(x, into)], tv), _pinned_load([p + o for p, o in zip(x, out)], tv))
+    w = min(w, apart)
+    if len(cuts) > 1:  # C: p_a and p_b on one device, the chain away in between (two cuts)
+        w = min(w, max(between + cuts[0] + cuts[1], _away(both, tv, into, out, 0.0, k),
+                       _same_device_span(work, late + early, k)))
+    return w
+
+
+def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
+    """The bound of the module docstring for one chain (a path of the graph, in order)."""
+    n, L, k = problem.n, len(chain), problem.k
+    if L == 0:
+        return 0.0
+    t = problem.time.tolist()
+    pos = [-1] * n
+    for i, v in enumerate(chain):
+        pos[v] = i
+    a, into_len, into_low = _reach(problem, pos, reverse=False)
+    b, out_len, out_low = _reach(problem, pos, reverse=True)
+    cc = _chain_comm(problem, chain)
+    ct = [0.0]
+    for v in chain:
+        ct.append(ct[-1] + t[v])  # ct[i]: chain time of positions < i
+    windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    ends: list[tuple[float, float, int]] = []  # the end window's members: (Y, time, a)
+    tail_l = tail.tolist()
+    for u in range(n):
+        if pos[u] >= 0 or a[u] < 0 or t[u] <= 0:
+            continue
+        if b[u] < L:
+            windows.setdefault((a[u], b[u]), []).append((into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u]))
+        else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
+            ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
+    by_end: dict[int, list[tuple[int, float]]] = {}
+    for (lo, hi), items in windows.items():
+        w = _window(ct[hi] - ct[lo + 1], items, sorted(cc[lo + 1:hi + 1]), k)
+        by_end.setdefault(hi, []).append((lo, w))
+    head_l = head.tolist()
+    fin = [0.0] * L
+    for j, v in enumerate(chain):
+        s = head_l[v]
+        if j and fin[j - 1] > s:
+            s = fin[j - 1]
+        for lo, w in by_end.get(j, ()):
+            if fin[lo] + w > s:
+                s = fin[lo] + w
+        fin[j] = s + t[v]
+    by_start: dict[int, list[tuple[int, float]]] = {}
+    for hi, ws in by_end.items():
+        for lo, w in ws:
+            by_start.setdefault(lo, []).append((hi, w))
+    rest = [0.0] * L  # rest[j]: a lower bound on C - S(p_j), the mirror image of fin
+    for j in range(L - 1, -1, -1):
+        v = chain[j]
+        s = tail_l[v]
+        if j + 1 < L and rest[j + 1] > s:
+            s = rest[j + 1]
+        for hi, w in by_start.get(j, ()):
+            if rest[hi] + w > s:
+                s = rest[hi] + w
+        rest[j] = s + t[v]
+    best = max(f - t[v] + r for f, r, v in zip(fin, rest, chain))
+    return max(best, _end_bound(ends, fin, ct, cc, tail_l[chain[-1]]))
+
+
+def _end_bound(ends: list[tuple[float, float, int]], fin: list[float], ct: list[float], cc: list[float],
+               last_tail: float) -> float:
+    """The end window from the last chain positions a. If the chain has no cut after p_a, all of
+    p_a .. p_{L-1} is on one device d and the members with a(u) >= a either run on d after
+    F(p_a) with the rest of the chain, or elsewhere, finishing at F(p_a) + Y(u) - ct[a+1] at the
+    earliest (Y: chain time up to a(u), the transfer path and the tail). If its first cut after
+    p_a is before p_e, the chain pays that transfer and d still runs p_a .. p_{e-1} and the
+    members with a <= a(u) < e that stay. The CUT_CHOICES cheapest cuts are tried one by one, the
+    others together at the price of the next cheapest. Any set of positions a gives a valid bound;
+    those whose remaining chain is shorter than the members' remote paths can gain."""
+    if not ends:
+        return 0.0
+    L = len(fin)
+    horizon = max(e[0] - ct[e[2] + 1] for e in ends)
+    lows = [lo for lo in range(L - 1, -1, -1) if ct[L] - ct[lo + 1] <= horizon]
+    if not lows:
+        return 0.0
+    if len(lows) > MAX_END_POSITIONS:
+        lows = [lows[i] for i in np.linspace(0, len(lows) - 1, MAX_END_POSITIONS).astype(int).tolist()]
+    ends = sorted(ends, key=lambda e: -e[2])
+    wanted = set(lows)
+    best, taken = 0.0, 0
+    members: list[tuple[float, float, int]] = []  # those with a(u) >= lo
+    cheap: list[tuple[float, int]] = []  # the CUT_CHOICES + 1 cheapest cuts after lo: (cc, e)
+    for lo in range(L - 1, min(lows) - 1, -1):
+        if lo + 1 < L:
+            bisect.insort(cheap, (cc[lo + 1], lo + 1))
+            del cheap[CUT_CHOICES + 1:]
+        while taken < len(ends) and ends[taken][2] >= lo:
+            members.append(ends[taken])
+            taken += 1
+        if len(members) > MAX_END_MEMBERS:
+            break  # any position may be left out
+        if lo not in wanted or not members:
+            continue
+        rest = ct[L] - ct[lo + 1]
+        val = _split([(y, tv) for y, tv, _ in members], ct[L]) - ct[lo + 1]  # no cut after p_lo
+        for c, e in cheap[:CUT_CHOICES]:
+            stay = [(y, tv) for y, tv, at in members if at < e]
+            val = min(val, max(rest + c + last_tail, _split(stay, ct[e]) - ct[lo + 1]))
+        if len(cheap) > CUT_CHOICES:
+            val = min(val, rest + cheap[CUT_CHOICES][0] + last_tail)
+        best = max(best, fin[lo] + val)
+    return best
