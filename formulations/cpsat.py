@@ -26,7 +26,7 @@ from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
-from .cpsolver import cp_solver, set_params
+from .cpsolver import break_device_symmetry, cp_solver, set_params
 from .held_bound import held_relaxation_bound
 from .integer_bytes import EXACT_FACTORS as _EXACT_FACTORS, MAX_INT as _MAX_INT, memory_ints as _memory_ints
 from .peak_repair import order_preserving_schedule
@@ -380,35 +380,8 @@ def _held_cuts(problem: Problem, b: Built, param: np.ndarray, out: np.ndarray, c
 
 
 def _break_symmetry(problem: Problem, b: Built, mask: np.ndarray, tick: Callable[[], None] = _no_tick) -> None:
-    """Within a class of identical devices c0 < c1 < ..., unit g may use c_j (j >= 1) only if some
-    unit before g uses c_{j-1}: devices are labelled in the order of their lowest unit."""
-    m, x = b.model, b.x
-    for cls in device_classes(problem):
-        if len(cls) < 2:
-            continue
-        prev_used: dict[int, cp_model.IntVar | None] = {d: None for d in cls}
-        for g, mem in enumerate(b.units.members):
-            if g % 64 == 0:
-                tick()
-            if not mask[mem[0], cls[0]]:
-                continue  # the class is all-or-nothing for a unit (same allowed columns)
-            for j in range(len(cls) - 1, 0, -1):
-                p = prev_used[cls[j - 1]]
-                if p is None:
-                    m.add(x[g, cls[j]] == 0)
-                else:
-                    m.add_implication(x[g, cls[j]], p)
-            for d in cls[:-1]:
-                u = m.new_bool_var(f"used{g}_{d}")
-                p = prev_used[d]
-                m.add_implication(x[g, d], u)
-                if p is None:
-                    m.add_implication(u, x[g, d])
-                else:
-                    m.add_implication(p, u)
-                    m.add_bool_or([u.Not(), p, x[g, d]])
-                b.used.append((u, g, d))
-                prev_used[d] = u
+    """Identical devices are labelled in the order of their lowest unit (cpsolver.break_device_symmetry)."""
+    b.used.extend(break_device_symmetry(b.model, device_classes(problem), b.x, b.units.members, mask, tick))
 
 
 def int_schedule(problem: Problem, b: Built, placement: np.ndarray, order: list[list[int]]) -> np.ndarray:

@@ -8,6 +8,7 @@ returns its best solution so far.
 from __future__ import annotations
 
 import os
+from typing import Any, Callable, Sequence
 
 from ortools.sat.python import cp_model
 
@@ -52,3 +53,40 @@ def set_params(prm, params: dict) -> None:
             field.extend(list(val))
         else:
             setattr(prm, key, val)
+
+
+def break_device_symmetry(m: cp_model.CpModel, classes: list[list[int]], x: Any, members: Sequence[Sequence[int]],
+                          mask: Any, tick: Callable[[], None] | None = None) -> list[tuple[Any, int, int]]:
+    """Within a class of identical devices c0 < c1 < ..., unit g may use c_j (j >= 1) only if some
+    unit before g uses c_{j-1}: devices are labelled in the order of their lowest unit. ``x[g, d]``
+    is unit g's placement literal, ``mask[node, d]`` whether a node may use d (a class is
+    all-or-nothing for a unit: same allowed columns). Returns the (used literal, unit, device)
+    triples it made."""
+    made: list[tuple[Any, int, int]] = []
+    for cls in classes:
+        if len(cls) < 2:
+            continue
+        prev_used: dict[int, Any] = {d: None for d in cls}
+        for g, mem in enumerate(members):
+            if tick is not None and g % 64 == 0:
+                tick()
+            if not mask[mem[0], cls[0]]:
+                continue
+            for j in range(len(cls) - 1, 0, -1):
+                p = prev_used[cls[j - 1]]
+                if p is None:
+                    m.add(x[g, cls[j]] == 0)
+                else:
+                    m.add_implication(x[g, cls[j]], p)
+            for d in cls[:-1]:
+                u = m.new_bool_var(f"used{g}_{d}")
+                p = prev_used[d]
+                m.add_implication(x[g, d], u)
+                if p is None:
+                    m.add_implication(u, x[g, d])
+                else:
+                    m.add_implication(p, u)
+                    m.add_bool_or([u.Not(), p, x[g, d]])
+                made.append((u, g, d))
+                prev_used[d] = u
+    return made

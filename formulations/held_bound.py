@@ -36,7 +36,7 @@ from placement.problem import Problem
 from placement.solution import SolveOptions
 
 from .common import device_classes
-from .cpsolver import cp_solver, set_params
+from .cpsolver import break_device_symmetry, cp_solver, set_params
 from .cpsolver import solve as run_cp
 from .integer_bytes import memory_ints
 from .saved_bytes import MAX_NODES, held_tensors
@@ -61,34 +61,6 @@ def _scaled(problem: Problem) -> tuple[float, np.ndarray, np.ndarray]:
     ref = max(float(problem.time.sum()) + float(problem.comm.sum()), 1e-12)
     factor = 1e9 / ref
     return factor, np.floor(problem.time * factor).astype(np.int64), np.floor(problem.comm * factor).astype(np.int64)
-
-
-def _symmetry(m: cp_model.CpModel, problem: Problem, x: dict, members: list, mask: np.ndarray) -> None:
-    """Within a class of identical devices c0 < c1 < ..., unit g may use c_j only if a unit
-    before g uses c_{j-1} (devices labelled in the order of their lowest unit)."""
-    for cls in device_classes(problem):
-        if len(cls) < 2:
-            continue
-        prev: dict[int, cp_model.IntVar | None] = {d: None for d in cls}
-        for g, mem in enumerate(members):
-            if not mask[mem[0], cls[0]]:
-                continue
-            for j in range(len(cls) - 1, 0, -1):
-                p = prev[cls[j - 1]]
-                if p is None:
-                    m.add(x[g, cls[j]] == 0)
-                else:
-                    m.add_implication(x[g, cls[j]], p)
-            for d in cls[:-1]:
-                u = m.new_bool_var(f"used{g}_{d}")
-                p = prev[d]
-                m.add_implication(x[g, d], u)
-                if p is None:
-                    m.add_implication(u, x[g, d])
-                else:
-                    m.add_implication(p, u)
-                    m.add_bool_or([u.Not(), p, x[g, d]])
-                prev[d] = u
 
 
 def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
@@ -153,7 +125,7 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
     knapsacks = _held_knapsacks(m, problem, x, ug, param, out, cap, mask)
     if knapsacks == 0:  # no forced set can overflow: the full model already holds all of R
         return HeldBound(0.0, False, None, time.monotonic() - t0, 0)
-    _symmetry(m, problem, x, un.members, mask)
+    break_device_symmetry(m, device_classes(problem), x, un.members, mask)
     if hint_placement is not None:
         for (g, d), lit in x.items():
             m.add_hint(lit, int(hint_placement[un.members[g][0]]) == d)
