@@ -26,7 +26,7 @@ from placement.evaluator import MEMORY_MODELS
 from placement.problem import Problem
 from placement.solution import OutOfTime, Solution, SolveOptions
 
-from .cpsolver import break_device_symmetry, cp_solver, set_params
+from .cpsolver import break_device_symmetry, cp_solver, set_params, unit_placement_literals
 from .held_bound import held_relaxation_bound
 from .integer_bytes import EXACT_FACTORS as _EXACT_FACTORS, MAX_INT as _MAX_INT, memory_ints as _memory_ints
 from .peak_repair import order_preserving_schedule
@@ -177,15 +177,7 @@ def build(problem: Problem, memory_model: str, *, scale: Scale | None = None, sy
     horizon = int(dur.sum() + comm.sum()) + 1
     head, tail = _heads_tails(problem, dur, tick)
 
-    x: dict[tuple[int, int], cp_model.IntVar] = {}
-    for g, mem in enumerate(un.members):
-        if g % 256 == 0:
-            tick()
-        devs = np.flatnonzero(mask[mem[0]]).tolist()
-        lits = [m.new_bool_var(f"x{g}_{d}") for d in devs]
-        for d, lit in zip(devs, lits):
-            x[g, d] = lit
-        m.add_exactly_one(lits)
+    x = unit_placement_literals(m, un.members, mask, tick)
     ug = un.of
     if redundant:
         start = [m.new_int_var(int(head[i]), horizon - int(tail[i]), f"s{i}") for i in range(n)]

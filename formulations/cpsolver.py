@@ -90,3 +90,19 @@ def break_device_symmetry(m: cp_model.CpModel, classes: list[list[int]], x: Any,
                 made.append((u, g, d))
                 prev_used[d] = u
     return made
+
+
+def unit_placement_literals(m: cp_model.CpModel, members: Sequence[Sequence[int]], mask: Any,
+                            tick: Callable[[], None] | None = None) -> dict[tuple[int, int], Any]:
+    """``x[g, d]``: unit g (its nodes ``members[g]``) runs on device d, one device per unit, only
+    devices its first node may use (``mask[node, d]``)."""
+    x: dict[tuple[int, int], Any] = {}
+    for g, mem in enumerate(members):
+        if tick is not None and g % 256 == 0:
+            tick()
+        devs = [int(d) for d in range(mask.shape[1]) if mask[mem[0], d]]
+        lits = [m.new_bool_var(f"x{g}_{d}") for d in devs]
+        for d, lit in zip(devs, lits):
+            x[g, d] = lit
+        m.add_exactly_one(lits)
+    return x

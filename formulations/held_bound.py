@@ -36,7 +36,7 @@ from placement.problem import Problem
 from placement.solution import SolveOptions
 
 from .common import device_classes
-from .cpsolver import break_device_symmetry, cp_solver, set_params
+from .cpsolver import break_device_symmetry, cp_solver, set_params, unit_placement_literals
 from .cpsolver import solve as run_cp
 from .integer_bytes import memory_ints
 from .saved_bytes import MAX_NODES, held_tensors
@@ -80,13 +80,7 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
     mask = problem.allowed_mask()
     m = cp_model.CpModel()
     horizon = int(dur.sum() + comm.sum()) + 1
-    x: dict[tuple[int, int], cp_model.IntVar] = {}
-    for g, mem in enumerate(un.members):
-        devs = np.flatnonzero(mask[mem[0]]).tolist()
-        lits = [m.new_bool_var(f"x{g}_{d}") for d in devs]
-        for d, lit in zip(devs, lits):
-            x[g, d] = lit
-        m.add_exactly_one(lits)
+    x = unit_placement_literals(m, un.members, mask)
     ug = un.of
     start = [m.new_int_var(0, horizon, f"s{i}") for i in range(n)]
     mk = m.new_int_var(0, horizon, "makespan")
