@@ -710,7 +710,7 @@ def load_factory(spec: str) -> Callable[[], Any]:
     if is_file and not Path(mod_name).exists():
         raise ProblemError(f"{mod_name}: no such file")
     try:
-        namespace = runpy.run_path(mod_name) if is_file else runpy.run_module(mod_name)
+        namespace = runpy.run_path(mod_name) if is_file else runpy.run_module(mod_name, alter_sys=True)
     except Exception as exc:
         raise ProblemError(f"{mod_name}: cannot import: {type(exc).__name__}: {exc}") from None
     factory = namespace.get(func)
