@@ -69,3 +69,17 @@ def test_shipped_layer_graphs_parse():
     found = {f.stem: read_pipedream(f).n for f in sorted(folder.glob("*.txt"))}
     assert found["resnet18"] == 139 and found["vgg16"] == 79
     assert all(40 <= n <= 600 for n in found.values())
+
+
+def test_command_writes_the_profile_or_one_line_and_nothing(tmp_path, capsys):
+    """`python -m placement.importers.layers`: a missing output directory is refused before any
+    work (one line, exit 2); otherwise the graph.txt is written whole and parses as PipeDream's."""
+    from placement.importers.layers import main
+
+    assert main(["tests.torch_models:mlp_factory", "-o", str(tmp_path / "missing" / "g.txt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"placement.importers.layers: error: -o: directory {str(tmp_path / 'missing')!r} does not exist"]
+    out = tmp_path / "g.txt"
+    assert main(["tests.torch_models:mlp_factory", "-o", str(out)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["g.txt"]  # no temporary file left beside it
+    assert read_pipedream(out).n > 0

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 from ..problem import Problem, ProblemError
+from .build import check_output_path, write_atomic
 from .devicespec import DeviceSpec, device_spec
 from .pipedream import problem_from_pipedream
 
@@ -163,15 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--device-spec", default="h100", metavar="h100|a100|FILE")
     args = p.parse_args(argv)
     try:
+        out = check_output_path(args.output)
         model, inputs, _ = _unpack(load_factory(args.factory)(), args.factory)
         text = layer_profile(model, inputs, spec=args.device_spec)
-        out = Path(args.output)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
     except ProblemError as exc:
         print(f"placement.importers.layers: error: {exc}", file=sys.stderr)
         return 2
+    write_atomic(out, text.encode())
     print(f"{text.count('forward_compute_time')} layers; wrote {args.output}", file=sys.stderr)
     return 0
 
