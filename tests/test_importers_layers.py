@@ -71,15 +71,38 @@ def test_shipped_layer_graphs_parse():
     assert all(40 <= n <= 600 for n in found.values())
 
 
-def test_command_writes_the_profile_or_one_line_and_nothing(tmp_path, capsys):
-    """`python -m placement.importers.layers`: a missing output directory is refused before any
-    work (one line, exit 2); otherwise the graph.txt is written whole and parses as PipeDream's."""
+FACTORY_MODULE = """
+from __future__ import annotations
+from dataclasses import dataclass
+import torch
+
+@dataclass
+class Config:
+    width: int = 8
+
+def make():
+    c = Config()
+    model = torch.nn.Sequential(torch.nn.Linear(c.width, c.width), torch.nn.ReLU(), torch.nn.Linear(c.width, 2))
+    return model, (torch.randn(4, c.width),)
+"""
+
+
+def test_command_writes_the_profile_or_one_line_and_nothing(tmp_path, capsys, monkeypatch):
+    """`python -m placement.importers.layers MODULE:FACTORY`: a missing output directory is refused
+    before any work (one line, exit 2); otherwise the graph.txt is written whole and parses as
+    PipeDream's. The factory's module defines a dataclass with postponed annotations, which needs
+    the module registered while it runs."""
     from placement.importers.layers import main
 
-    assert main(["tests.torch_models:mlp_factory", "-o", str(tmp_path / "missing" / "g.txt")]) == 2
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "layers_cli_factory.py").write_text(FACTORY_MODULE)
+    monkeypatch.syspath_prepend(str(src))
+    assert main(["layers_cli_factory:make", "-o", str(tmp_path / "missing" / "g.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"placement.importers.layers: error: -o: directory {str(tmp_path / 'missing')!r} does not exist"]
-    out = tmp_path / "g.txt"
-    assert main(["tests.torch_models:mlp_factory", "-o", str(out)]) == 0
-    assert [p.name for p in tmp_path.iterdir()] == ["g.txt"]  # no temporary file left beside it
+    out = tmp_path / "out" / "g.txt"
+    out.parent.mkdir()
+    assert main(["layers_cli_factory:make", "-o", str(out)]) == 0
+    assert [p.name for p in out.parent.iterdir()] == ["g.txt"]  # no temporary file left beside it
     assert read_pipedream(out).n > 0
