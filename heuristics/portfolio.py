@@ -2,7 +2,7 @@
 
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
-the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
+the best makespans on large generated graphs (etf, heft, critical-path), chain-split, then pardnn-balanced,
 m-etf, linear-clustering, random. Under the peak model etf and heft run before PARDNN (PEAK_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
@@ -25,6 +25,7 @@ from placement.solution import Solution, SolveOptions
 
 from .memory_order import lower_peak_order
 from .baselines import greedy_fill, single
+from .chain_split import chain_split
 from .critical_path import critical_path
 from .linear_clustering import linear_clustering
 from .list_scheduling import etf, heft, m_etf, m_topo
@@ -35,7 +36,7 @@ from .random_feasible import random_feasible
 # The members in the order they run, under their method names.
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
-    "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
+    "critical-path": critical_path, "chain-split": chain_split, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "min-memory": min_memory,
 }
 ORDER = tuple(MEMBERS)
@@ -43,14 +44,17 @@ ORDER = tuple(MEMBERS)
 # handler does not (bench/results_peak.md), in a fifth of its time (10K-node transformer at 1.27x
 # the memory lower bound: etf 2.9 s, heft 3.7 s, pardnn 15.6 s without an answer), so a warm budget
 # spent on PARDNN first left auto with greedy-fill's 4527 where ETF gives 3491.
-PEAK_ORDER = ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "pardnn") + tuple(
-    m for m in ORDER if m not in ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "pardnn"))
+# chain-split (the critical chain cut into memory-balanced segments, heuristics/chain_split.py) runs
+# right after them: on the ResNet-1001 training step at 4 GB per device it answers 65.17 where
+# every other member gives 79.9 or more (bench/results_scale.md, session 8), in about 2 s.
+PEAK_FIRST = ("single", "m-topo", "greedy-fill", "etf", "heft", "chain-split", "min-memory", "pardnn")
+PEAK_ORDER = PEAK_FIRST + tuple(m for m in ORDER if m not in PEAK_FIRST)
 # When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs right after
 # the linear-time baselines: there the list schedulers and PARDNN rarely answer (the 10K LSTM: none
 # below 2.16 x the bound) and at 200K nodes they would use the whole warm budget first.
 TIGHT = 2.0
-PEAK_TIGHT_ORDER = ("single", "m-topo", "greedy-fill", "min-memory") + tuple(
-    m for m in PEAK_ORDER if m not in ("single", "m-topo", "greedy-fill", "min-memory"))
+PEAK_TIGHT_FIRST = ("single", "m-topo", "greedy-fill", "min-memory", "chain-split")
+PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
 
@@ -76,7 +80,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 5e-6,
         "pardnn": 2e-5 + 1e-6 * k, "pardnn-balanced": 2e-5 + 1e-6 * k,
         "etf": 4e-6 * k, "m-etf": 7e-6 * k,
-        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 1e-4,
+        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 1e-4, "chain-split": 6e-6 * k,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size

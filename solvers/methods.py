@@ -22,6 +22,7 @@ from formulations.mip import mip
 from formulations.held_split import held_split
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
+from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
 from heuristics.linear_clustering import linear_clustering
 from heuristics.list_scheduling import etf, heft, m_etf, m_topo
@@ -70,6 +71,9 @@ TABLE: tuple[MethodInfo, ...] = (
                "HEFT: upward-rank order, earliest-finish device with gap insertion, memory check (live bytes under peak)", heft),
     MethodInfo("critical-path", HEURISTIC, MAKESPAN,
                "Mayer et al. 2017: critical path on one device, the rest earliest-finish, memory check", critical_path),
+    MethodInfo("chain-split", HEURISTIC, MAKESPAN,
+               "critical chain cut into 1..K memory-balanced segments (one device each, forward and backward of an "
+               "activation together), the rest earliest-finish around it", chain_split),
     MethodInfo("linear-clustering", HEURISTIC, MAKESPAN,
                "Kim's linear clustering + GLB cluster mapping, static-memory check", linear_clustering),
     MethodInfo("topo-split", HEURISTIC, MAKESPAN,
