@@ -19,18 +19,23 @@ How (:func:`chain_split`):
    runs where its activations already are and no activation is held twice). Segment i goes to
    device i: each device then holds about 1/parts of the activations, and the chain pays a
    transfer only at the 2 x (parts - 1) segment borders.
-3. Every node, in decreasing bottom level (the chain first), goes to the device where it finishes
-   earliest, into the first idle gap it fits (the insertion policy of HEFT); chain nodes take their
-   segment's device. A colocation group is decided at its first member with an input from outside
-   the group (an optimizer update's gradient), not at a parameter that is ready at time 0: its
-   earlier members wait and go with it, so updates go where there is room when their gradients
-   arrive, not all to the first device.
-4. The evaluator schedules each device's order; the bottom-level re-schedule
-   (solvers.reschedule's rule, here on the same placement) and, when the placement overflows,
-   the memory-aware orders (heuristics.memory_order) are tried too, and the best feasible kept.
+3. The other nodes go around it, each to the device where it finishes earliest, into the first
+   idle gap it fits (HEFT's insertion policy), planned in three tiers: the pinned nodes (the chain
+   and groups with a chain member) and then the nodes with almost no slack (what feeds the chain),
+   both by latest start, then the rest by earliest start, so that work with slack (ResNet-1001's
+   1,000 buffer allocations, the weight updates) neither takes the device a chain input needs nor
+   takes idle time out of the order in which it becomes ready. A colocation group is decided at
+   its first member with an input from outside the group (an optimizer update's gradient), not at
+   a parameter ready at time 0, weighing all the group's work on each device: placed at the
+   parameter, every update went to the first device.
+4. Each device runs its nodes in planned order (raised along edges so it respects precedence); the
+   evaluator times it, and a placement that overflows that order gets the memory-aware orders
+   (heuristics.memory_order).
 
-``parts`` runs from 1 to K (1 is the classical chain-on-one-device placement) and the best feasible
-answer by the evaluator wins. Deterministic: no randomness; ties go to the lower device.
+``parts`` runs from 1 to K (1 is the classical chain-on-one-device placement), skipping a count
+whose segments cannot hold their share of the activations (:func:`chain_segments`), and stops at
+the first feasible count longer than the best so far; the best feasible answer by the evaluator
+wins. Deterministic: no randomness; ties go to the lower device.
 """
 from __future__ import annotations
 
@@ -176,11 +181,10 @@ class _Schedule:
 
 
 def place_around(problem: Problem, pinned: np.ndarray, stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, list[list[int]]]:
-    """Every node, in order of its latest start (the critical path's length minus its bottom level:
-    the chain and what feeds it first, nodes with slack later), to the device where it finishes
-    earliest, into the first idle gap it fits; pinned nodes to their device; a colocation group
-    decided at its first member with an input from outside it (module docstring, step 3).
-    Returns (device per node, per-device order)."""
+    """Pinned nodes to their device, every other node to the device where it finishes earliest,
+    each into the first idle gap it fits, in the three tiers of the module docstring (step 3); a
+    colocation group decided at its first member with an input from outside it. Returns (device
+    per node, per-device order)."""
     n, k = problem.n, problem.k
     mask = problem.allowed_mask()
     ptr, nbr, eid = problem.pred_ptr
@@ -344,6 +348,8 @@ def chain_split(problem: Problem, opts: SolveOptions) -> Solution:
             tried.append({"parts": parts, "makespan": ev.makespan, "feasible": ev.feasible(problem)})
             if best is None or _better(problem, best[0], ev):
                 best = (ev, got, parts)
+            elif best[0].feasible(problem):
+                break  # one more border made it longer: more parts only add borders
     except TimeoutError:
         pass
     info = {"chain_nodes": int(chain.size), "tried": tried}

@@ -2,8 +2,9 @@
 
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
-the best makespans on large generated graphs (etf, heft, critical-path), chain-split, then pardnn-balanced,
-m-etf, linear-clustering, random. Under the peak model etf and heft run before PARDNN (PEAK_ORDER). Before each, its running time is estimated from the graph size
+the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
+m-etf, linear-clustering, random, min-memory, chain-split. Under the peak model etf and heft run
+before PARDNN, and chain-split right after them (PEAK_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -36,8 +37,9 @@ from .random_feasible import random_feasible
 # The members in the order they run, under their method names.
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
-    "critical-path": critical_path, "chain-split": chain_split, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
+    "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "min-memory": min_memory,
+    "chain-split": chain_split,
 }
 ORDER = tuple(MEMBERS)
 # Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
