@@ -3,7 +3,8 @@
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
-m-etf, linear-clustering, random. Under the peak model etf and heft run before PARDNN (PEAK_ORDER). Before each, its running time is estimated from the graph size
+m-etf, linear-clustering, random, min-memory, mem-span. Under the peak model etf and heft run before PARDNN
+(PEAK_ORDER), and with tight memory min-memory and mem-span right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
