@@ -477,13 +477,24 @@ class _Search:
     def _try_batch(self, units: list[int], devs: list[int]) -> bool:
         """A batch move from a feasible schedule in ordered mode, judged by two schedules like the
         full path in :meth:`_try` but paying a full evaluation only for a schedule that can win: the
-        kept order re-timed incrementally (stopped once proved no better than the incumbent), and
+        kept order re-timed incrementally (stopped once proved no better than the incumbent; in
+        full when the incremental schedule would have to be re-based first), and
         the bottom-level priority schedule of the new placement, evaluated only when its list
         simulation's makespan (never below the evaluator's for the same order) beats the better
         of the incumbent and the kept order. At 50K nodes this is one full evaluation per batch
         move instead of three (bench/results_scale.md, "Session 8")."""
-        trial, ev = self._retime(units, devs)
-        pl = trial.placement() if ev is None else ev.placement
+        if self._inc is not None and self._inc_for is self.cur_ev:
+            trial, ev = self._retime(units, devs)
+            pl = trial.placement() if ev is None else ev.placement
+        else:
+            # The incremental schedule is stale (the last batch move was accepted on its priority
+            # schedule): re-basing it (tails, bound structures) costs twice a full evaluation.
+            trial, pl = None, self.cur.copy()
+            for u, d in zip(units, devs):
+                pl[self.units.members[u]] = d
+            ev = self._eval(pl, self.cur_ev.start)
+            if not self._better(_key(self.p, ev), self.cur_key):
+                ev = None
         t0 = time.monotonic()
         bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
         order, sim = list_schedule(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
