@@ -51,9 +51,9 @@ from placement.incremental import IncrementalSchedule, Trial
 from .reschedule import bottom_levels, list_schedule, priority_order
 
 
-# How a batch move is judged in ordered mode from a feasible schedule: "lazy" (the kept order
-# re-timed incrementally, the priority schedule evaluated only when its list simulation wins:
-# _Search._try_batch) or "full" (both schedules evaluated in full, before session 8).
+# How a batch move is judged in ordered mode from a feasible schedule: "lazy" (the priority
+# schedule evaluated only when its list simulation beats the incumbent and the kept order:
+# _Search._try_batch) or "full" (both schedules always evaluated in full, before session 8).
 BATCH = "lazy"
 AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
 
@@ -475,36 +475,29 @@ class _Search:
         return self._accept(pl, ev, trial if trial is not None and ev is trial_ev else None)
 
     def _try_batch(self, units: list[int], devs: list[int]) -> bool:
-        """A batch move from a feasible schedule in ordered mode, judged by two schedules like the
-        full path in :meth:`_try` but paying a full evaluation only for a schedule that can win: the
-        kept order re-timed incrementally (stopped once proved no better than the incumbent; in
-        full when the incremental schedule would have to be re-based first), and
-        the bottom-level priority schedule of the new placement, evaluated only when its list
+        """A batch move from a feasible schedule in ordered mode, judged by the same two schedules
+        as the full path in :meth:`_try` (the kept order, evaluated in full: re-timing a batch
+        incrementally, its cone most of the graph, cost more than that on the 40K CNN) and the
+        bottom-level priority schedule of the new placement, evaluated only when its list
         simulation's makespan (never below the evaluator's for the same order) beats the better
-        of the incumbent and the kept order. At 50K nodes this is one full evaluation per batch
-        move instead of three (bench/results_scale.md, "Session 8")."""
-        if self._inc is not None and self._inc_for is self.cur_ev:
-            trial, ev = self._retime(units, devs)
-            pl = trial.placement() if ev is None else ev.placement
-        else:
-            # The incremental schedule is stale (the last batch move was accepted on its priority
-            # schedule): re-basing it (tails, bound structures) costs twice a full evaluation.
-            trial, pl = None, self.cur.copy()
-            for u, d in zip(units, devs):
-                pl[self.units.members[u]] = d
-            ev = self._eval(pl, self.cur_ev.start)
-            if not self._better(_key(self.p, ev), self.cur_key):
-                ev = None
+        of the incumbent and the kept order. At 50K nodes that saves one of the three full
+        evaluations of every rejected batch move (bench/results_scale.md, "Session 8")."""
+        pl = self.cur.copy()
+        for u, d in zip(units, devs):
+            pl[self.units.members[u]] = d
+        ev = self._eval(pl, self.cur_ev.start)
+        if not self._better(_key(self.p, ev), self.cur_key):
+            ev = None
         t0 = time.monotonic()
         bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
         order, sim = list_schedule(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
         if sim < bar - 1e-9 * max(1.0, bar):
             other = evaluate(self.p, pl, order=order, memory_model=self.mm)
             if ev is None or _key(self.p, other) < _key(self.p, ev):
-                ev, trial = other, None
+                ev = other
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
-        return ev is not None and self._accept(pl, ev, trial)
+        return ev is not None and self._accept(pl, ev)
 
     def _accept(self, pl: np.ndarray, ev: Evaluation, trial: Trial | None = None) -> bool:
         """Make ``(pl, ev)`` the current schedule if it is better (never feasible -> infeasible);
