@@ -124,3 +124,20 @@ def test_colocation_check_names_the_lowest_split_group():
         lowest = min(split, key=groups.index)
         with pytest.raises(ScheduleError, match=f"colocation group '{lowest}' is split"):
             check_placement(prob, np.array(pl))
+
+
+@pytest.mark.parametrize("family,seed", [("cnn", 1), ("cnn", 3)])
+def test_the_screen_changes_no_decision(family, seed):
+    """At a fixed evaluation budget the lazy judgement of batch moves takes the same path as
+    evaluating both schedules in full: the screen only skips evaluations that could not win."""
+    prob = generate(family, 1500, seed=seed, devices=4)
+    pl0, ev0 = _etf_start(prob)
+    got = {}
+    for batch in ("lazy", "full"):
+        stats = RefineStats()
+        pl, ev = refine(prob, pl0, SolveOptions(seed=seed), deadline=time.monotonic() + 1e6, max_evals=250,
+                        keep_order=True, start=ev0.start, stats=stats, batch=batch)
+        got[batch] = (pl, ev.makespan, stats.accepted, stats.evaluations)
+    assert np.array_equal(got["lazy"][0], got["full"][0])
+    assert got["lazy"][1:] == got["full"][1:]
+    assert got["lazy"][2] > 0
