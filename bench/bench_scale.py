@@ -223,6 +223,7 @@ def main() -> None:
                        str(args.seconds), "--memory-model", args.memory_model, "--modes", args.modes,
                        "--time-limit", str(args.time_limit), "--label", "main"] + ([] if header else ["--no-header"])
                 cmd += ["--memory", args.memory] if args.memory else []
+                cmd += ["--keep", str(Path(args.keep).resolve())] if args.keep else []  # main's reports too (labelled "main")
                 subprocess.run(cmd, check=True, env=dict(os.environ, BENCH_TREE=str(Path(args.baseline).resolve())))
                 header = False
             if args.what == "moves":

@@ -80,10 +80,16 @@ def check_placement(problem: Problem, placement: np.ndarray) -> None:
     for i, devs in enumerate(problem.allowed) if problem.has_allowed else ():
         if devs is not None and int(placement[i]) not in devs:
             raise ScheduleError(f"node {problem.ids[i]!r} is on device {int(placement[i])}, not one of its allowed devices {list(devs)}")
-    for g, members in enumerate(problem.groups):
-        devs = np.unique(placement[members])
-        if devs.size > 1:
-            raise ScheduleError(f"colocation group {problem.colocate_names[g]!r} is split over devices {devs.tolist()}")
+    grouped = np.flatnonzero(problem.colocate >= 0)
+    if grouped.size:  # vectorised: one pass over the grouped nodes, not one np.unique per group
+        g, devs = problem.colocate[grouped], placement[grouped]
+        one = np.empty(len(problem.colocate_names), dtype=devs.dtype)
+        one[g] = devs  # some member's device per group
+        split = np.flatnonzero(devs != one[g])
+        if split.size:
+            first = int(g[split].min())  # the lowest split group, as a loop over groups finds it
+            devs = np.unique(placement[problem.groups[first]])
+            raise ScheduleError(f"colocation group {problem.colocate_names[first]!r} is split over devices {devs.tolist()}")
 
 
 def edge_delay(problem: Problem, placement: np.ndarray) -> np.ndarray:

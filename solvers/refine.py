@@ -48,9 +48,13 @@ from placement.solution import SolveOptions
 
 from placement.incremental import IncrementalSchedule, Trial
 
-from .reschedule import bottom_levels, priority_order
+from .reschedule import bottom_levels, list_schedule, priority_order
 
 
+# How a batch move is judged in ordered mode from a feasible schedule: "lazy" (the priority
+# schedule evaluated only when its list simulation beats the incumbent and the kept order:
+# _Search._try_batch) or "full" (both schedules always evaluated in full, before session 8).
+BATCH = "lazy"
 AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
 
 
@@ -228,8 +232,10 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
 class _Search:
     def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
                  max_evals: int | None, patience: int, stats: RefineStats, keep_order: bool | str = False,
-                 start: np.ndarray | None = None, incremental: bool = True) -> None:
+                 start: np.ndarray | None = None, incremental: bool = True, batch: str = BATCH) -> None:
         self.p = problem
+        self.batch = batch
+        self.rejected_batch: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the last batch move rejected
         self.keep_order = keep_order
         self.units = _Units(problem)
         self.rng = np.random.default_rng(opts.seed)
@@ -365,7 +371,11 @@ class _Search:
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
-            if fresh(units, devs):
+            batch = (tuple(units), tuple(devs))
+            # A batch move the last round rejected comes back unchanged after a single move elsewhere
+            # accepted (the chain's runs barely moved): at 50K nodes a second try costs a second for
+            # nothing (bench/results_scale.md, "Session 8").
+            if batch != self.rejected_batch and fresh(units, devs):
                 yield units, devs, True  # a batch move: also judged re-ordered by priority
         runs: list[tuple[list[int], list[int]]] = []
         run: list[int] = []
@@ -438,6 +448,10 @@ class _Search:
         trial = trial_ev = None
         if (reorder or not self.incremental) and time.monotonic() + (3 if reorder else 1) * self.full_seconds >= self.deadline:
             return False  # full evaluations (a batch move: three) would end past the deadline (on 200K nodes: seconds)
+        if reorder:
+            self.rejected_batch = (tuple(units), tuple(devs))  # judged from here on; cleared if accepted
+        if reorder and self.incremental and self.cur_key[0] == 0.0 and self.batch == "lazy":
+            return self._try_batch(units, devs)
         if self.incremental and not reorder:  # a batch move is also judged re-ordered: see below
             trial, ev = self._retime(units, devs)
             if ev is None:
@@ -458,11 +472,42 @@ class _Search:
             self.stats.evaluations += 1
             if _key(self.p, other) < _key(self.p, ev):
                 ev = other
+        return self._accept(pl, ev, trial if trial is not None and ev is trial_ev else None)
+
+    def _try_batch(self, units: list[int], devs: list[int]) -> bool:
+        """A batch move from a feasible schedule in ordered mode, judged by the same two schedules
+        as the full path in :meth:`_try` (the kept order, evaluated in full: re-timing a batch
+        incrementally, its cone most of the graph, cost more than that on the 40K CNN) and the
+        bottom-level priority schedule of the new placement, evaluated only when its list
+        simulation's makespan (never below the evaluator's for the same order) beats the better
+        of the incumbent and the kept order. At 50K nodes that saves one of the three full
+        evaluations of every rejected batch move (bench/results_scale.md, "Session 8")."""
+        pl = self.cur.copy()
+        for u, d in zip(units, devs):
+            pl[self.units.members[u]] = d
+        ev = self._eval(pl, self.cur_ev.start)
+        if not self._better(_key(self.p, ev), self.cur_key):
+            ev = None
+        t0 = time.monotonic()
+        bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
+        order, sim = list_schedule(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
+        if sim < bar - 1e-9 * max(1.0, bar):
+            other = evaluate(self.p, pl, order=order, memory_model=self.mm)
+            if ev is None or _key(self.p, other) < _key(self.p, ev):
+                ev = other
+        self.eval_seconds += time.monotonic() - t0
+        self.stats.evaluations += 1
+        return ev is not None and self._accept(pl, ev)
+
+    def _accept(self, pl: np.ndarray, ev: Evaluation, trial: Trial | None = None) -> bool:
+        """Make ``(pl, ev)`` the current schedule if it is better (never feasible -> infeasible);
+        ``trial``: the incremental trial that produced ``ev``, committed as the new base."""
         key = _key(self.p, ev)
         if self.cur_key[0] == 0.0 and key[0] > 0.0:
             return False
         if self._better(key, self.cur_key):
-            if trial is not None and ev is trial_ev:
+            self.rejected_batch = None
+            if trial is not None:
                 self._inc.commit(trial)  # the next moves are tried on this schedule
                 self._inc_for = ev
             self.cur, self.cur_ev, self.cur_key = pl, ev, key
@@ -493,6 +538,7 @@ class _Search:
                 load[a] -= un.need[u]
                 load[devs[0]] += un.need[u]
         self.stats.kicks += 1
+        self.rejected_batch = None  # a new neighbourhood: its batch moves deserve a new try
         self.cur = pl
         self.cur_ev = self._eval(pl, self.best_ev.start if self.keep_order else None)
         self.cur_key = _key(p, self.cur_ev)
@@ -547,6 +593,7 @@ class _Search:
         self.best, self.best_ev, self.best_key = pl, ev, key
         self.unit_dev = self._unit_dev(pl)
         self.stale, self.last = 0, key
+        self.rejected_batch = None
         if key[0] == 0.0:
             self.stats.best_makespan = key[1]
         return True
@@ -555,7 +602,7 @@ class _Search:
 def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadline: float,
            memory_model: str = "static", max_evals: int | None = None, patience: int = 20,
            stats: RefineStats | None = None, keep_order: bool | str = False,
-           start: np.ndarray | None = None, incremental: bool = True) -> tuple[np.ndarray, Evaluation]:
+           start: np.ndarray | None = None, incremental: bool = True, batch: str = BATCH) -> tuple[np.ndarray, Evaluation]:
     """Improve ``placement`` by local search until ``deadline`` (a time.monotonic() value).
 
     Returns the best placement found and its evaluation (never worse than the input's: lower
@@ -574,11 +621,12 @@ def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadl
     (each "both" move costs two evaluations).
 
     ``incremental`` (ordered mode only): re-time only the cone a move affects
-    (placement/incremental.py), equal to the full evaluation and much faster on big graphs."""
+    (placement/incremental.py), equal to the full evaluation and much faster on big graphs.
+    ``batch``: how a batch move is judged (BATCH)."""
     pl = as_placement(problem, placement)
     check_placement(problem, pl)
     search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats(),
-                     keep_order=keep_order or (start is not None), start=start, incremental=incremental)
+                     keep_order=keep_order or (start is not None), start=start, incremental=incremental, batch=batch)
     search.run()
     search.stats.end_makespan = search.best_ev.makespan
     return search.best, search.best_ev

@@ -57,7 +57,16 @@ def priority(problem: Problem, placement: np.ndarray, name: str) -> np.ndarray:
 
 
 def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray) -> list[list[int]]:
-    """Per-device node order of the non-delay list schedule of ``placement`` by ``priority``.
+    """Per-device node order of the non-delay list schedule of ``placement`` by ``priority``
+    (:func:`list_schedule` without its makespan)."""
+    return list_schedule(problem, placement, priority)[0]
+
+
+def list_schedule(problem: Problem, placement: np.ndarray, priority: np.ndarray) -> tuple[list[list[int]], float]:
+    """The non-delay list schedule of ``placement`` by ``priority``: the per-device node order and
+    the simulation's makespan, never below the evaluator's makespan of that order (the evaluator
+    starts every node at the earliest time the order allows); a search can reject the order by
+    this makespan without evaluating it.
 
     Devices are served in order of their next possible start (a global heap with one offer per
     device; an offer is re-made when a node arrives that could start earlier); at its start time
@@ -103,6 +112,7 @@ def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray
     for d in range(k):
         reoffer(d)
     done = 0
+    makespan = 0.0
     while heap:
         s, d, ver = pop(heap)
         if ver != version[d]:
@@ -115,6 +125,8 @@ def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray
         v = pop(a_d)[2]
         f = s + dur[v]
         free[d] = f
+        if f > makespan:
+            makespan = f
         order[d].append(v)
         done += 1
         for j in range(ptr_l[v], ptr_l[v + 1]):
@@ -131,7 +143,7 @@ def priority_order(problem: Problem, placement: np.ndarray, priority: np.ndarray
         reoffer(d)
     if done != n:  # cannot happen for a validated DAG
         raise RuntimeError("priority_order: simulation stalled (the graph is not a DAG)")
-    return order
+    return order, makespan
 
 
 def reschedule(problem: Problem, placement: np.ndarray, memory_model: str = "static",
