@@ -613,18 +613,21 @@ def _held_bound(problem: Problem, opts: SolveOptions, hint_placement: np.ndarray
 def _unit_lns(problem: Problem, opts: SolveOptions, placement: np.ndarray, start: np.ndarray,
               info: dict) -> tuple[float, np.ndarray, np.ndarray] | None:
     """The unit LNS (formulations/unit_lns.py) from the hint for ``extra["unit_lns_share"]`` of
-    the time left, on graphs above ``extra["unit_lns_nodes"]`` (default LARGE_NODES) nodes:
-    (makespan, placement, start) of its best schedule (within the capacities), or None."""
+    the time left, on graphs above ``extra["unit_lns_nodes"]`` (default LARGE_NODES) nodes, CP-SAT
+    getting ``extra["unit_lns_window_seconds"]`` per neighbourhood: (makespan, placement, start)
+    of its best schedule (within the capacities), or None."""
     ex = opts.extra
     rem = opts.remaining()
     if problem.n <= int(ex.get("unit_lns_nodes", LARGE_NODES)) or rem is None:
         return None
     secs = float(ex.get("unit_lns_share", UNIT_LNS_SHARE)) * rem
-    if secs < 2 * WINDOW_SECONDS:
+    window_seconds = float(ex.get("unit_lns_window_seconds", WINDOW_SECONDS))
+    if secs < 2 * window_seconds:
         return None
     try:
         pl, st, mk, stats = unit_lns(problem, placement, start, opts, time.monotonic() + secs, "peak",
-                                     lambda q: build(q, "static", symmetry=False, tick=opts.check_time), add_hint)
+                                     lambda q: build(q, "static", symmetry=False, tick=opts.check_time), add_hint,
+                                     window_seconds=window_seconds)
     except OutOfTime:
         return None
     info.update({"windows": stats.windows, "improved": stats.improved, "closed": stats.closed,

@@ -109,6 +109,7 @@ class UnitSearch:
         self.makespan = float((self.start + problem.time).max(initial=0.0))
         self.stats = UnitLnsStats(start_makespan=self.makespan, best_makespan=self.makespan)
         self.stale = 0  # neighbourhoods closed without a gain since the last gain or growth
+        self.converged = False
 
     def _neighbourhood(self) -> set[int]:
         crit = critical_units(self.p, self.placement, self.start, self.un)
@@ -149,7 +150,9 @@ class UnitSearch:
             if o.evaluation.feasible(p):
                 got = (float(o.evaluation.makespan), o.evaluation.start)
         if got is None or got[0] >= self.makespan * (1 - 1e-12):
-            if status == cp_model.OPTIMAL:
+            if status == cp_model.OPTIMAL and len(win) == un.count:
+                self.converged = True  # every unit was free: nothing else to try
+            elif status == cp_model.OPTIMAL:
                 self.stale += 1
                 if self.stale >= 4 and self.window < MAX_WINDOW_UNITS:
                     self.window, self.stale = self.window + 2, 0
@@ -166,7 +169,7 @@ class UnitSearch:
     def run(self, deadline: float) -> None:
         """Neighbourhoods until ``deadline`` (time.monotonic()) or a stop request."""
         t0 = time.monotonic()
-        while not self.opts.stop.is_set():
+        while not self.opts.stop.is_set() and not self.converged:
             left = deadline - time.monotonic()
             if left < 0.5:
                 break
