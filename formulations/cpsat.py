@@ -631,6 +631,7 @@ def _unit_lns(problem: Problem, opts: SolveOptions, placement: np.ndarray, start
     except OutOfTime:
         return None
     info.update({"windows": stats.windows, "improved": stats.improved, "closed": stats.closed,
+                 "scattered": stats.scattered, "scattered_improved": stats.scattered_improved,
                  "from": stats.start_makespan, "to": mk, "seconds": round(stats.seconds, 3)})
     return mk, pl, st
 

@@ -50,6 +50,8 @@ class UnitLnsStats:
     windows: int = 0
     improved: int = 0
     closed: int = 0  # neighbourhoods CP-SAT proved optimal (no better schedule with the rest fixed)
+    scattered: int = 0  # neighbourhoods of critical units along the path (the others: runs of layers)
+    scattered_improved: int = 0
     start_makespan: float = 0.0
     best_makespan: float = 0.0
     seconds: float = 0.0
@@ -111,19 +113,21 @@ class UnitSearch:
         self.stale = 0  # neighbourhoods closed without a gain since the last gain or growth
         self.converged = False
 
-    def _neighbourhood(self) -> set[int]:
+    def _neighbourhood(self) -> tuple[set[int], bool]:
+        """The units to free, and whether they are scattered critical units (else a run of layers)."""
         crit = critical_units(self.p, self.placement, self.start, self.un)
         w = min(self.window, self.un.count)
         if self.rng.random() < 0.5 or len(crit) <= w:  # a run of layers around a critical unit
             c = self.pos[int(crit[int(self.rng.integers(len(crit)))])] if crit else int(self.rng.integers(self.un.count))
             lo = max(0, min(c - w // 2, self.un.count - w))
-            return set(self.forward[lo:lo + w])
-        return {int(g) for g in self.rng.choice(crit, size=w, replace=False)}  # critical units along the path
+            return set(self.forward[lo:lo + w]), False
+        return {int(g) for g in self.rng.choice(crit, size=w, replace=False)}, True  # critical units along the path
 
     def step(self, seconds: float) -> bool:
         """One neighbourhood within ``seconds``; True if the incumbent improved."""
         p, b, un = self.p, self.b, self.un
-        win = self._neighbourhood()
+        win, scattered = self._neighbourhood()
+        self.stats.scattered += scattered
         model = b.model.clone()
         for (g, d), lit in b.x.items():
             if g not in win:
@@ -162,6 +166,7 @@ class UnitSearch:
         self.start = ev.start.copy()
         self.makespan = float(ev.makespan)
         self.stats.improved += 1
+        self.stats.scattered_improved += scattered
         self.stats.best_makespan = self.makespan
         self.stale = 0
         return True
