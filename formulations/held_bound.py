@@ -64,7 +64,8 @@ def _scaled(problem: Problem) -> tuple[float, np.ndarray, np.ndarray]:
 
 
 def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
-                          hint_placement: np.ndarray | None = None, no_overlap: bool = True) -> HeldBound:
+                          hint_placement: np.ndarray | None = None, no_overlap: bool = True,
+                          floor: float = 0.0, target: float | None = None) -> HeldBound:
     """Solve the held-tensor relaxation (module docstring) for at most ``seconds``; its proved
     bound is a valid lower bound on the real makespan under the peak model. ``no_overlap`` adds
     one NoOverlap per device over the nodes' run intervals (still a relaxation: item 2 made exact).
@@ -123,11 +124,17 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
     if hint_placement is not None:
         for (g, d), lit in x.items():
             m.add_hint(lit, int(hint_placement[un.members[g][0]]) == d)
+    if floor > 0:
+        m.add(mk >= int(math.floor(floor * factor)))
+    if target is not None:
+        m.add(mk <= int(math.floor(target * factor)))
     m.minimize(mk)
     solver = cp_solver(opts)
     solver.parameters.max_time_in_seconds = max(min(seconds, opts.remaining() or seconds), 0.01)
     set_params(solver.parameters, dict(opts.extra.get("held_bound_params", {})))
     status = run_cp(solver, m, opts)
+    if status == cp_model.INFEASIBLE and target is not None:  # R has no solution within the target
+        return HeldBound(target, False, None, time.monotonic() - t0, knapsacks)
     if status == cp_model.INFEASIBLE:  # no placement keeps every forced set within capacity
         return HeldBound(math.inf, True, None, time.monotonic() - t0, knapsacks)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):

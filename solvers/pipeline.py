@@ -71,6 +71,10 @@ WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft")
 FINISH_SECONDS = 1.0  # also Python's start-up before the CLI's clock starts (~0.9 s under load) and exit
 FINISH_SECONDS_PER_ELEMENT = 8e-6
 EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
+# Under the peak model above this size refine runs before the exact phase too (REFINE_SHARE):
+# cpsat's unit LNS (formulations/unit_lns.py) then starts from refine's answer, not the warm
+# start's (NASNet: refine 8.37 -> 7.42 in 17 s, the unit LNS from 8.81 far slower).
+PRE_REFINE_NODES = 400
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
 # "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
 # opts.extra["big_exact"] overrides (bench/results_scale.md).
@@ -289,6 +293,11 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
         if not coarse:
+            if opts.memory_model == "peak" and problem.n > PRE_REFINE_NODES and exact_budget is not None and usable:
+                # Refine first (cpsat's unit LNS then starts from its answer): formulations/cpsat.py.
+                _refine_phase(problem, opts, inc, phases, bound, until(time.monotonic() + refine_share * usable),
+                              hb, sub, name="pre-refine")
+                exact_budget = until(end - refine_share * usable)
             hb.enter("exact")
             ph = Phase("exact")
             # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
@@ -327,37 +336,42 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
 
     # 3. Refine on the original graph, stopping early enough to judge its answer before the end.
     if inc.best is not None and not proved and inc.makespan > bound * (1 + 1e-9):
-        budget = until(None if end is None else end - inc.check_seconds)
-        if budget is None or budget > 0.05:
-            t = time.monotonic()
-            deadline = t + (budget if budget is not None else 60.0)
-            best_ev = inc.best[1]
-            stats = RefineStats()
-            hb.enter("refine", moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
-            multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
-            multilevel = str(opts.extra.get("big_refine", BIG_REFINE)) == "multilevel"
-            if problem.n > multilevel_nodes and multilevel and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
-                placement, ev = refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                             memory_model=opts.memory_model, stats=stats)
-            elif problem.n > multilevel_nodes:
-                # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
-                # ordered schedule; one evaluation per move, not two, on graphs this big).
-                placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order=True,
-                                                  stats=stats)
-            else:
-                # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
-                placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                                                  memory_model=opts.memory_model, start=best_ev.start, keep_order="auto",
-                                                  stats=stats)
-            before = inc.makespan
-            inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan))
-            phases.append(Phase("refine", time.monotonic() - t, inc.makespan, bound, "heuristic",
-                                f"{before:.6g} -> {inc.makespan:.6g}"))
+        if _refine_phase(problem, opts, inc, phases, bound, until(None if end is None else end - inc.check_seconds), hb, sub):
             progress("refine")
     if inc.best is not None and inc.makespan <= bound * (1 + 1e-9):
         proved = True
     return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
+
+
+def _refine_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phases: list[Phase], bound: float,
+                  budget: float | None, hb: Heartbeat, sub: Callable[..., SolveOptions], name: str = "refine") -> bool:
+    """Refine the incumbent (solvers/refine.py) for ``budget`` seconds (60 without a limit) and
+    offer the answer; False when there was no time for it."""
+    if inc.best is None or not (budget is None or budget > 0.05):
+        return False
+    t = time.monotonic()
+    deadline = t + (budget if budget is not None else 60.0)
+    best_ev = inc.best[1]
+    stats = RefineStats()
+    hb.enter(name, moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
+    multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
+    multilevel = str(opts.extra.get("big_refine", BIG_REFINE)) == "multilevel"
+    if problem.n > multilevel_nodes and multilevel and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
+        placement, ev = refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
+                                          memory_model=opts.memory_model, stats=stats)
+    elif problem.n > multilevel_nodes:
+        # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
+        # ordered schedule; one evaluation per move, not two, on graphs this big).
+        placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
+                               memory_model=opts.memory_model, start=best_ev.start, keep_order=True, stats=stats)
+    else:
+        # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
+        placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
+                               memory_model=opts.memory_model, start=best_ev.start, keep_order="auto", stats=stats)
+    before = inc.makespan
+    inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan))
+    phases.append(Phase(name, time.monotonic() - t, inc.makespan, bound, "heuristic", f"{before:.6g} -> {inc.makespan:.6g}"))
+    return True
 
 
 def _ordered_beats_fifo(problem: Problem, ev: Evaluation, memory_model: str) -> bool:

@@ -59,6 +59,7 @@ class Case:
 
 
 COARSE = (("exact_max_nodes", 1), ("coarse_size", 2))  # forces auto's coarse path on tiny graphs
+UNIT_LNS = (("unit_lns_nodes", 0), ("unit_lns_window_seconds", 0.2))  # cpsat's unit LNS on tiny graphs
 LATENCY_FAST = (("ls_seconds", 0.2), ("polish_seconds", 0.1), ("bound_seconds", 1.0))
 
 MAKESPAN_CASES = [
@@ -70,6 +71,7 @@ MAKESPAN_CASES = [
         ("brute", 1, 0.0, ()), ("brute", 1, 0.2, ()),
         ("auto", 1, 0.0, ()), ("auto", 2, 0.0, ()), ("auto", 1, 0.2, ()),
         ("auto", 1, 0.0, COARSE), ("auto", 2, 0.2, COARSE),
+        ("auto", 1, 0.0, UNIT_LNS), ("auto", 2, 0.2, UNIT_LNS),
     )
 ]
 OBJECTIVE_CASES = [
