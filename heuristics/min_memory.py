@@ -48,9 +48,11 @@ from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
 LEVEL_STEP = 1.06  # ratio between successive floors of min_memory's passes
-# A pass's seconds per node + edge, to decide before the first pass whether all of them fit the time
-# limit (the 200K-node LSTM, 670K nodes + edges: 28-40 s a pass at load 7-8, up to 80 s busier).
+# A pass's seconds per node + edge, to decide before the first pass whether more than HURRY_PASSES
+# passes fit the time limit (the 200K-node LSTM, 670K nodes + edges: 23-40 s a pass at load 6-8, up
+# to 80 s busier; the 50K LSTM: 2.5-7 s).
 PASS_SECONDS_PER_ELEMENT = 5e-5
+HURRY_PASSES = 4
 ORDER_SLACK = 1.25  # an order whose single-device peak exceeds the best order's by more is not tried
 
 
@@ -223,8 +225,8 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     higher floor leaves the scheduler more freedom, so the first to fit is as a rule the shortest.
     Under a time limit, once the passes left would not fit the time left at the pace of the last
     one, those at the lowest floor go first (at 200K nodes a pass takes 30-80 s): an answer at the
-    smallest memory before a better makespan. When the passes' estimated time (PASS_SECONDS_PER_ELEMENT)
-    already exceeds the time left, they go first from the start: at 200K nodes the first pass
+    smallest memory before a better makespan. When fewer than HURRY_PASSES passes fit the time left
+    (estimated: PASS_SECONDS_PER_ELEMENT), they go first from the start: at 200K nodes the first pass
     (floor 1, earliest finish) took 30-40 s of a warm start of about 60 s and rarely fits where
     memory is tight, and when the portfolio is run again with the rest of the limit it starts over."""
     t0 = time.monotonic()
@@ -237,8 +239,8 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     lowest = min(p[0] for p in todo)
     hurried = False
     left = opts.remaining()
-    if left is not None and len(todo) > 1 and left < len(todo) * PASS_SECONDS_PER_ELEMENT * (problem.n + problem.m):
-        hurried = True  # the passes would not all fit: do not spend the time on the makespan-minded first pass
+    if left is not None and len(todo) > 1 and left < HURRY_PASSES * PASS_SECONDS_PER_ELEMENT * (problem.n + problem.m):
+        hurried = True  # only a few passes fit: do not spend one on the makespan-minded first pass
         todo.sort(key=lambda p: p[0] > lowest)
     while todo and not opts.out_of_time():
         floor, by_area, ratchet, i = todo.pop(0)

@@ -126,7 +126,7 @@ def test_an_order_that_piles_up_on_one_device_is_not_tried():
 
 
 def test_passes_at_the_lowest_floor_go_first_when_all_would_not_fit_the_time_limit(monkeypatch):
-    """When the passes' estimated time exceeds the limit, the lowest floor's passes run first (a
+    """When fewer than four passes fit the time limit (estimated), the lowest floor's passes run first (a
     slow first pass at floor 1 would use a 200K-node warm start); otherwise floor 1 runs first."""
     import heuristics.min_memory as mm
 
