@@ -270,7 +270,7 @@ def _build_and_solve(problem: Problem, opts: SolveOptions, solver: pywraplp.Solv
         solver.SetSolverSpecificParametersAsString("presolve=off")
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(params.RELATIVE_MIP_GAP, 1e-9)
-    with stop_watch(opts, solver.InterruptSolve):
+    with stop_watch(opts, solver.InterruptSolve, settle=0.5, repeat=None):
         status = solver.Solve(params)
     names = {pywraplp.Solver.OPTIMAL: "OPTIMAL", pywraplp.Solver.FEASIBLE: "FEASIBLE", pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
              pywraplp.Solver.UNBOUNDED: "UNBOUNDED", pywraplp.Solver.ABNORMAL: "ABNORMAL", pywraplp.Solver.NOT_SOLVED: "NOT_SOLVED"}

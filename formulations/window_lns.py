@@ -419,6 +419,9 @@ class WindowSearch:
             stats.closed += int(info.get("optimal", False))
             if got is None:
                 continue
+            if opts.stop.is_set():  # re-timing the whole graph (about a second at 200K nodes) would delay the stop
+                stats.stopped = "stopped"
+                break
             new_pl, order, promised = got
             if promised >= self.best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
                 continue

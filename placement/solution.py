@@ -125,24 +125,32 @@ class SolveOptions:
 
 
 @contextlib.contextmanager
-def stop_watch(opts: SolveOptions, stop_search: Callable[[], None], settle: float = 0.5) -> Iterator[None]:
-    """While the block runs, call ``stop_search`` (a CP-SAT solver's ``stop_search``) once a stop is
-    requested on ``opts`` (Ctrl-C, SIGTERM), so a long solve returns its best answer.
+def stop_watch(opts: SolveOptions, stop_search: Callable[[], None], settle: float = 0.0,
+               repeat: float | None = 0.01) -> Iterator[None]:
+    """While the block runs, call ``stop_search`` (a CP-SAT solver's ``stop_search``, a MIP
+    solver's ``InterruptSolve``) once a stop is requested on ``opts`` (Ctrl-C, SIGTERM), so a long
+    solve returns its best answer.
 
-    CP-SAT aborts the process if ``stop_search`` comes before its search has set itself up, so the
-    call waits until the block has run for ``settle`` seconds; callers skip the solve altogether
-    when a stop was requested before it began."""
+    The call comes ``settle`` seconds after the block began at the earliest, then again every
+    ``repeat`` seconds until the block ends (None: once). CP-SAT drops a ``stop_search`` that
+    comes before its solve has created its search (the Python wrapper ignores it), so one call
+    may be lost, and repeating it is harmless (OR-Tools 9.15: hammered from the first
+    microsecond, every solve stopped within 0.04 s); MIP backends are called once, after they
+    had time to start. Callers skip the solve altogether when a stop was requested before it
+    began."""
     done = threading.Event()
     began = time.monotonic()
 
     def watch() -> None:
         while not done.is_set():
-            if opts.stop.wait(0.1):
+            if opts.stop.wait(0.05):
                 wait = began + settle - time.monotonic()
                 if wait > 0 and done.wait(wait):
                     return
-                if not done.is_set():
+                while not done.is_set():
                     stop_search()
+                    if repeat is None or done.wait(repeat):
+                        return
                 return
 
     thread = threading.Thread(target=watch, daemon=True)

@@ -293,3 +293,22 @@ def test_device_map_from_a_solve_report(tmp_path, capsys):
     assert sum(len(s) for s in dmap["order"].values()) == 7
     assert devicemap_main([str(tmp_path / "missing.json"), "-o", str(tmp_path / "m2.json")]) == 2
     assert not (tmp_path / "m2.json").exists()
+
+
+def test_importer_output_is_written_like_solve_outputs(tmp_path: Path) -> None:
+    """The importers write through placement/output.py: a new file gets the mode a plain open()
+    gives (not mkstemp's 0600), and a target that cannot be written is a ProblemError naming it."""
+    import os
+
+    from placement.importers.build import write_native
+
+    prob = make_problem([{"id": "a", "time": 1, "out_bytes": 1, "param_bytes": 0},
+                         {"id": "b", "time": 2, "out_bytes": 1, "param_bytes": 0}], [{"src": "a", "dst": "b", "comm": 1.0}])
+    out = tmp_path / "g.json"
+    write_native(prob, out)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+    assert read_problem(out).n == 2
+    with pytest.raises(ProblemError, match="dev/full"):
+        write_native(prob, "/dev/full")

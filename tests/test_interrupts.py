@@ -236,3 +236,35 @@ def test_fast_report_encoding_is_json_dumps(tmp_path: Path) -> None:
         assert _encode(value) == json.dumps(value, allow_nan=False)
     with pytest.raises(ValueError):
         _encode({**start, "x": float("nan")})
+
+
+def test_stop_watch_repeats_the_stop_until_the_block_ends() -> None:
+    """CP-SAT ignores a stop_search that comes before its solve created its search, so the watch
+    repeats the call while the block runs; it never calls after the block, and a MIP's (repeat=None)
+    is called once."""
+    import threading
+
+    from placement.solution import SolveOptions, stop_watch
+
+    for repeat, at_least, at_most in ((0.005, 3, None), (None, 1, 1)):
+        opts = SolveOptions(stop=threading.Event())
+        calls: list[float] = []
+        opts.stop.set()
+        with stop_watch(opts, lambda: calls.append(time.monotonic()), repeat=repeat):
+            time.sleep(0.1)
+        ended = time.monotonic()
+        time.sleep(0.05)
+        assert len(calls) >= at_least and (at_most is None or len(calls) <= at_most)
+        assert all(t <= ended for t in calls)
+
+
+def test_stop_watch_calls_nothing_without_a_stop() -> None:
+    import threading
+
+    from placement.solution import SolveOptions, stop_watch
+
+    opts = SolveOptions(stop=threading.Event())
+    calls: list[int] = []
+    with stop_watch(opts, lambda: calls.append(1)):
+        time.sleep(0.12)
+    assert calls == []

@@ -146,3 +146,31 @@ def test_auto_with_lns_and_no_incumbent_claims_nothing(monkeypatch):
     assert phases["exact-lns"]["status"] == "skipped"
     if res.evaluation is not None:
         check(p, res.evaluation.placement, res.evaluation.start, "static")
+
+
+def test_a_window_answered_after_a_stop_is_dropped_not_retimed(monkeypatch):
+    """Re-timing a window's answer is a whole-graph evaluation (about a second at 200K nodes): after
+    a stop (Ctrl-C) the search returns its best so far at once instead."""
+    import threading
+
+    import formulations.window_lns as wl
+
+    prob = generate("lstm", 500, seed=5, devices=3, memory_fraction=0.5)
+    pl = np.asarray(greedy_fill(prob, SolveOptions()).placement)
+    ev0 = evaluate(prob, pl)
+    opts = SolveOptions(workers=2, seed=1, stop=threading.Event())
+    real_solve, real_timed, timings = wl.solve_window, wl.timed, []
+
+    def solve_then_stop(*args, **kwargs):
+        got = real_solve(*args, **kwargs)
+        opts.stop.set()  # the signal lands while the window's model was being solved
+        return got
+
+    monkeypatch.setattr(wl, "solve_window", solve_then_stop)
+    monkeypatch.setattr(wl, "timed", lambda *a, **k: timings.append(1) or real_timed(*a, **k))
+    search = wl.WindowSearch(prob, pl, ev0.start, opts, window=60, window_seconds=0.5)
+    before = len(timings)
+    best = search.run(time.monotonic() + 30)
+    assert search.stats.windows == 1 and search.stats.stopped == "stopped"
+    assert len(timings) == before  # the window's answer was not re-timed
+    assert best.makespan == search.stats.start_makespan

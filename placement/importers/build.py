@@ -8,12 +8,11 @@ edge's ``tensors`` record (placement/problem.py, ``edge_meta``).
 from __future__ import annotations
 
 import gzip
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import output
 from ..formats.native import native_text
 from ..problem import Link, Problem, ProblemError, make_problem
 
@@ -104,17 +103,13 @@ def check_output_path(path: str | Path) -> Path:
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a failure leaves no half-written output."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write an importer's output as ``solve`` writes its own (placement/output.py: atomic, the
+    mode a plain open() gives, devices written in place); a failure is a ProblemError, which the
+    importers' commands print as one line."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        output.write_atomic(path, data)
+    except output.OutputError as exc:
+        raise ProblemError(str(exc)) from None
 
 
 def write_native(problem: Problem, path: str | Path) -> None:
