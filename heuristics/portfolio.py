@@ -45,11 +45,14 @@ ORDER = tuple(MEMBERS)
 # spent on PARDNN first left auto with greedy-fill's 4527 where ETF gives 3491.
 PEAK_ORDER = ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "pardnn") + tuple(
     m for m in ORDER if m not in ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "pardnn"))
-# When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs right after
-# the linear-time baselines: there the list schedulers and PARDNN rarely answer (the 10K LSTM: none
-# below 2.16 x the bound) and at 200K nodes they would use the whole warm budget first.
+# When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs first after
+# "single" (which gives up at once when params + a working set overflow): there the list
+# schedulers and PARDNN rarely answer (the 10K LSTM: none below 2.16 x the bound) and at 200K nodes
+# they would use the whole warm budget first; m-topo and greedy-fill too, at 200K nodes: with them
+# first, auto at 1.5 x the bound on the 200K LSTM (K = 4) was cut inside min-memory's pass and
+# answered nothing in 120 s, where that pass alone fits (bench/results_peak.md, session 8).
 TIGHT = 2.0
-PEAK_TIGHT_ORDER = ("single", "m-topo", "greedy-fill", "min-memory") + tuple(
+PEAK_TIGHT_ORDER = ("single", "min-memory", "m-topo", "greedy-fill") + tuple(
     m for m in PEAK_ORDER if m not in ("single", "m-topo", "greedy-fill", "min-memory"))
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
