@@ -6,6 +6,7 @@ Run from the worktree root, serialized with the other benchmarks:
     flock /tmp/bench.lock python -m bench.bench_peak smallest transformer 10000 4
     flock /tmp/bench.lock python -m bench.bench_peak auto transformer 10000 4 CAPACITY
     flock /tmp/bench.lock python -m bench.bench_peak frontier transformer 10000 4
+    python -m bench.bench_peak members cnn 10000 4 CAPACITY
 
 - heuristics: every heuristic at 1.1, 1.3, 1.5 and 2 x memory_lower_bound (peak) and at the
   generator's static capacity (static), this code beside a baseline checkout (BASELINE, default
@@ -84,8 +85,8 @@ print(json.dumps(rows))
 """
 
 
-def run_worker(cwd: Path, path: Path, k: int, cap: float, model: str) -> list[dict]:
-    out = subprocess.run([PY, "-c", WORKER, str(path), str(k), repr(cap), model, ",".join(METHODS)], cwd=cwd,
+def run_worker(cwd: Path, path: Path, k: int, cap: float, model: str, methods: tuple[str, ...] = METHODS) -> list[dict]:
+    out = subprocess.run([PY, "-c", WORKER, str(path), str(k), repr(cap), model, ",".join(methods)], cwd=cwd,
                          capture_output=True, text=True)
     if out.returncode:
         return [{"method": "error", "feasible": False, "makespan": None, "seconds": 0, "error": out.stderr[-300:]}]
@@ -245,6 +246,19 @@ def cmd_auto(kind: str, n: int, k: int, cap: float, only: bool = False) -> None:
               f"method {doc.get('method')} fits_fifo {doc.get('fits_fifo')} wall {wall:.1f}s load {load()}")
 
 
+MEMBERS_METHODS = ("mem-span", "min-memory", "etf", "heft", "greedy-fill", "pardnn")
+
+
+def cmd_members(kind: str, n: int, k: int, cap: float) -> None:
+    """Untimed: each of MEMBERS_METHODS (MEMBERS=m1,m2 names others) alone at the capacity, peak
+    model, in this checkout: the warm-start answers auto's search starts from."""
+    path = graph(kind, n)
+    names = tuple(os.environ["MEMBERS"].split(",")) if os.environ.get("MEMBERS") else MEMBERS_METHODS
+    for r in run_worker(ROOT, path, k, cap, "peak", names):
+        shown = "-" if not r["feasible"] else f"{r['makespan']:.6g}"
+        print(f"{kind} {n} K={k} memory {cap:.4g}: {r['method']:12} {shown:>10} ({r['seconds']:.1f}s) load {load()}", flush=True)
+
+
 def cmd_frontier(kind: str, n: int, k: int) -> None:
     path = graph(kind, n)
     rep = GRAPHS / f"frontier-{kind}-{n}-{k}.json"
@@ -266,6 +280,8 @@ def main(argv: list[str]) -> None:
         cmd_auto(kind, n, k, float(argv[4]))
     elif cmd == "confirm":
         cmd_auto(kind, n, k, float(argv[4]), only=True)
+    elif cmd == "members":
+        cmd_members(kind, n, k, float(argv[4]))
     elif cmd == "frontier":
         cmd_frontier(kind, n, k)
     elif cmd == "ladder":

@@ -3,7 +3,8 @@
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
-m-etf, linear-clustering, random. Under the peak model etf and heft run before PARDNN (PEAK_ORDER). Before each, its running time is estimated from the graph size
+m-etf, linear-clustering, random, min-memory, mem-span. Under the peak model etf and heft run before PARDNN
+(PEAK_ORDER), and with tight memory min-memory and mem-span right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -28,6 +29,7 @@ from .baselines import greedy_fill, single
 from .critical_path import critical_path
 from .linear_clustering import linear_clustering
 from .list_scheduling import etf, heft, m_etf, m_topo
+from .memory_span import memory_span
 from .min_memory import min_memory
 from .pardnn import pardnn, pardnn_balanced
 from .random_feasible import random_feasible
@@ -37,6 +39,7 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "min-memory": min_memory,
+    "mem-span": memory_span,
 }
 ORDER = tuple(MEMBERS)
 # Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
@@ -52,8 +55,13 @@ PEAK_ORDER = ("single", "m-topo", "greedy-fill", "etf", "heft", "min-memory", "p
 # first, auto at 1.5 x the bound on the 200K LSTM (K = 4) was cut inside min-memory's pass and
 # answered nothing in 120 s, where that pass alone fits (bench/results_peak.md, session 8).
 TIGHT = 2.0
-PEAK_TIGHT_ORDER = ("single", "min-memory", "m-topo", "greedy-fill") + tuple(
-    m for m in PEAK_ORDER if m not in ("single", "m-topo", "greedy-fill", "min-memory"))
+# mem-span (min-memory's placement along ETF's order blended with the memory-light one) right
+# after min-memory: at 1.5 x the 10K CNN's smallest memory it gave 531 where etf, heft and pardnn
+# gave 605, 585 and 884 (bench/results_peak.md, "Session 8: makespan at 1.5 x"). It may use
+# MEMBER_SHARE of the time left, so the members after it still run.
+PEAK_TIGHT_ORDER = ("single", "min-memory", "mem-span", "m-topo", "greedy-fill") + tuple(
+    m for m in PEAK_ORDER if m not in ("single", "m-topo", "greedy-fill", "min-memory", "mem-span"))
+MEMBER_SHARE = {"mem-span": 0.5}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
 
@@ -81,7 +89,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "etf": 4e-6 * k, "m-etf": 7e-6 * k,
         # min-memory: its orders and one pass (it answers after one pass when little time is left:
         # the lowest floor's go first); at 1e-4 it was skipped at 200K nodes (67 s > the warm budget)
-        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5,
+        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5, "mem-span": 1.2e-4,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
@@ -113,7 +121,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                             "reason": f"estimated {est:.3g} s > {rem:.3g} s left"})
             continue
         extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb}
-        sub = replace(opts, time_limit=rem, started=time.monotonic(), hint=None, extra=extra)
+        limit = rem if rem is None or name not in MEMBER_SHARE else max(est, MEMBER_SHARE[name] * rem)
+        sub = replace(opts, time_limit=limit, started=time.monotonic(), hint=None, extra=extra)
         t = time.monotonic()
         try:
             sol = MEMBERS[name](problem, sub)

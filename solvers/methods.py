@@ -25,6 +25,7 @@ from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.critical_path import critical_path
 from heuristics.linear_clustering import linear_clustering
 from heuristics.list_scheduling import etf, heft, m_etf, m_topo
+from heuristics.memory_span import memory_span
 from heuristics.min_memory import min_memory
 from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
@@ -85,6 +86,9 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("min-memory", HEURISTIC, MAKESPAN,
                "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
                "level (smallest memory per device)", min_memory),
+    MethodInfo("mem-span", HEURISTIC, MAKESPAN,
+               "peak model: min-memory's placement along ETF's unlimited-memory order blended with a memory-light "
+               "one (makespan at moderate memory)", memory_span),
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),
