@@ -20,6 +20,11 @@ Run from the worktree root, serialized with the other benchmarks:
 - ladder: for the 200K-node graphs, where a bisection step costs minutes: capacities 1.3, 1.5, 2,
   3 x memory_lower_bound in turn until one is answered by LADDER_METHODS (untimed; the environment
   variable LADDER=m1,m2 names other methods).
+- levels: for the 200K-node graphs, where min-memory's passes take 30-80 s: its bytes x time pass
+  (order "net-2048" or the orders min-memory keeps) at absolute levels memory_lower_bound x 1.06^i,
+  i < STEPS (default 9), each pass's largest peak (untimed). A capacity C = level x 1.06^j at or
+  above a pass's peak is answered by min-memory at C: its passes at C include that level (floor
+  1.06^-j) and that pass fits; the first line of the answer names the smallest such C.
 - bound: memory_lower_bound and the makespan bounds (critical path, communication, memory path)
   at 1.3 x memory_lower_bound, with the seconds the memory path bound adds (timed: under the lock).
 Each line printed carries the load average.
@@ -177,6 +182,36 @@ def cmd_ladder(kind: str, n: int, k: int) -> None:
             break
 
 
+def cmd_levels(kind: str, n: int, k: int, steps: int = 9) -> None:
+    from heuristics.min_memory import LEVEL_STEP, memory_light_orders, place_along
+    from placement.evaluator import evaluate
+    from placement.formats import load_problem
+    from placement.memory_bounds import memory_lower_bound
+
+    p0 = load_problem(graph(kind, n))
+    lb = float(memory_lower_bound(p0, "peak", k)["best"])
+    p = p0.with_devices(k, lb)  # capacity = the bound, so floor L is level L x the bound
+    orders = list(memory_light_orders(p))
+    print(f"{kind} {p.n} K={k}: memory LB {lb:.4g}; orders {[name for name, _ in orders]}; load {load()}", flush=True)
+    best = None
+    for i in range(steps):
+        level = LEVEL_STEP ** i
+        for name, seq in orders:
+            t = time.monotonic()
+            got = place_along(p, seq, level, by_area=True, ratchet=True)
+            ev = evaluate(p, got.placement, order=got.order, memory_model="peak")
+            peak = float(ev.peak_memory.max())
+            j = max(0, math.ceil(math.log(peak / (level * lb)) / math.log(LEVEL_STEP) - 1e-9))
+            cap = level * lb * LEVEL_STEP ** j  # smallest capacity whose passes include this level and fit
+            print(f"  level {level:.4f} x LB, {name}: peak {peak:.4g} ({peak / lb:.4f} x LB), makespan {ev.makespan:.6g}; "
+                  f"answered at {cap:.4g} ({cap / lb:.4f} x LB); {time.monotonic() - t:.1f}s load {load()}", flush=True)
+            if best is None or cap < best[0]:
+                best = (cap, level, name, ev.makespan)
+    cap, level, name, span = best
+    print(f"{kind} {p.n} K={k}: smallest capacity min-memory answers (levels scanned) {cap:.4g} = {cap / lb:.4f} x LB "
+          f"(level {level:.4f} x LB, order {name}, makespan {span:.6g}); load {load()}", flush=True)
+
+
 def cmd_bound(kind: str, n: int, k: int) -> None:
     from placement.bounds import lower_bounds
     from placement.formats import load_problem
@@ -251,6 +286,8 @@ def main(argv: list[str]) -> None:
         cmd_frontier(kind, n, k)
     elif cmd == "ladder":
         cmd_ladder(kind, n, k)
+    elif cmd == "levels":
+        cmd_levels(kind, n, k, int(argv[4]) if len(argv) > 4 else 9)
     elif cmd == "bound":
         cmd_bound(kind, n, k)
     else:

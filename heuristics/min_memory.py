@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -48,6 +48,12 @@ from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
 LEVEL_STEP = 1.06  # ratio between successive floors of min_memory's passes
+# A pass's seconds per node + edge, to decide before the first pass whether more than HURRY_PASSES
+# passes fit the time limit (the 200K-node LSTM, 670K nodes + edges: 23-40 s a pass at load 6-8, up
+# to 80 s busier; the 50K LSTM: 2.5-7 s).
+PASS_SECONDS_PER_ELEMENT = 5e-5
+HURRY_PASSES = 4
+ORDER_SLACK = 1.25  # an order whose single-device peak exceeds the best order's by more is not tried
 
 
 @dataclass
@@ -69,9 +75,24 @@ def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
     memory bound on the 10K LSTM, 0.1 s), weighing the NET_CANDIDATES nodes ready longest ("net"),
     then the 2048 ready longest ("net-2048"). Which places better varies with the graph and the
     level (on the 10K LSTM, K = 4, their smallest peaks over the levels were 1.315 and 1.360 x the
-    bound, at different levels), so :func:`min_memory` tries both."""
-    yield "net", net_sequence(problem)
-    yield "net-2048", net_sequence(problem, window=2048)
+    bound, at different levels), so :func:`min_memory` tries both; but an order whose own
+    single-device peak exceeds the other's by more than ORDER_SLACK is left out: on the 50K and 200K
+    LSTMs "net" piles up weight gradients (30.1 and 209 GB on one device, against 10.4 and 37.0 GB
+    for "net-2048"), its passes never came near (2.4 x over where "net-2048" was 1.05 x) and at 200K
+    nodes each one costs 30-80 s of the time limit."""
+    named = [("net", net_sequence(problem)), ("net-2048", net_sequence(problem, window=2048))]
+    peaks = [single_device_peak(problem, seq) for _, seq in named]
+    best = min(peaks)
+    for (name, seq), peak in zip(named, peaks):
+        if peak <= ORDER_SLACK * best:
+            yield name, seq
+
+
+def single_device_peak(problem: Problem, sequence: np.ndarray) -> float:
+    """The evaluator's peak (params included) of the whole graph on one device running ``sequence``."""
+    one = replace(problem, memory=np.array([np.inf]), device_names=["all"], allowed=[None] * problem.n)
+    ev = evaluate(one, np.zeros(problem.n, dtype=np.int64), order=[sequence.tolist()], memory_model="peak")
+    return float(ev.peak_memory[0])
 
 
 def param_share(problem: Problem) -> float:
@@ -204,7 +225,10 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     higher floor leaves the scheduler more freedom, so the first to fit is as a rule the shortest.
     Under a time limit, once the passes left would not fit the time left at the pace of the last
     one, those at the lowest floor go first (at 200K nodes a pass takes 30-80 s): an answer at the
-    smallest memory before a better makespan."""
+    smallest memory before a better makespan. When fewer than HURRY_PASSES passes fit the time left
+    (estimated: PASS_SECONDS_PER_ELEMENT), they go first from the start: at 200K nodes the first pass
+    (floor 1, earliest finish) took 30-40 s of a warm start of about 60 s and rarely fits where
+    memory is tight, and when the portfolio is run again with the rest of the limit it starts over."""
     t0 = time.monotonic()
     orders: list[tuple[str, np.ndarray]] = []
     source = memory_light_orders(problem)
@@ -214,6 +238,10 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
             passes(problem, opts.memory_model, opts.extra.get("memory_lower_bound")) for i in range(count)]
     lowest = min(p[0] for p in todo)
     hurried = False
+    left = opts.remaining()
+    if left is not None and len(todo) > 1 and left < HURRY_PASSES * PASS_SECONDS_PER_ELEMENT * (problem.n + problem.m):
+        hurried = True  # only a few passes fit: do not spend one on the makespan-minded first pass
+        todo.sort(key=lambda p: p[0] > lowest)
     while todo and not opts.out_of_time():
         floor, by_area, ratchet, i = todo.pop(0)
         while i >= len(orders):

@@ -53,16 +53,19 @@ ORDER = tuple(MEMBERS)
 # every other member gives 79.9 or more (bench/results_scale.md, session 8), in about 2 s.
 PEAK_FIRST = ("single", "m-topo", "greedy-fill", "etf", "heft", "chain-split", "min-memory", "pardnn")
 PEAK_ORDER = PEAK_FIRST + tuple(m for m in ORDER if m not in PEAK_FIRST)
-# When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs right after
-# the linear-time baselines: there the list schedulers and PARDNN rarely answer (the 10K LSTM: none
-# below 2.16 x the bound) and at 200K nodes they would use the whole warm budget first.
+# When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs first after
+# "single" (which gives up at once when params + a working set overflow): there the list
+# schedulers and PARDNN rarely answer (the 10K LSTM: none below 2.16 x the bound) and at 200K nodes
+# they would use the whole warm budget first; m-topo and greedy-fill too, at 200K nodes: with them
+# first, auto at 1.5 x the bound on the 200K LSTM (K = 4) was cut inside min-memory's pass and
+# answered nothing in 120 s, where that pass alone fits (bench/results_peak.md, session 8).
 TIGHT = 2.0
-# chain-split (about 3 s on the 37K-node ResNet-1001) right after min-memory, then mem-span
-# (min-memory's placement along ETF's order blended with the memory-light one): at 1.5 x the 10K
-# CNN's smallest memory it gave 531 where etf, heft and pardnn gave 605, 585 and 884
-# (bench/results_peak.md, "Session 8: makespan at 1.5 x"). It may use MEMBER_SHARE of the time
-# left, so the members after it still run.
-PEAK_TIGHT_FIRST = ("single", "m-topo", "greedy-fill", "min-memory", "chain-split", "mem-span")
+# Then chain-split (about 3 s on the 37K-node ResNet-1001) and mem-span (min-memory's placement
+# along ETF's order blended with the memory-light one): at 1.5 x the 10K CNN's smallest memory
+# mem-span gave 531 where etf, heft and pardnn gave 605, 585 and 884 (bench/results_peak.md,
+# "Session 8: makespan at 1.5 x"). It may use MEMBER_SHARE of the time left, so the members after
+# it still run.
+PEAK_TIGHT_FIRST = ("single", "min-memory", "chain-split", "mem-span", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 MEMBER_SHARE = {"mem-span": 0.5}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
@@ -90,7 +93,9 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "single": 0.0, "m-topo": 4e-6, "greedy-fill": 4e-6, "random": 5e-6,
         "pardnn": 2e-5 + 1e-6 * k, "pardnn-balanced": 2e-5 + 1e-6 * k,
         "etf": 4e-6 * k, "m-etf": 7e-6 * k,
-        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 1e-4, "mem-span": 1.2e-4,
+        # min-memory: its orders and one pass (it answers after one pass when little time is left:
+        # the lowest floor's go first); at 1e-4 it was skipped at 200K nodes (67 s > the warm budget)
+        "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5, "mem-span": 1.2e-4,
         "chain-split": 6e-6 * k,
     }
     if method == "linear-clustering":

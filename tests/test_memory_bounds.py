@@ -140,3 +140,38 @@ def test_bound_on_a_graph_that_holds_no_tensor():
     nodes = [{"id": "a", "time": 3, "out_bytes": 0, "param_bytes": 5}, {"id": "b", "time": 6, "out_bytes": 0, "param_bytes": 7}]
     p = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 1}], devices=2, memory=100, name="no-tensors")
     assert memory_lower_bound(p, "peak")["best"] == 7
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pivots_are_the_nodes_comparable_with_all_and_their_cuts_are_exact(seed):
+    """pivot_cuts finds exactly the running nodes that are an ancestor or a descendant of every
+    other node (checked by networkx reachability), and its linear-time cut equals the bitset
+    computation of live_cut_bytes."""
+    import networkx as nx
+
+    from placement.memory_bounds import pivot_cuts
+
+    p = random_problem(seed, 14, 1, edge_p=0.5 if seed % 2 else 0.8)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(p.n))
+    g.add_edges_from(zip(p.src.tolist(), p.dst.tolist()))
+    want = sorted(v for v in range(p.n) if p.time[v] > 0
+                  and len(nx.ancestors(g, v)) + len(nx.descendants(g, v)) == p.n - 1)
+    nodes, cuts = pivot_cuts(p)
+    assert sorted(nodes.tolist()) == want
+    if want:
+        assert cuts == pytest.approx(live_cut_bytes(p, nodes.tolist()))
+
+
+def test_pivot_cut_reaches_the_loss_of_a_training_graph():
+    """On a generated LSTM the loss is a pivot and the bound includes its cut."""
+    from placement.generate import generate
+    from placement.memory_bounds import pivot_cuts
+
+    p = generate("lstm", 600, seed=0, devices=4)
+    nodes, cuts = pivot_cuts(p)
+    names = [p.names[v] for v in nodes]
+    assert "loss/total" in names
+    loss_cut = float(cuts[names.index("loss/total")])
+    assert loss_cut == pytest.approx(float(live_cut_bytes(p, [p.names.index("loss/total")])[0]))
+    assert memory_lower_bound(p, "peak")["live_cut"] >= (float(p.param_bytes.sum()) + loss_cut) / 4 * (1 - 1e-12)

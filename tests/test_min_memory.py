@@ -108,3 +108,33 @@ def test_net_sequence_is_the_simulated_net_rule_on_one_device(seed):
 
     assert net_sequence(p).tolist() == memory_aware_order(p, one, mode="net")[0]
     assert net_sequence(p, window=3).tolist() == memory_aware_order(p, one, mode="net", candidates=3)[0]
+
+
+def test_an_order_that_piles_up_on_one_device_is_not_tried():
+    """600 gradients ready at once: weighing only the 256 ready longest, rule "net" cannot see the
+    one its accumulation chain needs next and makes hundreds first; weighing 2048 it sums each as
+    it is made. The first order's single-device peak is far above the second's, so min-memory
+    leaves it out; on the 6-step chain both are kept."""
+    from heuristics.min_memory import ORDER_SLACK, single_device_peak
+
+    p = accumulation(math.inf, n=600)
+    piled = single_device_peak(p, net_sequence(p))
+    light = single_device_peak(p, net_sequence(p, window=2048))
+    assert piled > ORDER_SLACK * light
+    assert [name for name, _ in memory_light_orders(p)] == ["net-2048"]
+    assert [name for name, _ in memory_light_orders(accumulation(math.inf))] == ["net", "net-2048"]
+
+
+def test_passes_at_the_lowest_floor_go_first_when_all_would_not_fit_the_time_limit(monkeypatch):
+    """When fewer than four passes fit the time limit (estimated), the lowest floor's passes run first (a
+    slow first pass at floor 1 would use a 200K-node warm start); otherwise floor 1 runs first."""
+    import heuristics.min_memory as mm
+
+    p0 = random_problem(5, 40, 3)
+    p = p0.with_devices(3, 1.05 * memory_lower_bound(p0, "peak")["best"])
+    lowest = min(f for f, *_ in passes(p, "peak"))
+    calm = min_memory(p, SolveOptions(memory_model="peak", time_limit=1000.0))
+    assert calm.info["passes"][0]["floor"] == 1.0 and not calm.info["passes"][0]["by_area"]
+    monkeypatch.setattr(mm, "PASS_SECONDS_PER_ELEMENT", 1000.0)
+    hurried = min_memory(p, SolveOptions(memory_model="peak", time_limit=1000.0))
+    assert hurried.info["passes"][0]["floor"] == pytest.approx(lowest, abs=1e-4)
