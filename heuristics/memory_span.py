@@ -35,7 +35,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .list_scheduling import Stopped, etf_schedule
-from .min_memory import place_along
+from .min_memory import fifo_if_better, place_along
 
 # (alpha, level) in the order tried, the most often best first. Measured at 1.5 x the smallest
 # memory (bench/results_peak.md, level 1): 10K CNN K = 4, alpha 0.1 / 0.15 / 0.25 / 0.4 / 0.6 ->
@@ -107,10 +107,7 @@ def memory_span(problem: Problem, opts: SolveOptions) -> Solution:
         why = "out of time" if stop() else "no pass fitted the capacity"
         return Solution("mem-span", "unknown", reason=f"mem-span: {why}", seconds=time.monotonic() - t0, info=info)
     got, ev, row = best
-    order: list[list[int]] | None = got.order
-    fifo = evaluate(problem, got.placement, memory_model=opts.memory_model)
-    if fifo.feasible(problem) and fifo.makespan < ev.makespan:  # the runtime's own order is better
-        order, ev = None, fifo
+    order, ev = fifo_if_better(problem, got.placement, got.order, ev, opts.memory_model)
     info.update(alpha=row["alpha"], level=row["level"], accepted_peak=got.peak.tolist(), fifo=order is None)
     return Solution("mem-span", "heuristic", placement=ev.placement, order=order, start=ev.start, objective=ev.makespan,
                     seconds=time.monotonic() - t0, info=info)

@@ -38,7 +38,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from placement.evaluator import evaluate
+from placement.evaluator import Evaluation, evaluate
 from placement.light_order import net_sequence
 from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param_units
 from placement.problem import Problem
@@ -274,10 +274,17 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
                else "its placement, built for the peak model, exceeds static memory")
         return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
     got, ev, name = found
-    order: list[list[int]] | None = got.order
-    fifo = evaluate(problem, got.placement, memory_model=opts.memory_model)
-    if fifo.feasible(problem) and fifo.makespan < ev.makespan:  # the runtime's own order is better
-        order, ev = None, fifo
+    order, ev = fifo_if_better(problem, got.placement, got.order, ev, opts.memory_model)
     info.update(order=name, floor=got.floor, by_area=got.by_area, ratchet=got.ratchet, accepted_peak=got.peak.tolist(), fifo=order is None)
     return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+
+
+def fifo_if_better(problem: Problem, placement: np.ndarray, order: list[list[int]], ev: Evaluation,
+                   memory_model: str) -> tuple[list[list[int]] | None, Evaluation]:
+    """The schedule to answer with: the runtime's own FIFO order (order None) when the placement
+    also fits in it with a shorter makespan, else ``order`` and its evaluation ``ev``."""
+    fifo = evaluate(problem, placement, memory_model=memory_model)
+    if fifo.feasible(problem) and fifo.makespan < ev.makespan:
+        return None, fifo
+    return order, ev
