@@ -45,7 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from placement.bounds import longest_path
+from placement.bounds import bottom_levels, longest_path
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
@@ -296,21 +296,6 @@ def precedence_order(problem: Problem, dev: np.ndarray, planned: np.ndarray) -> 
         members = np.flatnonzero(dev == d)
         order.append(members[np.lexsort((rank[members], keys[members]))].tolist())
     return order
-
-
-def bottom_levels(problem: Problem) -> np.ndarray:
-    """Per node, the longest path by compute time from its start to a sink (its own time included)."""
-    ptr, nbr, _ = problem.succ_ptr
-    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
-    dur = problem.time.tolist()
-    level = [0.0] * problem.n
-    for v in reversed(problem.topo_order.tolist()):
-        best = 0.0
-        for j in range(ptr_l[v], ptr_l[v + 1]):
-            if level[nbr_l[j]] > best:
-                best = level[nbr_l[j]]
-        level[v] = best + dur[v]
-    return np.asarray(level)
 
 
 def _better(problem: Problem, a: Evaluation | None, b: Evaluation) -> bool:

@@ -58,6 +58,24 @@ class LowerBounds:
                 "best": self.best}  # forced starts from the others: listed last, named only when above them
 
 
+def bottom_levels(problem: Problem, delay: np.ndarray | None = None) -> np.ndarray:
+    """Per node, the longest path from it (its time included) to a sink, edge j costing delay[j]
+    (None: edges cost nothing)."""
+    ptr, nbr, eid = problem.succ_ptr
+    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+    delay_e = [0.0] * len(eid) if delay is None else np.asarray(delay, dtype=float)[eid].tolist()
+    dur = problem.time.tolist()
+    bl = [0.0] * problem.n
+    for v in reversed(problem.topo_order.tolist()):
+        best = 0.0
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            x = delay_e[j] + bl[nbr_l[j]]
+            if x > best:
+                best = x
+        bl[v] = best + dur[v]
+    return np.asarray(bl)
+
+
 def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weights: np.ndarray | None = None) -> np.ndarray:
     """Per node, the largest total weight of a path ending at that node (node included).
 

@@ -23,25 +23,9 @@ from typing import Callable
 
 import numpy as np
 
+from placement.bounds import bottom_levels
 from placement.evaluator import Evaluation, edge_delay, evaluate
 from placement.problem import Problem
-
-
-def bottom_levels(problem: Problem, delay: np.ndarray) -> np.ndarray:
-    """Per node, the longest path from it (its time included) to a sink, edge j costing delay[j]."""
-    ptr, nbr, eid = problem.succ_ptr
-    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
-    delay_e = np.asarray(delay, dtype=float)[eid].tolist()
-    dur = problem.time.tolist()
-    bl = [0.0] * problem.n
-    for v in reversed(problem.topo_order.tolist()):
-        best = 0.0
-        for j in range(ptr_l[v], ptr_l[v + 1]):
-            x = delay_e[j] + bl[nbr_l[j]]
-            if x > best:
-                best = x
-        bl[v] = best + dur[v]
-    return np.asarray(bl)
 
 
 PRIORITIES = ("bottom-level", "bottom-level-no-comm")
@@ -52,7 +36,7 @@ def priority(problem: Problem, placement: np.ndarray, name: str) -> np.ndarray:
     if name == "bottom-level":
         return bottom_levels(problem, edge_delay(problem, placement))
     if name == "bottom-level-no-comm":
-        return bottom_levels(problem, np.zeros(problem.m))
+        return bottom_levels(problem)
     raise ValueError(f"unknown priority list {name!r}; known: {', '.join(PRIORITIES)}")
 
 
