@@ -3,8 +3,8 @@
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
-m-etf, linear-clustering, random, min-memory, mem-span, chain-split. Under the peak model etf and heft
-run before PARDNN and chain-split right after them (PEAK_ORDER), and with tight memory min-memory,
+m-etf, linear-clustering, random, min-memory, mem-span, chain-split, weight-bands. Under the peak model etf and heft
+run before PARDNN and chain-split right after them (PEAK_ORDER), and with tight memory min-memory, weight-bands,
 chain-split and mem-span right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
@@ -35,13 +35,14 @@ from .memory_span import memory_span
 from .min_memory import min_memory
 from .pardnn import pardnn, pardnn_balanced
 from .random_feasible import random_feasible
+from .weight_bands import weight_bands
 
 # The members in the order they run, under their method names.
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "min-memory": min_memory,
-    "mem-span": memory_span, "chain-split": chain_split,
+    "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands,
 }
 ORDER = tuple(MEMBERS)
 # Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
@@ -65,9 +66,11 @@ TIGHT = 2.0
 # mem-span gave 531 where etf, heft and pardnn gave 605, 585 and 884 (bench/results_peak.md,
 # "Session 8: makespan at 1.5 x"). It may use MEMBER_SHARE of the time left, so the members after
 # it still run.
-PEAK_TIGHT_FIRST = ("single", "min-memory", "chain-split", "mem-span", "m-topo", "greedy-fill")
+# weight-bands (layer-wise model parallelism) right after min-memory: on the 10K LSTM at 1.5 x its
+# smallest memory it gives 226.8 where min-memory gives 584 and mem-span nothing (session 9).
+PEAK_TIGHT_FIRST = ("single", "min-memory", "weight-bands", "chain-split", "mem-span", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
-MEMBER_SHARE = {"mem-span": 0.5}
+MEMBER_SHARE = {"mem-span": 0.5, "weight-bands": 0.5}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
 
@@ -96,7 +99,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         # min-memory: its orders and one pass (it answers after one pass when little time is left:
         # the lowest floor's go first); at 1e-4 it was skipped at 200K nodes (67 s > the warm budget)
         "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5, "mem-span": 1.2e-4,
-        "chain-split": 6e-6 * k,
+        "chain-split": 6e-6 * k, "weight-bands": 1e-4,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size

@@ -32,6 +32,7 @@ from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
 from heuristics.random_feasible import random_feasible
 from heuristics.tofu import tofu, tofu_hybrid
+from heuristics.weight_bands import weight_bands
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -93,6 +94,9 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("mem-span", HEURISTIC, MAKESPAN,
                "peak model: min-memory's placement along ETF's unlimited-memory order blended with a memory-light "
                "one (makespan at moderate memory)", memory_span),
+    MethodInfo("weight-bands", HEURISTIC, MAKESPAN,
+               "layer-wise model parallelism: each device a contiguous band of the weights with the ops that "
+               "use them, forward and backward; critical-path order under a memory headroom", weight_bands),
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),
