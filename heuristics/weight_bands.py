@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -103,6 +104,51 @@ def owners(problem: Problem, unit: np.ndarray) -> np.ndarray:
     return got
 
 
+def pieces(problem: Problem, unit: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Piece of every node, a finer split of its owner's nodes: a unit's own members form one piece;
+    another node joins the piece of its input with the same owner carrying the most bytes (ties:
+    the input fewest steps from its piece's start, then the input made last), or starts a piece
+    when it has none (it reads only the weight or other owners' tensors: an output layer's logits
+    at one time step). So each piece is one use of the weight, its saved activations, their
+    backward and its weight gradient; a gradient accumulation ``acc_t = dW_t + acc_(t+1)`` joins
+    ``dW_t``'s piece (fewer steps from its start), so the chain crosses pieces instead of
+    gathering every step's gradient into one."""
+    n = problem.n
+    piece = [-1] * n
+    hops = [0] * n
+    count = 0
+    first: dict[int, int] = {}
+    for v in np.flatnonzero(unit >= 0).tolist():
+        u = int(unit[v])
+        if u not in first:
+            first[u] = count
+            count += 1
+        piece[v] = first[u]
+    ptr, nbr, _ = problem.pred_ptr
+    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+    own = owner.tolist()
+    unit_l = unit.tolist()
+    out = problem.out_bytes.tolist()
+    rank = problem.topo_rank.tolist()
+    for v in problem.topo_order.tolist():
+        if piece[v] >= 0:
+            continue
+        best = None
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            u = nbr_l[j]
+            if own[u] == own[v] and unit_l[u] < 0 and piece[u] >= 0:
+                key = (out[u], -hops[u], rank[u])
+                if best is None or key > best[0]:
+                    best = (key, u)
+        if best is None:
+            piece[v] = count
+            count += 1
+        else:
+            piece[v] = piece[best[1]]
+            hops[v] = hops[best[1]] + 1
+    return np.asarray(piece, dtype=np.int64)
+
+
 def contiguous_bands(work: np.ndarray, parts: int) -> np.ndarray:
     """Band (0 .. parts - 1) of each item in sequence: contiguous runs with the smallest largest
     sum of ``work`` (binary search over that sum, each tried by a greedy cut)."""
@@ -143,8 +189,10 @@ def quantile_bands(work: np.ndarray, parts: int) -> np.ndarray:
     return np.minimum(parts - 1, (parts * mid / max(float(cum[-1]), 1e-300)).astype(np.int64)) if work.size else np.zeros(0, dtype=np.int64)
 
 
-def band_placement(problem: Problem, cut: str = "minmax") -> np.ndarray | None:
-    """Device per node (module docstring, steps 1-3); None when the graph holds no params."""
+def band_placement(problem: Problem, cut: str = "minmax", split: bool = False) -> np.ndarray | None:
+    """Device per node (module docstring, steps 1-3); None when the graph holds no params. With
+    ``split``, a unit with more than 1/K of the work is cut between its pieces (:func:`pieces`), in
+    the order the graph first reaches them, instead of going whole to one band."""
     unit = param_units(problem)
     count = int(unit.max(initial=-1)) + 1
     if count == 0:
@@ -157,11 +205,28 @@ def band_placement(problem: Problem, cut: str = "minmax") -> np.ndarray | None:
         readers = snbr[sptr[w]:sptr[w + 1]]
         if readers.size and problem.param_bytes[w] > 0:
             first[unit[w]] = min(first[unit[w]], int(rank[readers].min()))
-    seq = np.lexsort((np.arange(count), first))
+    position = np.empty(count, dtype=np.int64)
+    position[np.lexsort((np.arange(count), first))] = np.arange(count)
     work = np.bincount(owner, weights=problem.time, minlength=count)
-    band = np.empty(count, dtype=np.int64)
-    band[seq] = (contiguous_bands if cut == 'minmax' else quantile_bands)(work[seq], problem.k)
-    dev = band[owner]
+    item = owner.copy()
+    if split:
+        heavy = work > work.sum() / problem.k
+        if np.any(heavy):
+            piece = pieces(problem, unit, owner)
+            item = np.where(heavy[owner], count + piece, owner)
+    ids, item = np.unique(item, return_inverse=True)
+    start = np.full(ids.size, problem.n, dtype=np.int64)
+    np.minimum.at(start, item, rank)
+    unit_of = np.zeros(ids.size, dtype=np.int64)
+    unit_of[item] = owner
+    # Sequence: units by first read; a split unit's pieces in its place, weight members first, then by first node.
+    member = np.zeros(ids.size, dtype=bool)
+    member[item[unit >= 0]] = True
+    seq = np.lexsort((start, ~member, position[unit_of]))
+    item_work = np.bincount(item, weights=problem.time, minlength=ids.size)
+    band = np.empty(ids.size, dtype=np.int64)
+    band[seq] = (contiguous_bands if cut == "minmax" else quantile_bands)(item_work[seq], problem.k)
+    dev = band[item]
     if problem.has_allowed:
         mask = problem.allowed_mask()
         bad = ~mask[np.arange(problem.n), dev]
@@ -169,25 +234,29 @@ def band_placement(problem: Problem, cut: str = "minmax") -> np.ndarray | None:
     return dev
 
 
-HEADROOMS = (0.9, 0.8)  # priority_order's memory headroom, tried in turn (10K LSTM, K = 4: 1.0 -> over, 0.9 -> 228.3, 0.8 -> 226.8)
-CUTS = ("minmax", "quantile")
+# priority_order's memory headroom (10K LSTM, K = 4, 1.634 GB: 1.0 -> over, 0.9 -> over, 0.8 -> 226.8;
+# 10K LSTM, K = 8, 1.024 GB, no placement fits: 0.9 and 0.8 overflow alike)
+HEADROOM = 0.8
+# Band placements tried in turn, until one fits: (cut, split heavy units); the split ones only help
+# where a unit needs more than one device (10K LSTM, K = 8: the output layer, 1/3.6 of the work).
+CUTS = (("minmax", False), ("quantile", False), ("minmax", True), ("quantile", True))
 
 
 def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
     """Layer-wise model parallelism (module docstring): the band placements of :data:`CUTS`, each
-    in FIFO order and in :func:`priority_order` at each of :data:`HEADROOMS` (then, if none fits,
-    the memory-aware orders of heuristics.memory_order); the feasible schedule with the smallest
-    makespan by the evaluator."""
+    in FIFO order and in :func:`priority_order` at :data:`HEADROOM` (then, if none fits,
+    the memory-aware orders of heuristics.memory_order), until a placement fits; the feasible
+    schedule with the smallest makespan by the evaluator."""
     t0 = time.monotonic()
     model = opts.memory_model
     tried: list[dict] = []
     best = None
     fallback = None
     seen: list[np.ndarray] = []
-    for cut in CUTS:
-        if opts.out_of_time():
+    for cut, split in CUTS:
+        if opts.out_of_time() or best is not None:
             break
-        dev = band_placement(problem, cut)
+        dev = band_placement(problem, cut, split)
         if dev is None:
             return Solution("weight-bands", "unknown", reason="weight-bands: the graph holds no params to split by",
                             seconds=time.monotonic() - t0)
@@ -195,21 +264,23 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
             continue
         seen.append(dev)
         fallback = fallback if fallback is not None else dev
-        rules: list = ["fifo"] + ([h for h in HEADROOMS] if model == "peak" and np.all(np.isfinite(problem.memory)) else [])
+        rules = ["fifo"] + (["priority"] if model == "peak" and np.all(np.isfinite(problem.memory)) else [])
         for rule in rules:
             if opts.out_of_time():
                 break
-            order = None if rule == "fifo" else priority_order(problem, dev, rule)
+            order = None if rule == "fifo" else priority_order(problem, dev, HEADROOM, stop=opts.out_of_time)
+            if rule != "fifo" and order is None:
+                break
             ev = evaluate(problem, dev, order=order, memory_model=model)
             ok = ev.feasible(problem)
-            tried.append({"cut": cut, "order": rule, "fits": ok, "makespan": ev.makespan,
+            tried.append({"cut": cut, "split": split, "order": rule, "fits": ok, "makespan": ev.makespan,
                           "memory_over_capacity": float(np.max(ev.memory / problem.memory))})
             if ok and (best is None or ev.makespan < best[0].makespan):
                 best = (ev, order, cut, rule)
     if best is None and fallback is not None and model == "peak" and not opts.out_of_time():
         got = lower_peak_order(problem, fallback)
         if got.evaluation.feasible(problem):
-            best = (got.evaluation, got.order, CUTS[0], got.rule)
+            best = (got.evaluation, got.order, CUTS[0][0], got.rule)
     info: dict = {"tried": tried}
     if best is None:
         why = "out of time" if opts.out_of_time() else "no band placement fits the memory in the orders tried"
@@ -223,18 +294,28 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
 
 
-def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.0, candidates: int = 256) -> list[list[int]]:
-    """Per-device order: simulate the executor in time order; a device that can start a node starts
-    the ready one with the longest path to the end (bottom level, transfers included) if its live
-    bytes stay within ``headroom`` x capacity, else the one rule "net" would start (the fewest bytes
-    added net of what it frees). Why: rule "net" alone keeps memory low but ignores the critical
-    path (an RNN's output layer summing its weight gradients before sending the input gradients
-    the recurrent layers wait for); the bottom level alone piles up gradients."""
+def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.0, candidates: int = 64,
+                   stop: Callable[[], bool] | None = None) -> list[list[int]] | None:
+    """Per-device order for a placement: simulate the executor in time order; a device that can
+    start a node starts, among the ``candidates`` ready ones with the longest path to the end
+    (bottom level, transfers included), the first whose start keeps its live bytes within
+    ``headroom`` x capacity (heuristics.memory_order's estimate: the tracker plus the tensors the
+    device is committed to hold); else, among those within capacity, the one rule "net" would start
+    (the fewest bytes added net of what it frees); else it waits until another device has started
+    a node (which may free memory here or send a consumer). When every device with work waits, the
+    one whose next input arrives first idles until then, or, if none has an input on the way, the
+    one overflowing least goes on. None when ``stop()`` turns true (checked every 1024 starts).
+
+    Why: rule "net" alone keeps memory low but ignores the critical path (an RNN's output layer
+    summing its weight gradients before it sends the input gradients the recurrent layers wait
+    for); the bottom level alone piles up gradients; and a device that never waits makes weight
+    gradients faster than the accumulation chain, behind on another device, can sum them."""
     n, k = problem.n, problem.k
     pl = np.asarray(placement, dtype=np.int64)
     dev = pl.tolist()
     book = _Lookahead(problem, dev, problem.memory)
     limit = book.tr.cap * headroom * (1 + 1e-12) + 1e-9
+    capacity_ok = book.tr.cap * (1 + 1e-12) + 1e-9
     delay = edge_delay(problem, pl)
     bl = bottom_levels(problem, delay).tolist()
     ptr, nbr, eid = problem.succ_ptr
@@ -251,10 +332,15 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
     for v in range(n):
         if indeg[v] == 0:
             heapq.heappush(waiting[dev[v]], (0.0, rank[v], v))
+    blocked: dict[int, float] = {}  # device waiting for memory to free up -> its smallest peak / capacity
     done = 0
     while done < n:
+        if stop is not None and done % 1024 == 0 and stop():
+            return None
         best = None
         for x in range(k):
+            if x in blocked:
+                continue
             if avail[x]:
                 t = free[x]
             elif waiting[x]:
@@ -263,9 +349,20 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
                 continue
             if best is None or (t, x) < best:
                 best = (t, x)
-        if best is None:
-            raise ValueError("priority_order: the graph is not a DAG")
+        force = best is None
+        if force:
+            if not blocked:
+                raise ValueError("priority_order: the graph is not a DAG")
+            later = [(waiting[x][0][0], x) for x in blocked if waiting[x]]
+            if later:  # every device with work is blocked: one idles until its next input arrives
+                r, x = min(later)
+                free[x] = max(free[x], r)
+                del blocked[x]
+                continue
+            d = min(blocked, key=lambda x: (blocked[x], free[x], x))  # else the one overflowing least goes on
+            best = (free[d], d)
         t, d = best
+        blocked.pop(d, None)
         while waiting[d] and waiting[d][0][0] <= t:
             r, rk, v = heapq.heappop(waiting[d])
             heapq.heappush(avail[d], (-bl[v], rk, v))
@@ -273,11 +370,23 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
         q = avail[d]
         cands = [heapq.heappop(q) for _ in range(min(candidates, len(q)))]
         pick = None
+        fits = []
+        least = float("inf")
         for i, c in enumerate(cands):
-            v = c[2]
-            if book.estimate(v, d, t, t + dur[v]) <= limit[d]:
+            peak = book.estimate(c[2], d, t, t + dur[c[2]])
+            if peak <= limit[d]:
                 pick = i
                 break
+            if peak <= capacity_ok[d]:
+                fits.append(i)
+            least = min(least, peak / book.tr.cap[d])
+        if pick is None and fits:
+            pick = min((*book.net(cands[i][2], d, indeg), i) for i in fits)[2]
+        if pick is None and not force:
+            for c in cands:  # wait: another device's progress may free memory here or send a consumer
+                heapq.heappush(q, c)
+            blocked[d] = least
+            continue
         if pick is None:
             pick = min((*book.net(c[2], d, indeg), i) for i, c in enumerate(cands))[2]
         for i, c in enumerate(cands):
@@ -289,6 +398,9 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
         free[d] = f
         order[d].append(v)
         done += 1
+        for x in blocked:  # a blocked device looks again from now on
+            free[x] = max(free[x], t)
+        blocked.clear()
         for j in range(ptr_l[v], ptr_l[v + 1]):
             w = nbr_l[j]
             arrive = f + delay_e[j]
