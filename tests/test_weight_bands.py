@@ -90,6 +90,7 @@ def test_priority_order_is_a_valid_schedule(seed):
     for g in p.groups:
         dev[g] = dev[g[0]]
     order = priority_order(p, dev, 0.8)
+    assert order is not None
     assert sorted(v for o in order for v in o) == list(range(p.n))
     assert all(dev[v] == d for d, o in enumerate(order) for v in o)
     ev = evaluate(p, dev, order=order, memory_model="peak")
