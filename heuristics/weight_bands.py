@@ -235,8 +235,7 @@ def band_placement(problem: Problem, cut: str = "minmax", split: bool = False) -
 
 
 # priority_order's memory headrooms, both tried on a placement: the best varies (10K LSTM, K = 4,
-# 1.634 GB: 0.8 -> 226.8, 0.9 and 1.0 overflow; 50K LSTM, K = 4, 5.19 GB: 0.8 -> 1675.5, 0.9-1.0 ->
-# 1321.8, all within capacity)
+# 1.634 GB: 0.8 -> 226.8, 0.95 overflows; 50K LSTM, K = 4, 5.19 GB: 0.8 -> 975.4, 0.95 -> 1321.8)
 HEADROOMS = (0.8, 0.95)
 # Band placements tried in turn, until one fits: (cut, split heavy units); the split ones only help
 # where a unit needs more than one device (10K LSTM, K = 8: the output layer, 1/3.6 of the work).
@@ -295,11 +294,14 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
 
 
-def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.0, candidates: int = 64,
+def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.0, candidates: int = 1024,
                    stop: Callable[[], bool] | None = None) -> list[list[int]] | None:
     """Per-device order for a placement: simulate the executor in time order; a device that can
     start a node starts, among the ``candidates`` ready ones with the longest path to the end
-    (bottom level, transfers included), the first whose start keeps its live bytes within
+    (bottom level, transfers included; a wide list: on the 50K LSTM the input gradients the other
+    devices wait for are behind some 400 weight gradients, 975.4 with 1024, 1675.5 with 64 or 256;
+    a node whose output alone passes the headroom is skipped without the tracker), the first whose
+    start keeps its live bytes within
     ``headroom`` x capacity (heuristics.memory_order's estimate: the tracker plus the tensors the
     device is committed to hold); else, among those within capacity, the one rule "net" would start
     (the fewest bytes added net of what it frees); else it waits until another device has started
@@ -334,6 +336,7 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
         if indeg[v] == 0:
             heapq.heappush(waiting[dev[v]], (0.0, rank[v], v))
     blocked: dict[int, float] = {}  # device waiting for memory to free up -> its smallest peak / capacity
+    out = problem.out_bytes.tolist()
     done = 0
     while done < n:
         if stop is not None and done % 1024 == 0 and stop():
@@ -370,19 +373,34 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
         book.charge(d, t)
         q = avail[d]
         cands = [heapq.heappop(q) for _ in range(min(candidates, len(q)))]
+        # Device d's bytes whatever it starts: params and the tensors it is committed to hold.
+        held = book.tr.params[d] + book.old_bytes[d] + book.fresh_bytes[d]
         pick = None
         fits = []
         least = float("inf")
         for i, c in enumerate(cands):
-            peak = book.estimate(c[2], d, t, t + dur[c[2]])
+            v = c[2]
+            floor = held + book.tr._param_cost(v) + (out[v] if dur[v] > 0 else 0.0)
+            if floor > capacity_ok[d]:
+                least = min(least, floor / book.tr.cap[d])
+                continue
+            if floor > limit[d]:
+                fits.append(i)
+                continue
+            peak = book.estimate(v, d, t, t + dur[v])
             if peak <= limit[d]:
                 pick = i
                 break
             if peak <= capacity_ok[d]:
                 fits.append(i)
             least = min(least, peak / book.tr.cap[d])
-        if pick is None and fits:
-            pick = min((*book.net(cands[i][2], d, indeg), i) for i in fits)[2]
+        if pick is None:  # over the headroom: the fewest bytes net among those within capacity
+            for _, _, i in sorted((*book.net(cands[i][2], d, indeg), i) for i in fits):
+                peak = book.estimate(cands[i][2], d, t, t + dur[cands[i][2]])
+                least = min(least, peak / book.tr.cap[d])
+                if peak <= capacity_ok[d]:
+                    pick = i
+                    break
         if pick is None and not force:
             for c in cands:  # wait: another device's progress may free memory here or send a consumer
                 heapq.heappush(q, c)
