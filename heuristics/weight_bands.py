@@ -251,7 +251,7 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
     model = opts.memory_model
     tried: list[dict] = []
     best = None
-    fallback = None
+    fallback = None  # the first band placement: given the memory-aware orders when none fits
     seen: list[np.ndarray] = []
     for cut, split in CUTS:
         if opts.out_of_time() or best is not None:
@@ -286,9 +286,8 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
     info: dict = {"tried": tried}
     if best is None:
         why = "out of time" if opts.out_of_time() else "no band placement fits the memory in the orders tried"
-        extra = {} if fallback is None else {"placement": fallback}
-        return Solution("weight-bands", "unknown", reason=f"weight-bands: {why}", seconds=time.monotonic() - t0,
-                        info={**info, **extra})
+        # no "placement" in info: the memory-aware orders were tried already
+        return Solution("weight-bands", "unknown", reason=f"weight-bands: {why}", seconds=time.monotonic() - t0, info=info)
     ev, order, cut, rule = best
     info.update(cut=cut, order_rule=rule,
                 work_per_device=np.bincount(ev.placement, weights=problem.time, minlength=problem.k).tolist())
