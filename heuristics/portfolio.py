@@ -4,7 +4,7 @@ Members run in this order: the linear-time baselines (single, m-topo, greedy-fil
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, min-memory, mem-span, chain-split, weight-bands. Under the peak model etf and heft
-run before PARDNN and chain-split right after them (PEAK_ORDER), and with tight memory min-memory, weight-bands,
+run before PARDNN and chain-split and weight-bands right after them (PEAK_ORDER), and with tight memory min-memory, weight-bands,
 chain-split and mem-span right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
@@ -52,7 +52,10 @@ ORDER = tuple(MEMBERS)
 # chain-split (the critical chain cut into memory-balanced segments, heuristics/chain_split.py) runs
 # right after them: on the ResNet-1001 training step at 4 GB per device it answers 65.17 where
 # every other member gives 79.9 or more (bench/results_scale.md, session 8), in about 2 s.
-PEAK_FIRST = ("single", "m-topo", "greedy-fill", "etf", "heft", "chain-split", "min-memory", "pardnn")
+# weight-bands after chain-split: the 50K LSTM at 1.5 x its smallest memory (K = 4) is 2.02 x the
+# memory bound, so this order runs there, and weight-bands alone gives 975.4 against ETF's 932.2
+# with unlimited memory (bench/results_peak.md, session 9).
+PEAK_FIRST = ("single", "m-topo", "greedy-fill", "etf", "heft", "chain-split", "weight-bands", "min-memory", "pardnn")
 PEAK_ORDER = PEAK_FIRST + tuple(m for m in ORDER if m not in PEAK_FIRST)
 # When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs first after
 # "single" (which gives up at once when params + a working set overflow): there the list
