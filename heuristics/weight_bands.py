@@ -42,7 +42,7 @@ from placement.evaluator import edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .memory_order import _Lookahead, lower_peak_order
+from .memory_order import _Lookahead
 
 
 def param_units(problem: Problem) -> np.ndarray:
@@ -244,14 +244,12 @@ CUTS = (("minmax", False), ("quantile", False), ("minmax", True), ("quantile", T
 
 def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
     """Layer-wise model parallelism (module docstring): the band placements of :data:`CUTS`, each
-    in FIFO order and in :func:`priority_order` at each of :data:`HEADROOMS` (then, if none fits,
-    the memory-aware orders of heuristics.memory_order), until a placement fits; the feasible
-    schedule with the smallest makespan by the evaluator."""
+    in FIFO order and in :func:`priority_order` at each of :data:`HEADROOMS`, until a placement
+    fits; the feasible schedule with the smallest makespan by the evaluator."""
     t0 = time.monotonic()
     model = opts.memory_model
     tried: list[dict] = []
     best = None
-    fallback = None  # the first band placement: given the memory-aware orders when none fits
     seen: list[np.ndarray] = []
     for cut, split in CUTS:
         if opts.out_of_time() or best is not None:
@@ -263,7 +261,6 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
         if any(np.array_equal(dev, other) for other in seen):
             continue
         seen.append(dev)
-        fallback = fallback if fallback is not None else dev
         rules: list = ["fifo"] + (list(HEADROOMS) if model == "peak" and np.all(np.isfinite(problem.memory)) else [])
         for rule in rules:
             if opts.out_of_time():
@@ -279,14 +276,11 @@ def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:
                           "memory_over_capacity": float(np.max(ev.memory / problem.memory))})
             if ok and (best is None or ev.makespan < best[0].makespan):
                 best = (ev, order, cut, rule)
-    if best is None and fallback is not None and model == "peak" and not opts.out_of_time():
-        got = lower_peak_order(problem, fallback)
-        if got.evaluation.feasible(problem):
-            best = (got.evaluation, got.order, CUTS[0][0], got.rule)
     info: dict = {"tried": tried}
     if best is None:
         why = "out of time" if opts.out_of_time() else "no band placement fits the memory in the orders tried"
-        # no "placement" in info: the memory-aware orders were tried already
+        # no "placement" in info: the portfolio would try memory_order's rules on it, which on the
+        # bands never beat the priority order where that fits and cost seconds where it does not
         return Solution("weight-bands", "unknown", reason=f"weight-bands: {why}", seconds=time.monotonic() - t0, info=info)
     ev, order, cut, rule = best
     info.update(cut=cut, order_rule=rule,
