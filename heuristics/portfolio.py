@@ -105,10 +105,11 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     return evaluate + slow * rates.get(method, 1e-4) * size + extra
 
 
-def _reordered(problem: Problem, sol: Solution) -> Solution:
+def _reordered(problem: Problem, sol: Solution, stop: Callable[[], bool] | None = None) -> Solution:
     """A member's overflowing placement with the memory-aware order that fits (heuristics.memory_order),
-    or the member's answer unchanged when none fits."""
-    got = lower_peak_order(problem, np.asarray(sol.info["placement"], dtype=np.int64))
+    or the member's answer unchanged when none fits or ``stop()`` turned true first (at 200K nodes
+    each of its rules takes tens of seconds: the portfolio had not returned 40 s after its limit)."""
+    got = lower_peak_order(problem, np.asarray(sol.info["placement"], dtype=np.int64), stop=stop)
     if not got.evaluation.feasible(problem):
         return sol
     return Solution(sol.method, "heuristic", placement=got.evaluation.placement, order=got.order, start=got.evaluation.start,
@@ -138,7 +139,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                             "seconds": time.monotonic() - t, "reason": f"{type(exc).__name__}: {exc}"})
             continue
         if sol.placement is None and opts.memory_model == "peak" and sol.info.get("placement") is not None:
-            sol = _reordered(problem, sol)  # overflows in its own order: try a memory-aware one
+            sol = _reordered(problem, sol, sub.out_of_time)  # overflows in its own order: try a memory-aware one
         ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
         members.append({"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
                         "seconds": time.monotonic() - t, "reason": sol.reason})
