@@ -175,18 +175,19 @@ def test_a_pass_cut_short_returns_nothing_and_says_so():
 
 
 def test_the_portfolio_returns_when_the_deadline_falls_inside_a_member():
-    """Under tight memory the portfolio runs single, then min-memory: with the deadline inside
-    min-memory's pass every member after it is skipped or out of time, and no answer is claimed."""
+    """Under tight memory the portfolio runs single, band-split, then min-memory: with the deadline
+    inside min-memory's pass, min-memory says out of time and every member after it is skipped or
+    answers nothing; the portfolio returns band-split's answer, the only one found in time."""
     from heuristics.portfolio import portfolio
     from placement.generate import generate
 
     p0 = generate("lstm", 2000, memory_fraction=None)
     p = p0.with_devices(4, 1.3 * memory_lower_bound(p0, "peak")["best"])
-    stop = CountedStop(after=12)
+    stop = CountedStop(after=14)  # single and band-split's checks, min-memory's orders, into its first pass
     got = portfolio(p, SolveOptions(memory_model="peak", time_limit=1e6, stop=stop))
-    members = {m["method"]: m for m in got.info["members"]}
-    assert got.placement is None and list(members)[:2] == ["single", "min-memory"]
-    assert "out of time" in members["min-memory"]["reason"]
-    later = [m for m in got.info["members"][2:]]
-    assert later and all(m["status"] == "skipped" or not m["feasible"] for m in later)
-    assert stop.calls < 12 + 10 * len(later)  # each later member checked the clock a few times at most
+    members = got.info["members"]
+    assert [m["method"] for m in members[:3]] == ["single", "band-split", "min-memory"]
+    assert "out of time" in members[2]["reason"] and not members[2]["feasible"]
+    assert all(m["status"] == "skipped" or not m["feasible"] for m in members[3:])
+    assert (got.placement is not None) == members[1]["feasible"]
+    assert stop.calls < 14 + 10 * len(members[3:])  # each later member checked the clock a few times at most
