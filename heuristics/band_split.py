@@ -96,17 +96,17 @@ def homes(problem: Problem, pivot: int) -> np.ndarray:
     for v in topo:
         if rank[v] <= after or label[v] >= 0:
             continue
-        votes = {}
+        traffic: dict[int, float] = {}  # bytes v exchanges with each home
         for u in pnbr_l[pptr_l[v]:pptr_l[v + 1]]:
             if lab[u] >= 0:
-                votes[lab[u]] = votes.get(lab[u], 0.0) + outl[u]
+                traffic[lab[u]] = traffic.get(lab[u], 0.0) + outl[u]
         for w in snbr_l[sptr_l[v]:sptr_l[v + 1]]:
             if lab[w] >= 0:
-                votes[lab[w]] = votes.get(lab[w], 0.0) + outl[v]
-        if votes:
-            best = max(votes.values())
-            if votes.get(lab[v], -1.0) < best:
-                lab[v] = min(h for h, b in votes.items() if b == best)
+                traffic[lab[w]] = traffic.get(lab[w], 0.0) + outl[v]
+        if traffic:
+            best = max(traffic.values())
+            if traffic.get(lab[v], -1.0) < best:
+                lab[v] = min(h for h, b in traffic.items() if b == best)
     return np.asarray(lab, dtype=np.int64)
 
 
