@@ -196,11 +196,11 @@ class SegmentSearch:
 
     def run(self, deadline: float) -> Evaluation:
         """Segments until ``deadline`` (time.monotonic()), each refined for ``seconds`` (less when
-        the deadline is nearer, never under SEGMENT_MIN_SECONDS), the next one where the last ended."""
+        the deadline is nearer, never under SEGMENT_MIN_SECONDS or ``seconds``), the next one where the last ended."""
         p, st = self.p, self.stats
         while not self.opts.stop.is_set():
             left = deadline - time.monotonic() - self.splice_seconds
-            if left < SEGMENT_MIN_SECONDS:
+            if left < min(SEGMENT_MIN_SECONDS, self.seconds):
                 break
             base = self.best_ev
             seq = np.lexsort((p.topo_rank, base.start))
