@@ -97,11 +97,9 @@ SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # slice gained 0.43%, LNS's 0.42-0.61% per slice after it, and without growth LNS kept every later
 # slice although refine after LNS had gained 10% in 18 s in the old sequence.
 SEARCH_STALE_GROWTH = 1.5
-# A search whose last slice gained nothing is estimated at this share of the best rate it ever
-# had (then grown as above), unless it converged: at 200K nodes refine gained 0.25% in its first
-# slice and 0.00% in its second, and with a zero estimate never ran again while LNS gained
-# 0.03-0.10% per slice for the other eight (bench/results_scale.md, "Session 7, lead").
-SEARCH_DRY_SHARE = 0.25
+# A search whose last slice gained nothing keeps a zero estimate (it runs again only when all are
+# dry). Tried in session 9: a quarter of its best rate instead; on the CNN 200K at 600 s refine
+# then came back three times after its first slice and gained 0.00% each time (145 s lost).
 MULTILEVEL_COARSEST = 250  # nodes of the coarsest level of big_exact="multilevel"
 LNS_WINDOW_SECONDS = 2.0  # the phase runs only with time for one window after its set-up
 LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
@@ -490,8 +488,6 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         names.append("segments")
     spent = {name: 0.0 for name in names}
     rate: dict[str, float] = {}
-    best_rate: dict[str, float] = {}
-    converged: set[str] = set()
     log: list[str] = []
     start_makespan = inc.makespan
 
@@ -512,10 +508,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
 
     def estimate(k: str) -> float:
         # A waiting search's rate was measured on an older schedule, and the others' moves may
-        # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited;
-        # a dry one keeps SEARCH_DRY_SHARE of its best rate unless it converged.
-        floor = 0.0 if k in converged else SEARCH_DRY_SHARE * best_rate.get(k, 0.0)
-        return max(rate[k], floor) * SEARCH_STALE_GROWTH ** waited[k]
+        # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited.
+        return rate[k] * SEARCH_STALE_GROWTH ** waited[k]
 
     def pick() -> str:
         for k in names:
@@ -564,15 +558,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             waited[other] = 0 if other == name else waited[other] + 1
         gain = (before - inc.makespan) / before
         rate[name] = gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
-        best_rate[name] = max(best_rate.get(name, 0.0), rate[name])
         log.append(f"{name} {took:.0f}s {100 * gain:.2f}%")
         if name == "refine" and ref_stats.stopped == "converged":
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
-            converged.add(name)
             if end - time.monotonic() < 1.0 + window_seconds:
                 break  # and LNS has no time for a window
-        elif gain > 0.0:
-            converged.discard("refine")  # it adopts the better schedule next time: awake again
     phases = []
     if "exact-lns" in arms:
         phases.append(Phase("exact-lns", spent["exact-lns"], inc.makespan, bound, "feasible",

@@ -45,7 +45,9 @@ from .refine import RefineSearch, RefineStats
 SEGMENT_NODES = 10000  # refine's moves are cheap up to about this size (bench/results_scale.md)
 SEGMENT_SECONDS = 20.0  # refine's time per segment (CNN 200K: 13 of 21 segments of 10K nodes improved in 20 s each)
 SEGMENT_MIN_SECONDS = 4.0  # below this a segment's refine barely passes its set-up
-SEGMENT_GRAPH_NODES = 3 * SEGMENT_NODES  # smaller graphs are refined whole
+# Smaller graphs are refined whole: at 50K nodes refine on the whole graph still gains most
+# (bench/results_scale.md, session 8); at 200K its slices after the first gained 0.00%.
+SEGMENT_GRAPH_NODES = 100000
 
 
 @dataclass
