@@ -198,7 +198,8 @@ class SegmentSearch:
 
     def run(self, deadline: float) -> Evaluation:
         """Segments until ``deadline`` (time.monotonic()), each refined for ``seconds`` (less when
-        the deadline is nearer, never under SEGMENT_MIN_SECONDS or ``seconds``), the next one where the last ended."""
+        the deadline is nearer, never under SEGMENT_MIN_SECONDS or ``seconds``), each one starting
+        where the last ended; the best schedule so far."""
         p, st = self.p, self.stats
         while not self.opts.stop.is_set():
             left = deadline - time.monotonic() - self.splice_seconds
@@ -237,7 +238,7 @@ class SegmentSearch:
                           f"{'-' if ev is None else f'{ev.makespan:.6g}'}{' kept' if ok else ''}")
             st.log.append(f"[{lo}:{hi}] {rs.evaluations} moves{gained}")
             if self.say is not None:
-                self.say(f"segments: [{lo}:{hi}] {st.log[-1]}")
+                self.say(f"segments: {st.log[-1]}")
             self.pos = 0 if hi >= p.n else hi
             if self.pos == 0:
                 st.sweeps += 1
