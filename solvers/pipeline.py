@@ -461,7 +461,9 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
                      hb: Heartbeat) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
-    incumbent, until ``budget`` seconds from now are spent (60 s without a limit).
+    incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on static
+    graphs of SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py)
+    takes turns too.
 
     Why: which of them improves a big graph faster depends on the graph and on the schedule
     reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
