@@ -215,11 +215,12 @@ def group_model(problem: Problem, un: Units, group: list[Gap], scale: float) -> 
 
 
 def cut_bound(problem: Problem, opts: SolveOptions, seconds: float, scale: float | None = None,
-              max_group_nodes: int = MAX_GROUP_NODES) -> CutBound | None:
+              max_group_nodes: int = MAX_GROUP_NODES, gap_limit: float = GAP_LIMIT) -> CutBound | None:
     """The bound of the module docstring within ``seconds`` (groups solved one after another, each
     its share of the time left by node count), or None when the graph is too large for the
     ancestor sets or has no cut vertex. ``scale``: integer units per time unit (default: about
-    SCALE_UNITS per total time; the exact models pass theirs, exact on integral data)."""
+    SCALE_UNITS per total time; the exact models pass theirs, exact on integral data). A group
+    stops once its bound is within ``gap_limit`` (relative) of its best schedule."""
     t0 = time.monotonic()
     if problem.n == 0 or problem.n > MAX_NODES:
         return None
@@ -246,7 +247,7 @@ def cut_bound(problem: Problem, opts: SolveOptions, seconds: float, scale: float
             left -= size
             solver = cp_solver(opts)
             solver.parameters.max_time_in_seconds = max(share, 0.05)
-            solver.parameters.relative_gap_limit = GAP_LIMIT
+            solver.parameters.relative_gap_limit = gap_limit
             if (opts.workers or 2) > 1:
                 solver.parameters.subsolvers.append(BOUND_SUBSOLVER)
             status = run_cp(solver, group_model(problem, un, grp, scale), opts)

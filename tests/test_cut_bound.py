@@ -104,7 +104,7 @@ def test_never_above_the_enumerated_optimum_on_training_cells(memory_model):
     for seed in range(40 if memory_model == "static" else 25):
         p = cell(seed, memory_model)
         best = optimum(p, memory_model)
-        cb = cut_bound(p, opts(), 10.0)
+        cb = cut_bound(p, opts(), 10.0, gap_limit=0.0)
         assert cb is not None and cb.proved  # tiny: every group closed
         if best is None:
             continue
