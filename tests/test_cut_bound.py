@@ -34,7 +34,8 @@ def cell(seed: int, memory_model: str) -> Problem:
     """A training cell: f0 -> {p, q} -> f1 forward, f1 -> b1 -> {bp, bq} -> b0 backward, each
     backward node colocated with its forward node, backward nodes reading their layer's input
     activation (edges that cross from the forward gap to the backward one); a third branch r/br
-    on some; fractional times on a third of them; 2-3 devices; memory binding on some (peak)."""
+    on some; fractional times on a third of them; 2-3 devices; peak: 0.8-1.5 x the one-device peak
+    per device (20 of the 25 have a placement)."""
     rng = random.Random(seed)
     frac = rng.choice([0.0, 0.0, 0.25])
     top = rng.choice([2, 5, 9])
@@ -59,7 +60,7 @@ def cell(seed: int, memory_model: str) -> Problem:
         return make_problem(nodes, edges, devices=k, memory=float("inf"), name=f"cell{seed}")
     one = make_problem(nodes, edges, devices=1, memory=float("inf"))
     peak = float(evaluate(one, np.zeros(one.n, dtype=np.int64), memory_model="peak").peak_memory.max())
-    return make_problem(nodes, edges, devices=k, memory=float(max(1, round(rng.uniform(0.5, 1.0) * peak))),
+    return make_problem(nodes, edges, devices=k, memory=float(max(1, round(rng.uniform(0.8, 1.5) * peak))),
                         name=f"cell{seed}")
 
 
