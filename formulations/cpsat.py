@@ -461,7 +461,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                                    {"held_bound": held, "returned_hint": True, "proved_by": "held-tensor relaxation"},
                                    known_lb=floor_lb)
     cut: dict = {}
-    if mm == "peak" and ex.get("redundant", True) and ex.get("cut_bound", True) and problem.n > LARGE_NODES:
+    if mm == "peak" and ex.get("redundant", True) and ex.get("cut_bound", True) \
+            and problem.n > int(ex.get("cut_bound_nodes", LARGE_NODES)):
         cut = _cut_bound(problem, opts, scale.factor)
         floor_lb = max(floor_lb, float(cut.get("bound", 0.0)))
         if hint_found is not None and is_optimal(hint_found[0], floor_lb):
@@ -628,7 +629,8 @@ def _held_bound(problem: Problem, opts: SolveOptions, hint_placement: np.ndarray
 
 def _cut_bound(problem: Problem, opts: SolveOptions, factor: float) -> dict:
     """The cut-vertex bound (formulations/cut_bound.py) within ``extra["cut_bound_share"]`` of the
-    time left, at most ``extra["cut_bound_seconds"]``, as a dict for ``info`` ({} when the graph
+    time left, at most ``extra["cut_bound_seconds"]`` (run above ``extra["cut_bound_nodes"]``
+    nodes, default LARGE_NODES), as a dict for ``info`` ({} when the graph
     has no cut vertex or no time is left)."""
     ex = opts.extra
     rem = opts.remaining()
