@@ -98,21 +98,17 @@ def gaps(problem: Problem, cuts: list[int]) -> list[Gap]:
     """The non-empty gaps between consecutive cut vertices (and before the first, after the last)."""
     if not cuts:
         return [Gap(None, None, list(range(problem.n)))] if problem.n else []
-    pos = np.full(problem.n, -1)
-    pos[cuts] = np.arange(len(cuts))
+    pos = {c: j for j, c in enumerate(cuts)}
     # a node that is no cut vertex lies between the last cut vertex before it and the next one
-    slot = np.empty(problem.n, dtype=np.int64)
+    between: dict[int, list[int]] = {}
     seen = 0
     for v in problem.topo_order.tolist():
-        if pos[v] >= 0:
-            seen = int(pos[v]) + 1
-        slot[v] = seen
-    out = []
-    for j in range(len(cuts) + 1):
-        nodes = [int(v) for v in np.flatnonzero((slot == j) & (pos < 0))]
-        if nodes:
-            out.append(Gap(cuts[j - 1] if j else None, cuts[j] if j < len(cuts) else None, nodes))
-    return out
+        if v in pos:
+            seen = pos[v] + 1
+        else:
+            between.setdefault(seen, []).append(v)
+    return [Gap(cuts[j - 1] if j else None, cuts[j] if j < len(cuts) else None, sorted(nodes))
+            for j, nodes in sorted(between.items())]
 
 
 def gap_groups(un: Units, found: list[Gap]) -> list[list[Gap]]:
