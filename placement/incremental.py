@@ -70,6 +70,24 @@ def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, ord
     return bool(np.array_equal(need, start))
 
 
+def ordered_evaluation(problem: Problem, placement: np.ndarray, order: list[list[int]], start: np.ndarray,
+                       memory_model: str = "static") -> Evaluation | None:
+    """The evaluator's Evaluation of ``placement`` run in ``order``, given start times believed to
+    be its schedule (e.g. a list simulation's, solvers/reschedule.py): None unless ``start`` is the
+    earliest schedule of ``order`` (one vectorised check instead of re-timing every node in
+    Python; the recurrence has one solution on a DAG, so the times are the evaluator's bit for
+    bit). Memory is measured by the evaluator's own functions. ``order`` must hold every node once,
+    each on its own device (as a list simulation's does)."""
+    start = np.asarray(start, dtype=float)
+    if not _is_fixpoint(problem, placement, start, order):
+        return None
+    finish = start + problem.time
+    return Evaluation(placement=placement, start=start, finish=finish,
+                      makespan=float(finish.max()) if problem.n else 0.0,
+                      static_memory=static_memory(problem, placement),
+                      peak_memory=peak_memory(problem, placement, start, finish), memory_model=memory_model)
+
+
 def _forest_intervals(parent: list[int], roots_first: list[int]) -> tuple[list[int], list[int]]:
     """Euler intervals of a forest given by parent pointers: ``x`` lies on the path from ``v`` to
     its root iff ``tin[x] <= tin[v] < end[x]``. ``roots_first`` lists every node after its parent."""

@@ -46,9 +46,9 @@ from placement.evaluator import Evaluation, as_placement, check_placement, edge_
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
-from placement.incremental import IncrementalSchedule, Trial
+from placement.incremental import IncrementalSchedule, Trial, ordered_evaluation
 
-from .reschedule import bottom_levels, list_schedule, priority_order
+from .reschedule import bottom_levels, list_schedule_start, priority_order
 
 
 # How a batch move is judged in ordered mode from a feasible schedule: "lazy" (the priority
@@ -105,32 +105,43 @@ def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
 
 def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     """Nodes of a critical chain of the schedule, last first: from the node finishing last, back
-    through the input arrival or the previous node on the same device that fixed each start."""
+    through the input arrival or the previous node on the same device that fixed each start.
+
+    Every node's decider (the first input of latest arrival if it arrives at the start, else the
+    device predecessor in (start, finish) order if it finishes then) is computed at once in numpy;
+    only the walk along the chain is a Python loop."""
     if problem.n == 0:
         return []
+    n = problem.n
     start, finish, pl = ev.start, ev.finish, ev.placement
-    delay = edge_delay(problem, pl)
     eps = 1e-9 * max(1.0, ev.makespan)
     order = np.lexsort((finish, start, pl))
-    prev = np.full(problem.n, -1, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
     same = pl[order[1:]] == pl[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
+    late = start - eps
+    decider = np.full(n, -1, dtype=np.int64)
+    has = prev >= 0
+    chain_ok = np.zeros(n, dtype=bool)
+    chain_ok[has] = finish[prev[has]] >= late[has]
+    decider[chain_ok] = prev[chain_ok]
     ptr, nbr, eid = problem.pred_ptr
+    if nbr.size:
+        arrive = finish[nbr] + edge_delay(problem, pl)[eid]
+        count = np.diff(ptr)
+        nodes = np.flatnonzero(count)
+        top = np.maximum.reduceat(arrive, ptr[nodes])  # the latest arrival of each node with inputs
+        seg = np.repeat(np.arange(nodes.size), count[nodes])
+        idx = np.where(arrive == top[seg], np.arange(nbr.size), nbr.size)
+        first = np.minimum.reduceat(idx, ptr[nodes])  # its first input in pred order (np.argmax's choice)
+        ok = top >= late[nodes]
+        decider[nodes[ok]] = nbr[first[ok]]
+    dec = decider.tolist()
     v = int(np.argmax(finish))
     chain = [v]
     seen = {v}
     while start[v] > eps:
-        lo, hi = int(ptr[v]), int(ptr[v + 1])
-        nxt = -1
-        if hi > lo:
-            arrive = finish[nbr[lo:hi]] + delay[eid[lo:hi]]
-            j = int(np.argmax(arrive))
-            if arrive[j] >= start[v] - eps:
-                nxt = int(nbr[lo + j])
-        if nxt < 0:
-            p = int(prev[v])
-            if p >= 0 and finish[p] >= start[v] - eps:
-                nxt = p
+        nxt = dec[v]
         if nxt < 0 or nxt in seen:
             break
         v = nxt
@@ -158,9 +169,9 @@ def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, floa
     return lambda d, a, b: before(d, b) - before(d, a)
 
 
-def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[int]]:
+def _components(run: list[int], ptr: list[int], nbr: list[int]) -> list[list[int]]:
     """The nodes of ``run`` grouped by the connected components of the graph edges among them
-    (in order of their first node in ``run``)."""
+    (in order of their first node in ``run``); ``ptr``, ``nbr``: the successor lists as lists."""
     where = {v: i for i, v in enumerate(run)}
     parent = list(range(len(run)))
 
@@ -171,7 +182,7 @@ def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[i
         return i
 
     for i, v in enumerate(run):
-        for w in nbr[ptr[v]:ptr[v + 1]].tolist():
+        for w in nbr[ptr[v]:ptr[v + 1]]:
             j = where.get(w)
             if j is not None:
                 parent[root(j)] = root(i)
@@ -194,7 +205,10 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     the static model a device's static memory is kept within capacity."""
     pl = ev.placement
     ch = chain[::-1]
-    ptr, nbr, _ = problem.succ_ptr
+    dev = pl[ch].tolist() if ch else []
+    ptr_a, nbr_a, _ = problem.succ_ptr
+    ptr, nbr = ptr_a.tolist(), nbr_a.tolist()
+    allowed = mask.tolist()
     busy = _window_busy(problem, ev)
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
     cap = problem.memory * (1 + 1e-12) + 1e-9
@@ -202,9 +216,11 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     i = 0
     while i < len(ch):
         j = i
-        while j + 1 < len(ch) and pl[ch[j + 1]] == pl[ch[i]]:
+        while j + 1 < len(ch) and dev[j + 1] == dev[i]:
             j += 1
         run, i = ch[i:j + 1], j + 1
+        if len(run) < 2:
+            continue
         pieces = _components(run, ptr, nbr)
         if len(pieces) < 2:
             continue
@@ -218,7 +234,7 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
             if any(u in moves for u in us):
                 continue
             size = float(need[us].sum())
-            ok = [d for d in range(problem.k) if mask[us, d].all()
+            ok = [d for d in range(problem.k) if all(allowed[u][d] for u in us)
                   and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
             window[d] += length[k]
@@ -490,9 +506,14 @@ class _Search:
             ev = None
         t0 = time.monotonic()
         bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
-        order, sim = list_schedule(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
+        order, start = list_schedule_start(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
+        sim = float((start + self.p.time).max()) if self.p.n else 0.0
         if sim < bar - 1e-9 * max(1.0, bar):
-            other = evaluate(self.p, pl, order=order, memory_model=self.mm)
+            # The simulation's times are the evaluator's schedule of its order: checked in numpy
+            # instead of re-timed in full (evaluated in full only if the check fails).
+            other = ordered_evaluation(self.p, pl, order, start, self.mm)
+            if other is None:
+                other = evaluate(self.p, pl, order=order, memory_model=self.mm)
             if ev is None or _key(self.p, other) < _key(self.p, ev):
                 ev = other
         self.eval_seconds += time.monotonic() - t0
