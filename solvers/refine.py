@@ -169,9 +169,9 @@ def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, floa
     return lambda d, a, b: before(d, b) - before(d, a)
 
 
-def _components(run: list[int], ptr: list[int], nbr: list[int]) -> list[list[int]]:
+def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[int]]:
     """The nodes of ``run`` grouped by the connected components of the graph edges among them
-    (in order of their first node in ``run``); ``ptr``, ``nbr``: the successor lists as lists."""
+    (in order of their first node in ``run``)."""
     where = {v: i for i, v in enumerate(run)}
     parent = list(range(len(run)))
 
@@ -182,7 +182,7 @@ def _components(run: list[int], ptr: list[int], nbr: list[int]) -> list[list[int
         return i
 
     for i, v in enumerate(run):
-        for w in nbr[ptr[v]:ptr[v + 1]]:
+        for w in nbr[ptr[v]:ptr[v + 1]].tolist():
             j = where.get(w)
             if j is not None:
                 parent[root(j)] = root(i)
@@ -206,9 +206,7 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     pl = ev.placement
     ch = chain[::-1]
     dev = pl[ch].tolist() if ch else []
-    ptr_a, nbr_a, _ = problem.succ_ptr
-    ptr, nbr = ptr_a.tolist(), nbr_a.tolist()
-    allowed = mask.tolist()
+    ptr, nbr, _ = problem.succ_ptr
     busy = _window_busy(problem, ev)
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
     cap = problem.memory * (1 + 1e-12) + 1e-9
@@ -234,7 +232,8 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
             if any(u in moves for u in us):
                 continue
             size = float(need[us].sum())
-            ok = [d for d in range(problem.k) if all(allowed[u][d] for u in us)
+            allowed = mask[us].all(axis=0).tolist()
+            ok = [d for d in range(problem.k) if allowed[d]
                   and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
             window[d] += length[k]
