@@ -474,6 +474,45 @@ class IncrementalSchedule:
                 break
         return Trial(self, moves, s_new, makespan, count)
 
+    def _drop(self, m: int, dm: int, start_lb: float, moves: dict[int, int], prev_of, lb: dict[int, float],
+              drop: float, base_next: list[int]) -> float:
+        """How much earlier than in the base a constraint leaving moved node ``m`` can let a node
+        start, given ``start_lb`` (a lower bound of m's new start) and ``drop`` (the same for the
+        moved nodes before m, in position order).
+
+        Why it bounds the new starts (docs/scale.md, "Moves of nodes far apart"): in position
+        order, an unmoved node w's old start is fixed by one constraint from an earlier node y.
+        If y is unmoved, that constraint still holds (with the same transfer; a chain edge holds
+        through any node inserted between) and y starts at least its old start minus the drops of
+        the moved nodes before it. If y is a moved node m, the constraint m -> w becomes
+        ``finish'(m) + transfer'`` (a graph edge) or, for m's old device successor, the finish of
+        w's new device predecessor: this method's value bounds how much less that is. By
+        induction, w starts at least at its old start minus the drops of the moved nodes before it."""
+        pl, f, dur = self._pl, self._f, self._dur
+        old_f, new_f = f[m], start_lb + dur[m]
+        worst = 0.0
+        for x, c in zip(self._succs[m], self._succ_comm[m]):
+            if x in moves:
+                continue  # a moved successor's bound is computed from lb[m] itself
+            dx = pl[x]
+            gone = old_f + (c if dx != pl[m] else 0.0) - new_f - (c if dx != dm else 0.0)
+            if gone > worst:
+                worst = gone
+        q = base_next[m]
+        if q >= 0 and q not in moves:
+            y = prev_of(q)  # q's new device predecessor: m's old one (unmoved, before m) or a moved node
+            if y < 0:
+                got = 0.0
+            elif y in lb:
+                got = lb[y] + dur[y]
+            elif y in moves:
+                got = dur[y]
+            else:
+                got = max(dur[y], f[y] - drop)
+            if old_f - got > worst:
+                worst = old_f - got
+        return worst
+
     def _bound(self, moves: dict[int, int], in_order: list[int], prev_of, next_of, bridged: list[int],
                tail_free: _Avoids, cutoff: float) -> tuple[float, int, dict[int, float]]:
         """A lower bound of the makespan after ``moves``, computed on the nodes the move pushes
@@ -537,45 +576,86 @@ class IncrementalSchedule:
                 if b > t:
                     t = b
             t_lb[m] = t
-        lb: dict[int, float] = {}  # node -> lower bound of its new start (moved or pushed nodes)
-        preds, pos, at = self._preds, self._pos, self._at
+        preds, pos, at, base_next = self._preds, self._pos, self._at, self._next
+        if len(in_order) > 1:
+            # First the paths through each moved node alone, in position order, from its inputs'
+            # and device predecessor's base bounds (their old times, less the drops of the moved
+            # nodes before): a move of nodes far apart is often proved here, before the forward
+            # pass below spends its budget on the nodes the first one pushes.
+            lb: dict[int, float] = {}
+            drop = 0.0
+            for m in in_order:
+                dm = moves[m]
+                t = 0.0
+                for u, c in [(prev_of(m), 0.0)] + preds[m]:
+                    if u < 0:
+                        continue
+                    du = moves.get(u)
+                    if du is not None:
+                        a = lb[u] + dur[u] if u in lb else dur[u]
+                    else:
+                        a = f[u] if head_free(u) else max(dur[u], f[u] - drop)
+                    if c and (pl[u] if du is None else du) != dm:
+                        a += c
+                    if a > t:
+                        t = a
+                lb[m] = t
+                if t + dur[m] + t_lb[m] > best:
+                    best = t + dur[m] + t_lb[m]
+                    if best >= cutoff:
+                        return best, 0, t_lb
+                drop += self._drop(m, dm, t, moves, prev_of, lb, drop, base_next)
+        lb = {}  # node -> lower bound of its new start (moved or pushed nodes)
         heap = [pos[m] for m in in_order]  # already in position order: a heap
         queued = set(moves)
         pop, push = heapq.heappop, heapq.heappush
         count = 0
+        # drop: how much earlier than before any node after the moved nodes seen so far can start
+        # (the sum of their drops; see _drop). An unmoved node whose head path meets a moved node
+        # starts at least at its old start minus that.
+        drop = 0.0
         budget = BOUND_VISITS[0] * len(moves) + BOUND_VISITS[1]  # past this, the exact cone: the bound is not going to prove it
         while heap and count < budget:
             w = at[pop(heap)]
             count += 1
             dw = moves.get(w)
             moved = dw is not None
-            if not moved:
+            if moved:
+                t = 0.0
+            else:
                 dw = pl[w]
-            t = 0.0 if moved or not head_free(w) else s[w]
+                t = s[w] if head_free(w) else s[w] - drop
             u = prev_of(w)
             if u >= 0:
-                a = lb[u] + dur[u] if u in lb else (f[u] if u not in moves and head_free(u) else dur[u])
+                if u in lb:
+                    a = lb[u] + dur[u]
+                elif u in moves:
+                    a = dur[u]
+                else:
+                    a = f[u] if head_free(u) else max(dur[u], f[u] - drop)
                 if a > t:
                     t = a
             for u, c in preds[w]:
                 du = moves.get(u)
                 if u in lb:
                     a = lb[u] + dur[u]
-                elif du is None and head_free(u):
-                    a = f[u]
-                else:
+                elif du is not None:
                     a = dur[u]
+                else:
+                    a = f[u] if head_free(u) else max(dur[u], f[u] - drop)
                 if (pl[u] if du is None else du) != dw:
                     a += c
                 if a > t:
                     t = a
             if moved:
                 through = t + dur[w] + t_lb[w]
+                lb[w] = t
+                drop += self._drop(w, dw, t, moves, prev_of, lb, drop, base_next)
             elif t > s[w]:
                 through = t + dur[w] + tail[w] if tail_free(w) else 0.0
+                lb[w] = t
             else:
                 continue
-            lb[w] = t
             if through > best:
                 best = through
                 if best >= cutoff:
