@@ -522,20 +522,24 @@ class _Search:
     def _kept_order(self, pl: np.ndarray) -> Evaluation | None:
         """A batch move's placement ``pl`` judged by the current schedule's order (as ``_eval``):
         its Evaluation, or None when it cannot beat the current makespan. Under the static model
-        the schedule is first timed in one pass (placement.incremental.kept_order_start, the
-        evaluator's schedule bit for bit at 2-3x less cost); the evaluator is asked only when
-        that beats the current makespan (rarely: the priority schedule wins most batch moves)."""
+        the schedule is timed in one pass (placement.incremental.kept_order_start, the
+        evaluator's schedule bit for bit at 2-3x less cost) and, when it beats the current
+        makespan, checked as the fixpoint of its order and measured by the evaluator's memory
+        functions (placement.incremental.ordered_evaluation)."""
+        ref = self.cur_ev.start
         if self.mm == "static":
             t0 = time.monotonic()
-            start = kept_order_start(self.p, pl, self.cur_ev.start)
+            start = kept_order_start(self.p, pl, ref)
             if start is not None:
                 need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
-                if self.p.n == 0 or float((start + self.p.time).max()) >= need:
+                ev = None
+                if self.p.n and float((start + self.p.time).max()) < need:
+                    ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref), start, self.mm)
+                if ev is not None or self.p.n == 0 or float((start + self.p.time).max()) >= need:
                     self.eval_seconds += time.monotonic() - t0
                     self.stats.evaluations += 1  # one evaluation, as _eval would count
-                    return None
-                self.eval_seconds += time.monotonic() - t0
-        return self._eval(pl, self.cur_ev.start)
+                    return ev
+        return self._eval(pl, ref)
 
     def _accept(self, pl: np.ndarray, ev: Evaluation, trial: Trial | None = None) -> bool:
         """Make ``(pl, ev)`` the current schedule if it is better (never feasible -> infeasible);
