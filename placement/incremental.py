@@ -624,19 +624,28 @@ class IncrementalSchedule:
             # pass below spends its budget on the nodes the first one pushes.
             lb: dict[int, float] = {}
             drop = 0.0
+            last = in_order[-1]
             for m in in_order:
                 dm = moves[m]
-                t = 0.0
-                for u, c in [(prev_of(m), 0.0)] + preds[m]:
-                    if u < 0:
-                        continue
+                u = prev_of(m)  # the new device predecessor: no transfer
+                if u < 0:
+                    t = 0.0
+                elif u in moves:
+                    t = lb[u] + dur[u] if u in lb else dur[u]
+                elif drop == 0.0 or head_free(u):  # no drop yet: every unmoved node starts no earlier
+                    t = f[u]
+                else:
+                    t = max(dur[u], f[u] - drop)
+                for u, c in preds[m]:
                     du = moves.get(u)
                     if du is not None:
                         a = lb[u] + dur[u] if u in lb else dur[u]
+                        if du != dm:
+                            a += c
                     else:
-                        a = f[u] if head_free(u) else max(dur[u], f[u] - drop)
-                    if c and (pl[u] if du is None else du) != dm:
-                        a += c
+                        a = f[u] if drop == 0.0 or head_free(u) else max(dur[u], f[u] - drop)
+                        if pl[u] != dm:
+                            a += c
                     if a > t:
                         t = a
                 lb[m] = t
@@ -644,7 +653,8 @@ class IncrementalSchedule:
                     best = t + dur[m] + t_lb[m]
                     if best >= cutoff:
                         return best, 0, t_lb
-                drop += self._drop(m, dm, t, moves, prev_of, lb, drop, base_next)
+                if m != last:
+                    drop += self._drop(m, dm, t, moves, prev_of, lb, drop, base_next)
         lb = {}  # node -> lower bound of its new start (moved or pushed nodes)
         heap = [pos[m] for m in in_order]  # already in position order: a heap
         queued = set(moves)
