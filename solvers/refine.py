@@ -208,8 +208,19 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     dev = pl[ch].tolist() if ch else []
     ptr, nbr, _ = problem.succ_ptr
     busy = _window_busy(problem, ev)
-    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
-    cap = problem.memory * (1 + 1e-12) + 1e-9
+    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
+    cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
+    lists: dict[str, list] = {}  # Python views of the arrays, made at the first run with pieces
+
+    def total(values: str, array: np.ndarray, idx: list[int]) -> float:
+        # numpy sums fewer than 8 values one after the other, as Python does: same floats, no call
+        if len(idx) >= 8:
+            return float(array[idx].sum())
+        got = lists.get(values)
+        if got is None:
+            got = lists[values] = array.tolist()
+        return float(sum(got[x] for x in idx))
+
     moves: dict[int, int] = {}
     i = 0
     while i < len(ch):
@@ -222,17 +233,20 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
         pieces = _components(run, ptr, nbr)
         if len(pieces) < 2:
             continue
+        if "units" not in lists:
+            lists["units"] = units_of.tolist()
+        unit_l = lists["units"]
         a = int(pl[run[0]])
         lo, hi = float(ev.start[run[0]]), float(ev.finish[run[-1]])
-        window = np.array([busy(d, lo, hi) for d in range(problem.k)])
-        length = [float(problem.time[piece].sum()) for piece in pieces]
+        window = [busy(d, lo, hi) for d in range(problem.k)]
+        length = [total("time", problem.time, piece) for piece in pieces]
         window[a] -= sum(length)
         for k in np.argsort(-np.asarray(length), kind="stable").tolist():
-            us = sorted({int(units_of[v]) for v in pieces[k]})
+            us = sorted({unit_l[v] for v in pieces[k]})
             if any(u in moves for u in us):
                 continue
-            size = float(need[us].sum())
-            allowed = mask[us].all(axis=0).tolist()
+            size = total("need", need, us)
+            allowed = (mask[us[0]] if len(us) == 1 else mask[us].all(axis=0)).tolist()
             ok = [d for d in range(problem.k) if allowed[d]
                   and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
