@@ -291,17 +291,19 @@ class IncrementalSchedule:
         comm = self._succ_comm
         tail = [0.0] * n
         tail_next = [-1] * n
+        through = [0.0] * n  # dur + tail, the same sum the loop below would form per edge
         for v in reversed(seq):
             best, arg = 0.0, -1
             x = nxt[v]
             if x >= 0:
-                best, arg = dur[x] + tail[x], x
+                best, arg = through[x], x
             dv = pl[v]
             for x, c in zip(succs[v], comm[v]):
-                t = dur[x] + tail[x] + (c if pl[x] != dv else 0.0)
+                t = through[x] + c if pl[x] != dv else through[x]
                 if t > best:
                     best, arg = t, x
             tail[v], tail_next[v] = best, arg
+            through[v] = dur[v] + best
         self._tail, self._tail_next = tail, tail_next
 
     def _avoiding(self, at: np.ndarray, pos: np.ndarray, prev: np.ndarray) -> None:

@@ -408,14 +408,16 @@ class _Search:
                 yield units, devs, True  # a batch move: also judged re-ordered by priority
         runs: list[tuple[list[int], list[int]]] = []
         run: list[int] = []
-        for v in chain + [-1]:
-            if run and (v < 0 or pl[v] != pl[run[-1]]):
+        chain_dev = pl[chain].tolist() if chain else []
+        for v, dv in zip(chain + [-1], chain_dev + [-1]):
+            if run and (v < 0 or dv != a):
                 if len(run) > 1:
                     units = sorted({int(un.of[x]) for x in run})
-                    a = int(pl[run[0]])
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
                 run = []
             if v >= 0:
+                if not run:
+                    a = dv
                 run.append(v)
         runs = [runs[i] for i in self.rng.permutation(len(runs)).tolist()]
         for i, v in enumerate(self.rng.permutation(chain).tolist() if chain else []):
