@@ -132,7 +132,11 @@ def list_schedule_start(problem: Problem, placement: np.ndarray, priority: np.nd
             indeg[w] -= 1
             if indeg[w] == 0:
                 dw = dev[w]
-                push(waiting[dw], (ready[w], key[w], rank[w], w))
+                if ready[w] <= free[dw]:
+                    # arrived by the device's next start (never before it is free): skip waiting
+                    push(arrived[dw], (key[w], rank[w], w))
+                else:
+                    push(waiting[dw], (ready[w], key[w], rank[w], w))
                 if dw != d:
                     reoffer(dw)
         reoffer(d)
