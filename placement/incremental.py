@@ -25,8 +25,10 @@ Most moves a search tries do not beat the incumbent, and proving that is cheaper
 with a cutoff, :meth:`IncrementalSchedule._bound` first bounds the new makespan from below by
 paths the move leaves intact (head and tail paths that avoid the moved nodes, tested on two
 forests' Euler intervals; the longest path avoiding a single moved node, precomputed for all
-nodes) and by lower bounds pushed forward from the moved nodes through the nodes they delay only.
-For a single moved node that bound is exact. docs/scale.md has the proofs.
+nodes), by the path through each moved node alone (inputs bounded by their old finish less the
+"drops" of the moved nodes before them: moves of nodes far apart, like swaps) and by lower bounds
+pushed forward from the moved nodes through the nodes they delay only. For a single moved node
+that bound is exact. docs/scale.md has the proofs.
 
 Memory (static and peak) is measured by the evaluator's own functions on the materialised
 schedule, only when asked (:meth:`Trial.evaluation`): a search rejecting a move by its makespan
