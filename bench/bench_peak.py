@@ -25,6 +25,8 @@ Run from the worktree root, serialized with the other benchmarks:
   i < STEPS (default 9), each pass's largest peak (untimed). A capacity C = level x 1.06^j at or
   above a pass's peak is answered by min-memory at C: its passes at C include that level (floor
   1.06^-j) and that pass fits; the first line of the answer names the smallest such C.
+- band: the smallest capacity at which band-split answers (its placement does not depend on the
+  capacity: its smallest peak over its orders), / memory_lower_bound, untimed.
 - bound: memory_lower_bound and the makespan bounds (critical path, communication, memory path)
   at 1.3 x memory_lower_bound, with the seconds the memory path bound adds (timed: under the lock).
 Each line printed carries the load average.
@@ -212,6 +214,38 @@ def cmd_levels(kind: str, n: int, k: int, steps: int = 9) -> None:
           f"(level {level:.4f} x LB, order {name}, makespan {span:.6g}); load {load()}", flush=True)
 
 
+def cmd_band(kind: str, n: int, k: int) -> None:
+    """band-split's placement does not depend on the capacity (equal devices), so the smallest
+    capacity at which it answers is its smallest peak over its orders: printed / memory_lower_bound,
+    with the makespan there (untimed)."""
+    import numpy as np
+
+    from heuristics.band_split import band_split
+    from placement.evaluator import evaluate
+    from placement.formats import load_problem
+    from placement.memory_bounds import memory_lower_bound
+    from placement.solution import SolveOptions
+
+    p0 = load_problem(graph(kind, n))
+    lb = float(memory_lower_bound(p0, "peak", k)["best"])
+    p = p0.with_devices(k, math.inf)
+    t = time.monotonic()
+    sol = band_split(p0.with_devices(k, 1e30), SolveOptions(memory_model="peak"))
+    if sol.placement is None:
+        print(f"{kind} {p.n} K={k}: band-split {sol.reason}; load {load()}", flush=True)
+        return
+    peaks = []
+    from heuristics.min_memory import memory_light_orders
+    for name, seq in memory_light_orders(p):
+        order = [[v for v in seq.tolist() if sol.placement[v] == d] for d in range(k)]
+        ev = evaluate(p, sol.placement, order=order, memory_model="peak")
+        peaks.append((float(ev.peak_memory.max()), name, ev.makespan))
+        print(f"  order {name}: peak {peaks[-1][0]:.5g} = {peaks[-1][0] / lb:.4f} x LB, makespan {ev.makespan:.6g}", flush=True)
+    peak, name, span = min(peaks)
+    print(f"{kind} {p.n} K={k}: memory LB {lb:.5g}; band-split answers from {peak:.5g} = {peak / lb:.4f} x LB "
+          f"(order {name}, makespan {span:.6g}); {time.monotonic() - t:.1f}s load {load()}", flush=True)
+
+
 def cmd_bound(kind: str, n: int, k: int) -> None:
     from placement.bounds import lower_bounds
     from placement.formats import load_problem
@@ -288,6 +322,8 @@ def main(argv: list[str]) -> None:
         cmd_ladder(kind, n, k)
     elif cmd == "levels":
         cmd_levels(kind, n, k, int(argv[4]) if len(argv) > 4 else 9)
+    elif cmd == "band":
+        cmd_band(kind, n, k)
     elif cmd == "bound":
         cmd_bound(kind, n, k)
     else:

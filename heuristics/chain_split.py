@@ -310,13 +310,13 @@ def chain_split(problem: Problem, opts: SolveOptions) -> Solution:
     """The best of the chain split into 1..K segments (module docstring), by the evaluator."""
     t0 = time.monotonic()
     model = opts.memory_model
-    stop = opts.stop.is_set
+    stop = opts.out_of_time  # a stop request or the time limit (a split takes seconds at 200K nodes)
     chain = critical_chain(problem)
     best: tuple[Evaluation, list[list[int]] | None, int] | None = None
     tried: list[dict] = []
     try:
         for parts in range(1, problem.k + 1):
-            if parts > 1 and (stop() or opts.out_of_time()):
+            if parts > 1 and stop():
                 break
             seg, held = chain_segments(problem, chain, parts)
             if held > float(problem.memory.max()) * (1 + 1e-12) and parts < problem.k:
@@ -327,7 +327,7 @@ def chain_split(problem: Problem, opts: SolveOptions) -> Solution:
             ev = evaluate(problem, dev, order=order, memory_model=model)
             got: list[list[int]] | None = order
             if model == "peak" and not ev.feasible(problem):
-                alt = lower_peak_order(problem, dev)
+                alt = lower_peak_order(problem, dev, stop=stop)
                 if _better(problem, ev, alt.evaluation):
                     ev, got = alt.evaluation, alt.order
             tried.append({"parts": parts, "makespan": ev.makespan, "feasible": ev.feasible(problem)})

@@ -69,7 +69,7 @@ class Placed:
     ratchet: bool
 
 
-def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
+def memory_light_orders(problem: Problem, stop: Callable[[], bool] | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """Topological orders whose single-device peak is small, by name: rule "net" of
     heuristics.memory_order on one device (placement.light_order.net_sequence; 1.04 x the K = 1
     memory bound on the 10K LSTM, 0.1 s), weighing the NET_CANDIDATES nodes ready longest ("net"),
@@ -79,9 +79,18 @@ def memory_light_orders(problem: Problem) -> Iterator[tuple[str, np.ndarray]]:
     single-device peak exceeds the other's by more than ORDER_SLACK is left out: on the 50K and 200K
     LSTMs "net" piles up weight gradients (30.1 and 209 GB on one device, against 10.4 and 37.0 GB
     for "net-2048"), its passes never came near (2.4 x over where "net-2048" was 1.05 x) and at 200K
-    nodes each one costs 30-80 s of the time limit."""
-    named = [("net", net_sequence(problem)), ("net-2048", net_sequence(problem, window=2048))]
-    peaks = [single_device_peak(problem, seq) for _, seq in named]
+    nodes each one costs 30-80 s of the time limit. Yields nothing once ``stop()`` turns true
+    (checked between the four steps, about 1 s each at 200K nodes)."""
+    named: list[tuple[str, np.ndarray]] = []
+    for name, window in (("net", None), ("net-2048", 2048)):
+        if stop is not None and stop():
+            return
+        named.append((name, net_sequence(problem) if window is None else net_sequence(problem, window=window)))
+    peaks = []
+    for _, seq in named:
+        if stop is not None and stop():
+            return
+        peaks.append(single_device_peak(problem, seq))
     best = min(peaks)
     for (name, seq), peak in zip(named, peaks):
         if peak <= ORDER_SLACK * best:
@@ -231,17 +240,21 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     memory is tight, and when the portfolio is run again with the rest of the limit it starts over."""
     t0 = time.monotonic()
     orders: list[tuple[str, np.ndarray]] = []
-    source = memory_light_orders(problem)
+    source = memory_light_orders(problem, opts.out_of_time)
     tried: list[dict] = []
     found = None
     todo = [(floor, by_area, ratchet, i) for floor, by_area, ratchet, count in
             passes(problem, opts.memory_model, opts.extra.get("memory_lower_bound")) for i in range(count)]
     lowest = min(p[0] for p in todo)
+
+    def hurry(p: tuple[float, bool, bool, int]) -> tuple[bool, bool]:
+        return p[0] > lowest, p[2]  # the lowest floor's passes first, the one without the ratchet first
+
     hurried = False
     left = opts.remaining()
     if left is not None and len(todo) > 1 and left < HURRY_PASSES * PASS_SECONDS_PER_ELEMENT * (problem.n + problem.m):
         hurried = True  # only a few passes fit: do not spend one on the makespan-minded first pass
-        todo.sort(key=lambda p: p[0] > lowest)
+        todo.sort(key=hurry)
     while todo and not opts.out_of_time():
         floor, by_area, ratchet, i = todo.pop(0)
         while i >= len(orders):
@@ -267,7 +280,7 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
         left = opts.remaining()
         if not hurried and left is not None and left < len(todo) * (time.monotonic() - t):
             hurried = True
-            todo.sort(key=lambda p: p[0] > lowest)  # stable: the lowest floor's passes first
+            todo.sort(key=hurry)  # stable
     info: dict = {"passes": tried}
     if found is None:
         why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"

@@ -3,8 +3,8 @@
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
-m-etf, linear-clustering, random, min-memory, mem-span, chain-split. Under the peak model etf and heft
-run before PARDNN and chain-split right after them (PEAK_ORDER), and with tight memory min-memory,
+m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split. Under the peak model etf and heft
+run before PARDNN and chain-split right after them (PEAK_ORDER), and with tight memory band-split, min-memory,
 chain-split and mem-span right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
@@ -26,6 +26,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .memory_order import lower_peak_order
+from .band_split import band_split
 from .baselines import greedy_fill, single
 from .chain_split import chain_split
 from .critical_path import critical_path
@@ -40,7 +41,7 @@ from .random_feasible import random_feasible
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
-    "linear-clustering": linear_clustering, "random": random_feasible, "min-memory": min_memory,
+    "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
     "mem-span": memory_span, "chain-split": chain_split,
 }
 ORDER = tuple(MEMBERS)
@@ -65,7 +66,10 @@ TIGHT = 2.0
 # mem-span gave 531 where etf, heft and pardnn gave 605, 585 and 884 (bench/results_peak.md,
 # "Session 8: makespan at 1.5 x"). It may use MEMBER_SHARE of the time left, so the members after
 # it still run.
-PEAK_TIGHT_FIRST = ("single", "min-memory", "chain-split", "mem-span", "m-topo", "greedy-fill")
+# band-split (each device a band of layers, balanced at the loss) runs first of all: one placement and
+# its evaluation, 10 s on the 200K-node LSTM, where it fits at 1.11 / 1.21 x the bound (K = 4 / 8) and
+# min-memory at 1.30 / 1.45, with a makespan 4-5 x shorter (bench/results_peak.md, session 9).
+PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "chain-split", "mem-span", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 MEMBER_SHARE = {"mem-span": 0.5}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
@@ -96,7 +100,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         # min-memory: its orders and one pass (it answers after one pass when little time is left:
         # the lowest floor's go first); at 1e-4 it was skipped at 200K nodes (67 s > the warm budget)
         "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5, "mem-span": 1.2e-4,
-        "chain-split": 6e-6 * k,
+        "chain-split": 6e-6 * k, "band-split": 2e-5,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
@@ -105,10 +109,11 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
     return evaluate + slow * rates.get(method, 1e-4) * size + extra
 
 
-def _reordered(problem: Problem, sol: Solution) -> Solution:
+def _reordered(problem: Problem, sol: Solution, stop: Callable[[], bool] | None = None) -> Solution:
     """A member's overflowing placement with the memory-aware order that fits (heuristics.memory_order),
-    or the member's answer unchanged when none fits."""
-    got = lower_peak_order(problem, np.asarray(sol.info["placement"], dtype=np.int64))
+    or the member's answer unchanged when none fits or ``stop()`` turned true first (at 200K nodes
+    each of its rules takes tens of seconds: the portfolio had not returned 40 s after its limit)."""
+    got = lower_peak_order(problem, np.asarray(sol.info["placement"], dtype=np.int64), stop=stop)
     if not got.evaluation.feasible(problem):
         return sol
     return Solution(sol.method, "heuristic", placement=got.evaluation.placement, order=got.order, start=got.evaluation.start,
@@ -138,7 +143,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                             "seconds": time.monotonic() - t, "reason": f"{type(exc).__name__}: {exc}"})
             continue
         if sol.placement is None and opts.memory_model == "peak" and sol.info.get("placement") is not None:
-            sol = _reordered(problem, sol)  # overflows in its own order: try a memory-aware one
+            sol = _reordered(problem, sol, sub.out_of_time)  # overflows in its own order: try a memory-aware one
         ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
         members.append({"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
                         "seconds": time.monotonic() - t, "reason": sol.reason})

@@ -22,6 +22,7 @@ from formulations.mip import mip
 from formulations.held_split import held_split
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
+from heuristics.band_split import band_split
 from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
 from heuristics.linear_clustering import linear_clustering
@@ -87,6 +88,9 @@ TABLE: tuple[MethodInfo, ...] = (
                "Baechi's m-TOPO: the topological equal-share fill of heuristics.baselines (alias of topo-fill)", m_topo),
     MethodInfo("greedy-fill", HEURISTIC, MAKESPAN,
                "topological order, each device filled up to its capacity (Tarnawski's greedy)", greedy_fill),
+    MethodInfo("band-split", HEURISTIC, MAKESPAN,
+               "training graphs: each device a band of the parameter units' work (a layer forward and backward), "
+               "balancing what is live at the loss; a unit larger than a share split into bands of steps", band_split),
     MethodInfo("min-memory", HEURISTIC, MAKESPAN,
                "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
                "level (smallest memory per device)", min_memory),

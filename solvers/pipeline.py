@@ -49,6 +49,7 @@ from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineSearch, RefineStats, refine, refine_multilevel
 from .reschedule import reschedule
+from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
 # bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
@@ -96,6 +97,9 @@ SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # slice gained 0.43%, LNS's 0.42-0.61% per slice after it, and without growth LNS kept every later
 # slice although refine after LNS had gained 10% in 18 s in the old sequence.
 SEARCH_STALE_GROWTH = 1.5
+# A search whose last slice gained nothing keeps a zero estimate (it runs again only when all are
+# dry). Tried in session 9: a quarter of its best rate instead; on the CNN 200K at 600 s refine
+# then came back three times after its first slice and gained 0.00% each time (145 s lost).
 MULTILEVEL_COARSEST = 250  # nodes of the coarsest level of big_exact="multilevel"
 LNS_WINDOW_SECONDS = 2.0  # the phase runs only with time for one window after its set-up
 LNS_SETUP_SECONDS_PER_ELEMENT = 2e-5  # incremental schedule and tails, ~1 s per 40K nodes + 80K edges
@@ -457,7 +461,9 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
                      hb: Heartbeat) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
-    incumbent, until ``budget`` seconds from now are spent (60 s without a limit).
+    incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on static
+    graphs of SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py)
+    takes turns too.
 
     Why: which of them improves a big graph faster depends on the graph and on the schedule
     reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
@@ -476,9 +482,13 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     window_seconds = float(opts.extra.get("lns_window_seconds", LNS_WINDOW_SECONDS))
     select = str(opts.extra.get("lns_select", LNS_SELECT))
     multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
-    lns_stats, ref_stats = LnsStats(), RefineStats()
+    lns_stats, ref_stats, seg_stats = LnsStats(), RefineStats(), SegmentStats()
     arms: dict[str, Any] = {}
-    spent = {"exact-lns": 0.0, "refine": 0.0}
+    names = ["refine", "exact-lns"]  # the order of their first slices
+    seg_nodes = int(opts.extra.get("segment_graph_nodes", SEGMENT_GRAPH_NODES))
+    if problem.n >= seg_nodes and opts.memory_model == "static":
+        names.append("segments")
+    spent = {name: 0.0 for name in names}
     rate: dict[str, float] = {}
     log: list[str] = []
     start_makespan = inc.makespan
@@ -489,21 +499,27 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             keep = True if problem.n > multilevel_nodes else "auto"
             return RefineSearch(problem, ev.placement, opts, memory_model=opts.memory_model, stats=ref_stats,
                                 keep_order=keep, start=ev.start)
+        if name == "segments":
+            return SegmentSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model,
+                                 size=int(opts.extra.get("segment_nodes", SEGMENT_NODES)),
+                                 seconds=float(opts.extra.get("segment_seconds", SEGMENT_SECONDS)), stats=seg_stats)
         return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
                             window_seconds=window_seconds, stats=lns_stats, select=select)
 
-    waited = {"exact-lns": 0, "refine": 0}  # slices since each search last ran
+    waited = {name: 0 for name in names}  # slices since each search last ran
+
+    def estimate(k: str) -> float:
+        # A waiting search's rate was measured on an older schedule, and the others' moves may
+        # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited.
+        return rate[k] * SEARCH_STALE_GROWTH ** waited[k]
 
     def pick() -> str:
-        if "refine" not in rate:
-            return "refine"
-        if "exact-lns" not in rate:
-            return "exact-lns"
-        if rate["refine"] <= 0.0 and rate["exact-lns"] <= 0.0:  # both dry: take turns
-            return "refine" if log and log[-1].startswith("exact-lns") else "exact-lns"
-        # A waiting search's rate was measured on an older schedule, and the other's moves may
-        # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited.
-        return max(rate, key=lambda k: rate[k] * SEARCH_STALE_GROWTH ** waited[k])
+        for k in names:
+            if k not in rate:
+                return k
+        if all(estimate(k) <= 0.0 for k in names):  # all dry: take turns, the longest waiting first
+            return max(names, key=lambda k: (waited[k], -names.index(k)))
+        return max(names, key=estimate)
 
     while not opts.stop.is_set():
         left = end - time.monotonic()
@@ -515,9 +531,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
         before = inc.makespan
-        stats = ref_stats if name == "refine" else lns_stats
-        hb.enter(name, moves=(lambda s=stats: s.evaluations) if name == "refine" else (lambda s=stats: s.windows),
-                 best=lambda s=stats: s.best_makespan)
+        stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats}[name]
+        moves = {"refine": lambda: ref_stats.evaluations, "exact-lns": lambda: lns_stats.windows,
+                 "segments": lambda: seg_stats.sub_evaluations}[name]
+        hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
         if name not in arms:
             arms[name] = build(name)
         else:
@@ -534,8 +551,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             placement = ev.placement
         run_s = time.monotonic() - t_run
         if ev.makespan < before * (1 - 1e-12):
-            inc.offer(Solution("refine" if name == "refine" else "lns", "heuristic", placement=np.asarray(placement),
-                               start=ev.start, objective=ev.makespan))
+            method = {"refine": "refine", "exact-lns": "lns", "segments": "segments"}[name]
+            inc.offer(Solution(method, "heuristic", placement=np.asarray(placement), start=ev.start,
+                               objective=ev.makespan))
         took = time.monotonic() - t
         spent[name] += took
         for other in waited:
@@ -555,6 +573,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     if "refine" in arms:
         phases.append(Phase("refine", spent["refine"], inc.makespan, bound, "heuristic",
                             f"{ref_stats.evaluations} moves, {ref_stats.accepted} accepted, judged by {ref_stats.judged_by}"))
+    if "segments" in arms:
+        phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
+                            f"{seg_stats.segments} segments of {arms['segments'].size} nodes, {seg_stats.improved} "
+                            f"improved, {seg_stats.sub_evaluations} moves in them"))
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
     return phases

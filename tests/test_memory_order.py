@@ -106,20 +106,51 @@ def test_no_order_fits_only_when_every_order_overflows():
     from heuristics.memory_order import no_order_fits
     from tests.test_memory_bounds import _topological_orders
 
+    from tests.test_memory_bounds import training_chain
+
     hopeless = 0
     for seed in range(12):
         p = random_problem(seed, 6, 2, zero_time_p=0.15)
         rng = np.random.default_rng(seed)
-        pl = rng.integers(0, 2, size=p.n)
         orders = list(_topological_orders(p))
-        peaks = [evaluate(p, pl, order=[[v for v in g if pl[v] == d] for d in range(2)], memory_model="peak").peak_memory.max()
-                 for g in orders]
-        for cap in sorted(set(float(x) for x in peaks)) + [float(min(peaks)) * 0.7]:
-            tight = p.with_devices(2, memory=cap)
-            if no_order_fits(tight, pl):
-                assert min(peaks) > cap
-                hopeless += 1
+        # a random placement, and all nodes on one device (checked against the one-device bound too)
+        for pl in (rng.integers(0, 2, size=p.n), np.full(p.n, seed % 2)):
+            peaks = [evaluate(p, pl, order=[[v for v in g if pl[v] == d] for d in range(2)], memory_model="peak").peak_memory.max()
+                     for g in orders]
+            for cap in sorted(set(float(x) for x in peaks)) + [float(min(peaks)) * 0.7, float(min(peaks)) * 0.95]:
+                tight = p.with_devices(2, memory=cap)
+                if no_order_fits(tight, pl):
+                    assert min(peaks) > cap
+                    hopeless += 1
     assert hopeless >= 1
+    # All on one device, where the working-set check passes (at most 80 bytes) but the
+    # activations saved for the backward pass do not (the one-device bound, 101 bytes while b2
+    # runs, is what every order peaks at): given up at once.
+    p = training_chain()
+    one = np.zeros(p.n, dtype=np.int64)
+    smallest = min(float(evaluate(p, one, order=[g], memory_model="peak").peak_memory[0]) for g in _topological_orders(p))
+    assert smallest == 101
+    assert no_order_fits(p.with_devices(2, memory=90.0), one) and not no_order_fits(p.with_devices(2, memory=101.0), one)
+
+
+def test_memory_aware_order_stops_when_asked():
+    """A stop that turns true on its second check: the rule returns None after at most STOP_EVERY
+    starts instead of finishing; lower_peak_order then keeps FIFO and says it was cut."""
+    from heuristics.memory_order import STOP_EVERY
+
+    p = gradient_accumulation(STOP_EVERY, 3000)  # FIFO piles up the gradients, so the rules run
+    pl = np.zeros(p.n, dtype=np.int64)
+    assert memory_aware_order(p, pl, mode="net", stop=lambda: False) == memory_aware_order(p, pl, mode="net")
+    calls = []
+
+    def second_call() -> bool:
+        calls.append(1)
+        return len(calls) >= 2
+
+    assert memory_aware_order(p, pl, mode="net", stop=second_call) is None and len(calls) == 2
+    calls.clear()
+    got = lower_peak_order(p, pl, stop=second_call)
+    assert got.cut and got.order is None and got.rule == "fifo" and not got.evaluation.feasible(p)
 
 
 def test_portfolio_runs_the_list_schedulers_before_pardnn_under_peak():

@@ -3,6 +3,7 @@ where the list schedulers do not, and it is deterministic."""
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -126,8 +127,9 @@ def test_an_order_that_piles_up_on_one_device_is_not_tried():
 
 
 def test_passes_at_the_lowest_floor_go_first_when_all_would_not_fit_the_time_limit(monkeypatch):
-    """When fewer than four passes fit the time limit (estimated), the lowest floor's passes run first (a
-    slow first pass at floor 1 would use a 200K-node warm start); otherwise floor 1 runs first."""
+    """When fewer than four passes fit the time limit (estimated), the lowest floor's passes run first,
+    the one without the ratchet first (a slow first pass at floor 1 would use a 200K-node warm start);
+    otherwise floor 1 runs first."""
     import heuristics.min_memory as mm
 
     p0 = random_problem(5, 40, 3)
@@ -138,3 +140,54 @@ def test_passes_at_the_lowest_floor_go_first_when_all_would_not_fit_the_time_lim
     monkeypatch.setattr(mm, "PASS_SECONDS_PER_ELEMENT", 1000.0)
     hurried = min_memory(p, SolveOptions(memory_model="peak", time_limit=1000.0))
     assert hurried.info["passes"][0]["floor"] == pytest.approx(lowest, abs=1e-4)
+    assert not hurried.info["passes"][0]["ratchet"]  # the most memory-minded pass first
+
+
+class CountedStop(threading.Event):
+    """A stop request that turns true on its ``after``-th check: a deadline reached mid-run,
+    without timing anything."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.calls = after, 0
+
+    def is_set(self) -> bool:
+        self.calls += 1
+        return self.calls >= self.after or super().is_set()
+
+
+def test_a_pass_cut_short_returns_nothing_and_says_so():
+    """The deadline falls inside min-memory's first pass (2000-node LSTM, 2 x its bound): it
+    returns no placement, the reason says out of time, and it stopped checking the clock right
+    after (no further pass, no crash); and with the deadline already passed it returns at once."""
+    from placement.generate import generate
+
+    p0 = generate("lstm", 2000, memory_fraction=None)
+    p = p0.with_devices(4, 2.0 * memory_lower_bound(p0, "peak")["best"])
+    whole = min_memory(p, SolveOptions(memory_model="peak"))
+    assert whole.placement is not None and len(whole.info["passes"]) >= 1  # so the cut below is the deadline's doing
+    stop = CountedStop(after=7)  # the four order steps and the loop's check pass, then the pass's second check
+    cut = min_memory(p, SolveOptions(memory_model="peak", time_limit=1e6, stop=stop))
+    assert cut.placement is None and cut.status == "unknown" and "out of time" in cut.reason
+    assert cut.info["passes"] == [] and stop.calls <= 9
+    late = min_memory(p, SolveOptions(memory_model="peak", time_limit=0.0))
+    assert late.placement is None and "out of time" in late.reason and late.info["passes"] == []
+
+
+def test_the_portfolio_returns_when_the_deadline_falls_inside_a_member():
+    """Under tight memory the portfolio runs single, band-split, then min-memory: with the deadline
+    inside min-memory's pass, min-memory says out of time and every member after it is skipped or
+    answers nothing; the portfolio returns band-split's answer, the only one found in time."""
+    from heuristics.portfolio import portfolio
+    from placement.generate import generate
+
+    p0 = generate("lstm", 2000, memory_fraction=None)
+    p = p0.with_devices(4, 1.3 * memory_lower_bound(p0, "peak")["best"])
+    stop = CountedStop(after=14)  # single and band-split's checks, min-memory's orders, into its first pass
+    got = portfolio(p, SolveOptions(memory_model="peak", time_limit=1e6, stop=stop))
+    members = got.info["members"]
+    assert [m["method"] for m in members[:3]] == ["single", "band-split", "min-memory"]
+    assert "out of time" in members[2]["reason"] and not members[2]["feasible"]
+    assert all(m["status"] == "skipped" or not m["feasible"] for m in members[3:])
+    assert (got.placement is not None) == members[1]["feasible"]
+    assert stop.calls < 14 + 10 * len(members[3:])  # each later member checked the clock a few times at most

@@ -81,6 +81,19 @@ def test_peak_fill_order_fits_and_follows_topological_order():
             assert list(p.topo_rank[seq]) == sorted(p.topo_rank[seq])
 
 
+def test_peak_fill_stops_when_asked_and_the_fills_say_out_of_time():
+    """A stop on its second check (after 512 nodes) cuts the tracked fill: None, as when a node
+    fits nowhere, so the fills tell the two apart by the clock and report out of time instead of
+    retrying with headroom (at 200K nodes m-topo ran 37 s past the portfolio's limit)."""
+    p = generate("transformer", 2000, devices=4, memory_fraction=None)
+    assert peak_fill(p, p.memory) is not None
+    calls = []
+    assert peak_fill(p, p.memory, stop=lambda: calls.append(1) or len(calls) >= 2) is None and len(calls) == 2
+    for method in (m_topo, greedy_fill):
+        late = method(p, SolveOptions(memory_model="peak", time_limit=0.0))
+        assert late.placement is None and "out of time" in late.reason
+
+
 def test_tracking_accepts_training_graph_the_static_plus_received_check_rejects():
     """A generated transformer training graph at 0.4 x its single-device peak on 4 devices: the
     old accounting (static + received tensors, an upper bound of the peak) leaves a node with no
