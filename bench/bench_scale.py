@@ -5,12 +5,14 @@ moves per second; placement/incremental.py re-times only the cone a move affects
 both sides on the same graphs and starts, and (``solve``) the whole CLI against its warm start.
 
     python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20] [--memory-model static]
-            [--modes fifo,full,incremental] [--baseline DIR]
+            [--modes fifo,full,incremental] [--baseline DIR] [--kinds]
         refine from ETF's placement for --seconds each: FIFO judged (full evaluations), ordered
         judged with full evaluations, ordered judged incrementally; moves/s, accepted moves,
         makespan reached. One process, one graph at a time: run it under
         `flock /tmp/bench.lock` and note `uptime`. --baseline DIR: the same rows first with the
         project imported from DIR (e.g. `git archive main | tar -x -C DIR`), in a subprocess.
+        --kinds: a second row per run, moves tried per CPU second by kind (single unit, swap,
+        block or run, batch) and the CPU seconds of the rest of the loop (candidates, kicks).
     python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400] [--baseline DIR]
         the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
     python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
@@ -55,23 +57,69 @@ MOVES_MODES = {"fifo": ("fifo, full", False, False), "full": ("ordered, full", T
                "incremental": ("ordered, incremental", True, True)}
 
 
-def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True) -> None:
+MOVE_KINDS = ("single", "swap", "block/run", "batch")
+
+
+def _kind(units: list[int], devs: list[int], reorder: bool) -> str:
+    """refine's move kinds: one unit (a node or its colocation group), a swap of two units, a
+    block or run of several units to one device, the batch move (spread_runs)."""
+    if reorder:
+        return "batch"
+    if len(units) == 2 and devs[0] != devs[1]:
+        return "swap"
+    return "single" if len(units) == 1 else "block/run"
+
+
+def _timing_moves(search_cls) -> dict[str, list[float]]:
+    """Wrap ``_Search._try`` (main's and this tree's have the same signature) to count and time
+    every move by kind: {kind: [tried, accepted, cpu seconds, wall seconds]}; the rest of the
+    loop (candidates, kicks, start) is what the kinds leave of the total."""
+    kinds: dict[str, list[float]] = {k: [0, 0, 0.0, 0.0] for k in MOVE_KINDS}
+    original = search_cls._try
+
+    def timed(self, units, devs, reorder=False):
+        c, t = time.process_time(), time.perf_counter()
+        ok = original(self, units, devs, reorder)
+        row = kinds[_kind(units, devs, reorder)]
+        row[0] += 1
+        row[1] += bool(ok)
+        row[2] += time.process_time() - c
+        row[3] += time.perf_counter() - t
+        return ok
+
+    search_cls._try = timed
+    return kinds
+
+
+def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True,
+          kinds_table: bool = False) -> None:
+    import solvers.refine as refine_mod
+
+    kinds = _timing_moves(refine_mod._Search) if kinds_table else None
     if header:
-        print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | load |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | cpu s | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         prob = load_problem(path)
         pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
         fifo = evaluate(prob, pl, memory_model=memory_model)
         for mode, keep, inc in (MOVES_MODES[m] for m in modes):
             stats = RefineStats()
-            t = time.monotonic()
+            if kinds:
+                for row in kinds.values():
+                    row[:] = [0, 0, 0.0, 0.0]
+            t, c = time.monotonic(), time.process_time()
             _, ev = refine(prob, pl, SolveOptions(seed=0), deadline=t + seconds, memory_model=memory_model,
                            keep_order=keep, start=fifo.start if keep else None, stats=stats, incremental=inc)
-            took = time.monotonic() - t
+            took, cpu = time.monotonic() - t, time.process_time() - c
             print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {label} | {mode} | {stats.evaluations} | "
                   f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.6g} "
-                  f"| {load()} |", flush=True)
+                  f"| {cpu:.1f} | {load()} |", flush=True)
+            if kinds:
+                rest = [took - sum(r[3] for r in kinds.values()), cpu - sum(r[2] for r in kinds.values())]
+                print(f"|  | by kind ({label}): tried / accepted / cpu s / tried per cpu s | " + " | ".join(
+                    f"{k} {r[0]:.0f} / {r[1]:.0f} / {r[2]:.2f} / {r[0] / max(r[2], 1e-9):.0f}" for k, r in kinds.items())
+                      + f" | rest {rest[1]:.2f} cpu s (wall {rest[0]:.1f}) | | | |", flush=True)
 
 
 def retime(paths: list[str], count: int, memory_model: str, label: str, header: bool = True) -> None:
@@ -207,6 +255,8 @@ def main() -> None:
     ap.add_argument("--memory-model", default="static")
     ap.add_argument("--memory", default=None, help="solve: memory per device passed to the CLI (e.g. 4GB)")
     ap.add_argument("--keep", default=None, metavar="DIR", help="solve: keep each report in DIR")
+    ap.add_argument("--kinds", action="store_true", help="moves: also time every move by kind (single, swap, block/run, "
+                                                         "batch) and print a row of tried moves per CPU second per kind")
     ap.add_argument("--modes", default="fifo,full,incremental", help="moves: which of " + ",".join(MOVES_MODES))
     ap.add_argument("--baseline", help="retime/moves/solve: also run the same rows with the project imported from this "
                                        "directory (e.g. main extracted by `git archive main | tar -x -C DIR`), "
@@ -223,11 +273,12 @@ def main() -> None:
                        str(args.seconds), "--memory-model", args.memory_model, "--modes", args.modes,
                        "--time-limit", str(args.time_limit), "--label", "main"] + ([] if header else ["--no-header"])
                 cmd += ["--memory", args.memory] if args.memory else []
+                cmd += ["--kinds"] if args.kinds else []
                 cmd += ["--keep", str(Path(args.keep).resolve())] if args.keep else []  # main's reports too (labelled "main")
                 subprocess.run(cmd, check=True, env=dict(os.environ, BENCH_TREE=str(Path(args.baseline).resolve())))
                 header = False
             if args.what == "moves":
-                moves([graph], args.seconds, args.memory_model, args.modes.split(","), args.label, header)
+                moves([graph], args.seconds, args.memory_model, args.modes.split(","), args.label, header, args.kinds)
             elif args.what == "retime":
                 retime([graph], args.count, args.memory_model, args.label, header)
             else:

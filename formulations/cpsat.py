@@ -28,6 +28,7 @@ from placement.solution import OutOfTime, Solution, SolveOptions
 
 from .cpsolver import break_device_symmetry, cp_solver, set_params, unit_placement_literals
 from .held_bound import held_relaxation_bound
+from .cut_bound import cut_bound
 from .unit_lns import WINDOW_SECONDS, unit_lns
 from .integer_bytes import EXACT_FACTORS as _EXACT_FACTORS, MAX_INT as _MAX_INT, memory_ints as _memory_ints
 from .peak_repair import order_preserving_schedule
@@ -459,6 +460,15 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
             return finish_solution(problem, opts, "cpsat", t0, True, floor_lb, (hint[0], hint_found[1]),
                                    {"held_bound": held, "returned_hint": True, "proved_by": "held-tensor relaxation"},
                                    known_lb=floor_lb)
+    cut: dict = {}
+    if mm == "peak" and ex.get("redundant", True) and ex.get("cut_bound", True) \
+            and problem.n > int(ex.get("cut_bound_nodes", LARGE_NODES)):
+        cut = _cut_bound(problem, opts, scale.factor)
+        floor_lb = max(floor_lb, float(cut.get("bound", 0.0)))
+        if hint_found is not None and is_optimal(hint_found[0], floor_lb):
+            return finish_solution(problem, opts, "cpsat", t0, True, floor_lb, (hint[0], hint_found[1]),
+                                   {"held_bound": held, "cut_bound": cut, "returned_hint": True,
+                                    "proved_by": "cut-vertex bound"}, known_lb=floor_lb)
     lns_info: dict = {}
     if mm == "peak" and hint_found is not None and not is_optimal(hint_found[0], floor_lb):
         better = _unit_lns(problem, opts, hint[0], hint_found[1], lns_info)
@@ -479,6 +489,8 @@ def _solve(problem: Problem, opts: SolveOptions) -> Solution:
                   "bound_slack_units": b.bound_slack}
     if held:
         info["held_bound"] = held
+    if cut:
+        info["cut_bound"] = cut
     if lns_info:
         info["unit_lns"] = lns_info
     if hint is not None:
@@ -588,6 +600,11 @@ LARGE_NODES = 400
 # the hint for this share of the time left before the full model runs (whose own search moved
 # NASNet from 8.81 to 8.34 in 450 s where the unit LNS reached 7.25 in 180 s).
 UNIT_LNS_SHARE = 0.7
+# Above LARGE_NODES nodes, under the peak model, before the unit LNS: the cut-vertex bound
+# (formulations/cut_bound.py) for this share of the time left, at most CUT_BOUND_SECONDS. On NASNet
+# its three stage groups rise 6.63 -> 6.80 in 60 s and ~6.97 in 210 s (bench/results_peak_exact.md).
+CUT_BOUND_SHARE = 0.3
+CUT_BOUND_SECONDS = 150.0
 
 
 def _held_bound(problem: Problem, opts: SolveOptions, hint_placement: np.ndarray | None) -> dict:
@@ -608,6 +625,25 @@ def _held_bound(problem: Problem, opts: SolveOptions, hint_placement: np.ndarray
         if cand is not None:
             out["candidate"] = cand
     return out
+
+
+def _cut_bound(problem: Problem, opts: SolveOptions, factor: float) -> dict:
+    """The cut-vertex bound (formulations/cut_bound.py) within ``extra["cut_bound_share"]`` of the
+    time left, at most ``extra["cut_bound_seconds"]`` (run above ``extra["cut_bound_nodes"]``
+    nodes, default LARGE_NODES), as a dict for ``info`` ({} when the graph
+    has no cut vertex or no time is left)."""
+    ex = opts.extra
+    rem = opts.remaining()
+    secs = float(ex.get("cut_bound_seconds", CUT_BOUND_SECONDS))
+    if rem is not None:
+        secs = min(secs, float(ex.get("cut_bound_share", CUT_BOUND_SHARE)) * rem)
+    if secs <= 0.05:
+        return {}
+    cb = cut_bound(problem, opts, secs, scale=factor)
+    if cb is None:
+        return {}
+    return {"bound": cb.bound, "proved": cb.proved, "cut_time": cb.cut_time, "seconds": round(cb.seconds, 3),
+            "groups": [{"nodes": size, "bound": value, "closed": closed} for size, value, closed in cb.groups]}
 
 
 def _unit_lns(problem: Problem, opts: SolveOptions, placement: np.ndarray, start: np.ndarray,

@@ -46,9 +46,9 @@ from placement.evaluator import Evaluation, as_placement, check_placement, edge_
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
-from placement.incremental import IncrementalSchedule, Trial
+from placement.incremental import IncrementalSchedule, Trial, kept_order_start, ordered_evaluation
 
-from .reschedule import bottom_levels, list_schedule, priority_order
+from .reschedule import bottom_levels, list_schedule_start, priority_order
 
 
 # How a batch move is judged in ordered mode from a feasible schedule: "lazy" (the priority
@@ -105,32 +105,43 @@ def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
 
 def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     """Nodes of a critical chain of the schedule, last first: from the node finishing last, back
-    through the input arrival or the previous node on the same device that fixed each start."""
+    through the input arrival or the previous node on the same device that fixed each start.
+
+    Every node's decider (the first input of latest arrival if it arrives at the start, else the
+    device predecessor in (start, finish) order if it finishes then) is computed at once in numpy;
+    only the walk along the chain is a Python loop."""
     if problem.n == 0:
         return []
+    n = problem.n
     start, finish, pl = ev.start, ev.finish, ev.placement
-    delay = edge_delay(problem, pl)
     eps = 1e-9 * max(1.0, ev.makespan)
     order = np.lexsort((finish, start, pl))
-    prev = np.full(problem.n, -1, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
     same = pl[order[1:]] == pl[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
+    late = start - eps
+    decider = np.full(n, -1, dtype=np.int64)
+    has = prev >= 0
+    chain_ok = np.zeros(n, dtype=bool)
+    chain_ok[has] = finish[prev[has]] >= late[has]
+    decider[chain_ok] = prev[chain_ok]
     ptr, nbr, eid = problem.pred_ptr
+    if nbr.size:
+        arrive = finish[nbr] + edge_delay(problem, pl)[eid]
+        count = np.diff(ptr)
+        nodes = np.flatnonzero(count)
+        top = np.maximum.reduceat(arrive, ptr[nodes])  # the latest arrival of each node with inputs
+        seg = np.repeat(np.arange(nodes.size), count[nodes])
+        idx = np.where(arrive == top[seg], np.arange(nbr.size), nbr.size)
+        first = np.minimum.reduceat(idx, ptr[nodes])  # its first input in pred order (np.argmax's choice)
+        ok = top >= late[nodes]
+        decider[nodes[ok]] = nbr[first[ok]]
+    dec = decider.tolist()
     v = int(np.argmax(finish))
     chain = [v]
     seen = {v}
     while start[v] > eps:
-        lo, hi = int(ptr[v]), int(ptr[v + 1])
-        nxt = -1
-        if hi > lo:
-            arrive = finish[nbr[lo:hi]] + delay[eid[lo:hi]]
-            j = int(np.argmax(arrive))
-            if arrive[j] >= start[v] - eps:
-                nxt = int(nbr[lo + j])
-        if nxt < 0:
-            p = int(prev[v])
-            if p >= 0 and finish[p] >= start[v] - eps:
-                nxt = p
+        nxt = dec[v]
         if nxt < 0 or nxt in seen:
             break
         v = nxt
@@ -194,31 +205,49 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     the static model a device's static memory is kept within capacity."""
     pl = ev.placement
     ch = chain[::-1]
+    dev = pl[ch].tolist() if ch else []
     ptr, nbr, _ = problem.succ_ptr
     busy = _window_busy(problem, ev)
-    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k)
-    cap = problem.memory * (1 + 1e-12) + 1e-9
+    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
+    cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
+    lists: dict[str, list] = {}  # Python views of the arrays, made at the first run with pieces
+
+    def total(values: str, array: np.ndarray, idx: list[int]) -> float:
+        # numpy sums fewer than 8 values one after the other, as Python does: same floats, no call
+        if len(idx) >= 8:
+            return float(array[idx].sum())
+        got = lists.get(values)
+        if got is None:
+            got = lists[values] = array.tolist()
+        return float(sum(got[x] for x in idx))
+
     moves: dict[int, int] = {}
     i = 0
     while i < len(ch):
         j = i
-        while j + 1 < len(ch) and pl[ch[j + 1]] == pl[ch[i]]:
+        while j + 1 < len(ch) and dev[j + 1] == dev[i]:
             j += 1
         run, i = ch[i:j + 1], j + 1
+        if len(run) < 2:
+            continue
         pieces = _components(run, ptr, nbr)
         if len(pieces) < 2:
             continue
+        if "units" not in lists:
+            lists["units"] = units_of.tolist()
+        unit_l = lists["units"]
         a = int(pl[run[0]])
         lo, hi = float(ev.start[run[0]]), float(ev.finish[run[-1]])
-        window = np.array([busy(d, lo, hi) for d in range(problem.k)])
-        length = [float(problem.time[piece].sum()) for piece in pieces]
+        window = [busy(d, lo, hi) for d in range(problem.k)]
+        length = [total("time", problem.time, piece) for piece in pieces]
         window[a] -= sum(length)
         for k in np.argsort(-np.asarray(length), kind="stable").tolist():
-            us = sorted({int(units_of[v]) for v in pieces[k]})
+            us = sorted({unit_l[v] for v in pieces[k]})
             if any(u in moves for u in us):
                 continue
-            size = float(need[us].sum())
-            ok = [d for d in range(problem.k) if mask[us, d].all()
+            size = total("need", need, us)
+            allowed = (mask[us[0]] if len(us) == 1 else mask[us].all(axis=0)).tolist()
+            ok = [d for d in range(problem.k) if allowed[d]
                   and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
             window[d] += length[k]
@@ -379,14 +408,16 @@ class _Search:
                 yield units, devs, True  # a batch move: also judged re-ordered by priority
         runs: list[tuple[list[int], list[int]]] = []
         run: list[int] = []
-        for v in chain + [-1]:
-            if run and (v < 0 or pl[v] != pl[run[-1]]):
+        chain_dev = pl[chain].tolist() if chain else []
+        for v, dv in zip(chain + [-1], chain_dev + [-1]):
+            if run and (v < 0 or dv != a):
                 if len(run) > 1:
                     units = sorted({int(un.of[x]) for x in run})
-                    a = int(pl[run[0]])
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
                 run = []
             if v >= 0:
+                if not run:
+                    a = dv
                 run.append(v)
         runs = [runs[i] for i in self.rng.permutation(len(runs)).tolist()]
         for i, v in enumerate(self.rng.permutation(chain).tolist() if chain else []):
@@ -485,19 +516,46 @@ class _Search:
         pl = self.cur.copy()
         for u, d in zip(units, devs):
             pl[self.units.members[u]] = d
-        ev = self._eval(pl, self.cur_ev.start)
-        if not self._better(_key(self.p, ev), self.cur_key):
+        ev = self._kept_order(pl)
+        if ev is not None and not self._better(_key(self.p, ev), self.cur_key):
             ev = None
         t0 = time.monotonic()
         bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
-        order, sim = list_schedule(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
+        order, start = list_schedule_start(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
+        sim = float((start + self.p.time).max()) if self.p.n else 0.0
         if sim < bar - 1e-9 * max(1.0, bar):
-            other = evaluate(self.p, pl, order=order, memory_model=self.mm)
+            # The simulation's times are the evaluator's schedule of its order: checked in numpy
+            # instead of re-timed in full (evaluated in full only if the check fails).
+            other = ordered_evaluation(self.p, pl, order, start, self.mm)
+            if other is None:
+                other = evaluate(self.p, pl, order=order, memory_model=self.mm)
             if ev is None or _key(self.p, other) < _key(self.p, ev):
                 ev = other
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return ev is not None and self._accept(pl, ev)
+
+    def _kept_order(self, pl: np.ndarray) -> Evaluation | None:
+        """A batch move's placement ``pl`` judged by the current schedule's order (as ``_eval``):
+        its Evaluation, or None when it cannot beat the current makespan. Under the static model
+        the schedule is timed in one pass (placement.incremental.kept_order_start, the
+        evaluator's schedule bit for bit at 2-3x less cost) and, when it beats the current
+        makespan, checked as the fixpoint of its order and measured by the evaluator's memory
+        functions (placement.incremental.ordered_evaluation)."""
+        ref = self.cur_ev.start
+        if self.mm == "static":
+            t0 = time.monotonic()
+            start = kept_order_start(self.p, pl, ref)
+            if start is not None:
+                need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
+                ev = None
+                if self.p.n and float((start + self.p.time).max()) < need:
+                    ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref), start, self.mm)
+                if ev is not None or self.p.n == 0 or float((start + self.p.time).max()) >= need:
+                    self.eval_seconds += time.monotonic() - t0
+                    self.stats.evaluations += 1  # one evaluation, as _eval would count
+                    return ev
+        return self._eval(pl, ref)
 
     def _accept(self, pl: np.ndarray, ev: Evaluation, trial: Trial | None = None) -> bool:
         """Make ``(pl, ev)`` the current schedule if it is better (never feasible -> infeasible);

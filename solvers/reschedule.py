@@ -50,11 +50,23 @@ def list_schedule(problem: Problem, placement: np.ndarray, priority: np.ndarray)
     """The non-delay list schedule of ``placement`` by ``priority``: the per-device node order and
     the simulation's makespan, never below the evaluator's makespan of that order (the evaluator
     starts every node at the earliest time the order allows); a search can reject the order by
-    this makespan without evaluating it.
+    this makespan without evaluating it (:func:`list_schedule_start` also gives the start times)."""
+    order, start = list_schedule_start(problem, placement, priority)
+    return order, float((start + problem.time).max()) if problem.n else 0.0
+
+
+def list_schedule_start(problem: Problem, placement: np.ndarray, priority: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
+    """The non-delay list schedule of ``placement`` by ``priority``: the per-device node order and
+    the simulation's start times.
 
     Devices are served in order of their next possible start (a global heap with one offer per
     device; an offer is re-made when a node arrives that could start earlier); at its start time
-    a device takes the highest-priority node among those that have arrived by then."""
+    a device takes the highest-priority node among those that have arrived by then. Offers are
+    never earlier than the event being processed, so a device that starts a node at ``s`` was
+    free at ``s`` and the node had arrived: ``s`` is the later of the two, computed with the
+    evaluator's sums (finish = start + time, arrival = finish + transfer). These are therefore
+    the evaluator's start times of the returned order (the earliest that order allows); refine
+    checks that in numpy before using them (placement.incremental.ordered_evaluation)."""
     n, k = problem.n, problem.k
     delay = edge_delay(problem, placement)
     ptr, nbr, eid = problem.succ_ptr
@@ -96,7 +108,7 @@ def list_schedule(problem: Problem, placement: np.ndarray, priority: np.ndarray)
     for d in range(k):
         reoffer(d)
     done = 0
-    makespan = 0.0
+    start = [0.0] * n
     while heap:
         s, d, ver = pop(heap)
         if ver != version[d]:
@@ -107,10 +119,9 @@ def list_schedule(problem: Problem, placement: np.ndarray, priority: np.ndarray)
             _, kv, rk, v = pop(w_d)
             push(a_d, (kv, rk, v))
         v = pop(a_d)[2]
+        start[v] = s
         f = s + dur[v]
         free[d] = f
-        if f > makespan:
-            makespan = f
         order[d].append(v)
         done += 1
         for j in range(ptr_l[v], ptr_l[v + 1]):
@@ -121,13 +132,17 @@ def list_schedule(problem: Problem, placement: np.ndarray, priority: np.ndarray)
             indeg[w] -= 1
             if indeg[w] == 0:
                 dw = dev[w]
-                push(waiting[dw], (ready[w], key[w], rank[w], w))
+                if ready[w] <= free[dw]:
+                    # arrived by the device's next start (never before it is free): skip waiting
+                    push(arrived[dw], (key[w], rank[w], w))
+                else:
+                    push(waiting[dw], (ready[w], key[w], rank[w], w))
                 if dw != d:
                     reoffer(dw)
         reoffer(d)
     if done != n:  # cannot happen for a validated DAG
         raise RuntimeError("priority_order: simulation stalled (the graph is not a DAG)")
-    return order, makespan
+    return order, np.asarray(start)
 
 
 def reschedule(problem: Problem, placement: np.ndarray, memory_model: str = "static",

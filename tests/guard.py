@@ -60,6 +60,7 @@ class Case:
 
 COARSE = (("exact_max_nodes", 1), ("coarse_size", 2))  # forces auto's coarse path on tiny graphs
 UNIT_LNS = (("unit_lns_nodes", 0), ("unit_lns_window_seconds", 0.2))  # cpsat's unit LNS on tiny graphs
+CUT_BOUND = (("cut_bound_nodes", 0),)  # cpsat's cut-vertex bound (peak model) on tiny graphs
 LATENCY_FAST = (("ls_seconds", 0.2), ("polish_seconds", 0.1), ("bound_seconds", 1.0))
 
 MAKESPAN_CASES = [
@@ -67,6 +68,7 @@ MAKESPAN_CASES = [
     for mm in ("static", "peak")
     for m, w, r, x in (
         ("cpsat", 1, 0.0, ()), ("cpsat", 2, 0.0, ()), ("cpsat", 1, 0.2, ()), ("cpsat", 1, 0.0, (("held_bound", False),)),
+        ("cpsat", 1, 0.0, CUT_BOUND),
         ("mip", 1, 0.0, ()), ("mip", 1, 0.2, ()),
         ("brute", 1, 0.0, ()), ("brute", 1, 0.2, ()),
         ("auto", 1, 0.0, ()), ("auto", 2, 0.0, ()), ("auto", 1, 0.2, ()),
