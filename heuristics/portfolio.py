@@ -6,7 +6,7 @@ the best makespans on large generated graphs (etf, heft, critical-path), then pa
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands. Under the peak model etf
 and heft run before PARDNN and chain-split and weight-bands right after them (PEAK_ORDER), and with tight memory
 band-split, min-memory, weight-bands,
-chain-split and mem-span right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
+mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -66,11 +66,12 @@ PEAK_ORDER = PEAK_FIRST + tuple(m for m in ORDER if m not in PEAK_FIRST)
 # first, auto at 1.5 x the bound on the 200K LSTM (K = 4) was cut inside min-memory's pass and
 # answered nothing in 120 s, where that pass alone fits (bench/results_peak.md, session 8).
 TIGHT = 2.0
-# Then chain-split (about 3 s on the 37K-node ResNet-1001) and mem-span (min-memory's placement
-# along ETF's order blended with the memory-light one): at 1.5 x the 10K CNN's smallest memory
+# Then mem-span (min-memory's placement along ETF's order blended with the memory-light one) and
+# chain-split (about 3 s on the 37K-node ResNet-1001): at 1.5 x the 10K CNN's smallest memory
 # mem-span gave 531 where etf, heft and pardnn gave 605, 585 and 884 (bench/results_peak.md,
-# "Session 8: makespan at 1.5 x"). It may use MEMBER_SHARE of the time left, so the members after
-# it still run.
+# "Session 8: makespan at 1.5 x"); with chain-split first (8 s on that CNN, no answer) a 120 s
+# run's warm budget skipped mem-span (session 9). mem-span may use MEMBER_SHARE of the time left,
+# so the members after it still run.
 # band-split (each device a band of layers, balanced at the loss) runs first of all: one placement and
 # its evaluation, 10 s on the 200K-node LSTM, where it fits at 1.11 / 1.21 x the bound (K = 4 / 8) and
 # min-memory at 1.30 / 1.45, with a makespan 4-5 x shorter (bench/results_peak.md, session 9).
@@ -78,7 +79,7 @@ TIGHT = 2.0
 # smallest memory it gives 226.8 where min-memory gives 584 and mem-span nothing (session 9); at
 # most 0.35 of the time left, since where no band placement fits it learns so only after trying
 # them all (10K LSTM, K = 8: 14 s; 50K: 99 s).
-PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "weight-bands", "chain-split", "mem-span", "m-topo", "greedy-fill")
+PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "weight-bands", "mem-span", "chain-split", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 MEMBER_SHARE = {"mem-span": 0.5, "weight-bands": 0.35}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
