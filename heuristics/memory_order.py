@@ -54,7 +54,7 @@ class Ordered:
     cut: bool = False  # ``stop`` turned true before every rule was tried
 
 
-class _Lookahead:
+class CommittedBytes:
     """The tracker plus the tensors a device is committed to hold: produced, with a consumer on
     the device not yet started. The tracker alone extends a buffer only when its consumer is
     placed, so it would let a device start a node while an activation it must keep is not yet
@@ -159,7 +159,7 @@ def memory_aware_order(problem: Problem, placement: np.ndarray, capacity: np.nda
     cap = problem.memory if capacity is None else np.asarray(capacity, dtype=float)
     pl = np.asarray(placement, dtype=np.int64)
     dev = pl.tolist()
-    book = _Lookahead(problem, dev, cap)
+    book = CommittedBytes(problem, dev, cap)
     limit = candidates if candidates is not None else NET_CANDIDATES if mode == "net" else CANDIDATES
     capacity_ok = book.tr.cap * (1 + 1e-12) + 1e-9
     delay = edge_delay(problem, pl)

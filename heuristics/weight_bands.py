@@ -42,7 +42,7 @@ from placement.evaluator import edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .memory_order import _Lookahead
+from .memory_order import CommittedBytes
 
 
 def param_units(problem: Problem) -> np.ndarray:
@@ -314,7 +314,7 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
     n, k = problem.n, problem.k
     pl = np.asarray(placement, dtype=np.int64)
     dev = pl.tolist()
-    book = _Lookahead(problem, dev, problem.memory)
+    book = CommittedBytes(problem, dev, problem.memory)
     limit = book.tr.cap * headroom * (1 + 1e-12) + 1e-9
     capacity_ok = book.tr.cap * (1 + 1e-12) + 1e-9
     delay = edge_delay(problem, pl)
