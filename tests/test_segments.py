@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from formulations.window_lns import timed
@@ -40,10 +40,12 @@ def base_order(prob, ev, seq):
 @settings(max_examples=25, deadline=None)
 @given(family=st.sampled_from(["cnn", "lstm", "transformer"]), seed=st.integers(0, 2),
        a=st.floats(0, 1), b=st.floats(0, 1))
+@example(family="cnn", seed=0, a=1.0, b=1.0)  # a window at the very end (was empty: lo = n)
 def test_segment_of_the_incumbent_keeps_its_pins_and_never_promises_more(family, seed, a, b):
     prob, ev = start_of(family, 300, seed)
     seq = np.lexsort((prob.topo_rank, ev.start))
     lo, hi = sorted((int(a * prob.n), int(b * prob.n)))
+    lo = min(lo, prob.n - 1)
     hi = max(hi, lo + 1)
     seg = segment_problem(prob, ev.placement, ev.start, ev.finish, seq, lo, hi)
     q, k = seg.problem, prob.k
