@@ -42,7 +42,7 @@ from placement.evaluator import edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .memory_order import CommittedBytes
+from .memory_order import CommittedBytes, list_state
 
 
 def param_units(problem: Problem) -> np.ndarray:
@@ -319,12 +319,7 @@ def priority_order(problem: Problem, placement: np.ndarray, headroom: float = 1.
     capacity_ok = book.tr.cap * (1 + 1e-12) + 1e-9
     delay = edge_delay(problem, pl)
     bl = bottom_levels(problem, delay).tolist()
-    ptr, nbr, eid = problem.succ_ptr
-    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
-    delay_e = delay[eid].tolist()
-    indeg = np.bincount(problem.dst, minlength=n).tolist()
-    rank = problem.topo_rank.tolist()
-    dur = problem.time.tolist()
+    ptr_l, nbr_l, delay_e, indeg, rank, dur = list_state(problem, delay)
     ready = [0.0] * n
     waiting: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]  # (ready, rank, v): not arrived yet
     avail: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]  # (-bottom level, rank, v): arrived
