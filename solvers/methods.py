@@ -25,6 +25,7 @@ from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.band_split import band_split
 from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
+from heuristics.fewer_devices import fewer_devices
 from heuristics.linear_clustering import linear_clustering
 from heuristics.list_scheduling import etf, heft, m_etf, m_topo
 from heuristics.memory_span import memory_span
@@ -101,6 +102,9 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("weight-bands", HEURISTIC, MAKESPAN,
                "layer-wise model parallelism: each device a contiguous band of the weights with the ops that "
                "use them, forward and backward; critical-path order under a memory headroom", weight_bands),
+    MethodInfo("fewer-devices", HEURISTIC, MAKESPAN,
+               "pardnn-balanced, etf, heft and m-topo on K/2, K/4, ... of the devices (those with the most memory), "
+               "the best answer used on all K (the others left empty)", fewer_devices),
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),
