@@ -1,26 +1,31 @@
 """Solve on fewer devices, then use the answer as a K-device placement (``fewer-devices``).
 
 Why: a placement on K' < K devices is a placement on K devices (the other K - K' devices stay
-empty), and the greedy heuristics do not always find it on their own: given K devices, ETF and
-HEFT spread ready work over all of them and pay the transfers, and PARDNN's load balancing does
-the same. On the generated 10K CNN, PARDNN with memory heuristic II gives 501.7 on 4 devices
-and 518.6 on 8 or 600.8 on 16 (bench/results_scale.md, "Session 10: fewer devices"); the
-portfolio's best member there was 518.6 (K = 8) and 541.4 (K = 16).
+empty), and a heuristic given K devices does not always find it: PARDNN's mapping balances the
+work over every device it is given and pays the transfers that spreading costs. On the generated
+10K CNN, PARDNN with memory heuristic II gives 501.7 on 4 devices, 518.6 on 8 and 600.8 on 16,
+where the portfolio's best member was 518.6 (K = 8) and 541.4 (K = 16); on msr-fiddle's BERT-12
+inference graph (K = 8), PARDNN gives 628.7 on 2 devices against HEFT's 642.8 on 8
+(bench/results_scale.md, "Session 10: fewer devices").
 
 How (:func:`fewer_devices`): for each device count K' in :func:`device_counts` (K/2, K/4, ...
 down to 2), the sub-problem keeps the K' devices with the most memory (ties: the lower index),
 their capacities, and the same graph and transfer times (a transfer costs the same between any
 two devices, so a sub-problem schedule is a K-device schedule). K' is skipped when
-``memory_lower_bound`` for K' devices exceeds the largest capacity kept (no K'-device placement
-can fit: under the peak model the bound is the one of placement/memory_bounds.py). Each method
-of METHODS runs on the sub-problem; its placement is mapped back to the kept devices with its
-device order (or start times), and the evaluator judges it on the K-device problem: same
-schedule, same per-device memory, so what the sub-problem accepted fits. The answer is the best
-fitting one (ties: the earlier count, then the earlier method).
+``memory_lower_bound`` for K' devices (placement/memory_bounds.py, static or peak) exceeds the
+largest capacity kept: no K'-device placement can fit. Each method of DEFAULT_METHODS runs on the
+sub-problem; its placement is mapped back to the kept devices with its device order (FIFO
+without one), and the evaluator judges it on the K-device problem: the same schedule and the same
+per-device memory, so what the sub-problem accepted fits. The answer is the best fitting one
+(ties: the earlier count, then the earlier method).
+
+Why PARDNN only by default: run on fewer devices, ETF and HEFT were never better than on all K in
+the measurements (each node goes to the device where it finishes first, so they seldom spread
+for nothing); opts.extra["fewer_methods"] may name them (and m-topo) all the same.
 
 Time: every sub-run gets the time left and a stop that turns on at this method's limit or on a
-stop request (:func:`_watched`), so a list scheduler deaf to the clock still stops in time.
-Deterministic: the methods are, and the order of the runs is fixed.
+stop request (:func:`_watched`), so a member that only watches its stop event (the list
+schedulers) still stops in time. Deterministic: the methods are, and the runs' order is fixed.
 """
 from __future__ import annotations
 
@@ -39,15 +44,18 @@ from placement.solution import BestSoFar, Solution, SolveOptions
 
 from .baselines import topo_fill
 from .list_scheduling import etf, heft
-from .pardnn import pardnn_balanced
+from .pardnn import pardnn, pardnn_balanced
 
-# The methods run on each smaller device count, in order. pardnn-balanced is the one that gained
-# on fewer devices (10K CNN: 501.7 on 4 devices against 518.6 on 8 and 600.8 on 16); ETF and HEFT
-# are the strongest on these graphs with all K devices and lose little on K/2 (50K CNN K = 16:
-# ETF 1241.2 on 16, 1245.8 on 8), a compact start; m-topo (topo-fill) is linear time and gained
-# on the 10K CNN too (550.9 on 4 devices against 591.0 on 8).
+# The methods that may run on each smaller device count, by method name; DEFAULT_METHODS run unless
+# opts.extra["fewer_methods"] names others. Chosen by measurement (bench/results_scale.md,
+# "Session 10: fewer devices"): PARDNN's two variants are the ones that gain on fewer devices
+# (10K CNN, K = 8: pardnn-balanced 501.7 on 4 devices against 518.6 on 8; BERT-12 inference,
+# K = 8: pardnn 628.7 on 2 devices against HEFT's 642.8 on 8), because their mapping balances
+# work over every device it is given; ETF and HEFT were never better on fewer devices than on
+# all K (on 36 graph x K x K' cases), nor was m-topo better than the portfolio's best.
 METHODS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
-    "pardnn-balanced": pardnn_balanced, "etf": etf, "heft": heft, "m-topo": topo_fill}
+    "pardnn-balanced": pardnn_balanced, "pardnn": pardnn, "etf": etf, "heft": heft, "m-topo": topo_fill}
+DEFAULT_METHODS = ("pardnn-balanced", "pardnn")
 MIN_DEVICES = 2  # one device is the portfolio's "single"
 WATCH_SECONDS = 0.02  # how often a sub-run's stop is checked against the clock
 
@@ -132,7 +140,7 @@ def _watched(opts: SolveOptions) -> Iterator[SolveOptions]:
 def fewer_devices(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     counts = [int(c) for c in opts.extra.get("fewer_device_counts", device_counts(problem.k)) if 1 <= int(c) < problem.k]
-    names = list(opts.extra.get("fewer_methods", METHODS))
+    names = list(opts.extra.get("fewer_methods", DEFAULT_METHODS))
     tried: list[dict] = []
     best: tuple[Solution, np.ndarray] | None = None
     cap = float(np.max(problem.memory)) if problem.k else 0.0

@@ -103,8 +103,8 @@ TABLE: tuple[MethodInfo, ...] = (
                "layer-wise model parallelism: each device a contiguous band of the weights with the ops that "
                "use them, forward and backward; critical-path order under a memory headroom", weight_bands),
     MethodInfo("fewer-devices", HEURISTIC, MAKESPAN,
-               "pardnn-balanced, etf, heft and m-topo on K/2, K/4, ... of the devices (those with the most memory), "
-               "the best answer used on all K (the others left empty)", fewer_devices),
+               "PARDNN (with and without memory heuristic II) on K/2, K/4, ... of the devices (those with the most "
+               "memory), the best answer used on all K (the others left empty)", fewer_devices),
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),

@@ -1,4 +1,4 @@
-"""fewer-devices (heuristics/fewer_devices.py): the cheap members on K/2, K/4, ... devices, embedded.
+"""fewer-devices (heuristics/fewer_devices.py): PARDNN (or other members) on K/2, K/4, ... devices, embedded.
 
 Its answer is a K-device placement the evaluator accepts with the claimed makespan, equal to the
 best of the members run by themselves on the smaller device count (devices from K' on unused);
@@ -51,7 +51,7 @@ def test_equals_each_member_alone_on_fewer_devices_cnn():
     own = {}
     for c in (4, 2):
         q = p.with_devices(c)
-        for name in fd.METHODS:
+        for name in fd.DEFAULT_METHODS:
             alone = MEMBERS[name](q, SolveOptions())
             own[(c, name)] = alone.objective if alone.placement is not None else None
     got = {(r["devices"], r["method"]): r["makespan"] for r in sol.info["tried"]}
@@ -70,8 +70,9 @@ def test_embedded_answer_is_the_sub_answer_static(seed, k, colocate):
     """Random DAGs with colocation: the K-device answer is valid and its makespan equals ETF's,
     HEFT's, ... on the smaller count, run alone."""
     p = random_problem(seed, 12, k, memory=200.0, colocate_p=0.3 if colocate else 0.0)
-    sol = fd.fewer_devices(p, SolveOptions(extra={"fewer_device_counts": [2]}))
-    alone = [MEMBERS[name](p.with_devices(2), SolveOptions()) for name in fd.METHODS]
+    names = list(fd.METHODS)  # every method it can run, the list schedulers too
+    sol = fd.fewer_devices(p, SolveOptions(extra={"fewer_device_counts": [2], "fewer_methods": names}))
+    alone = [MEMBERS[name](p.with_devices(2), SolveOptions()) for name in names]
     fits = [a.objective for a in alone if a.placement is not None]
     if not fits:
         assert sol.placement is None and sol.status == "unknown"
@@ -88,7 +89,7 @@ def test_peak_never_claims_a_fit_the_evaluator_refutes(seed, cap):
     """Peak model, capacities from very tight to loose: an answer always fits by the evaluator in
     its own order; a device count whose peak memory lower bound exceeds the capacity is never run."""
     p = random_problem(seed, 12, 4, memory=float(cap))
-    sol = fd.fewer_devices(p, SolveOptions(memory_model="peak"))
+    sol = fd.fewer_devices(p, SolveOptions(memory_model="peak", extra={"fewer_methods": list(fd.METHODS)}))
     for row in sol.info["tried"]:
         need = memory_lower_bound(p.with_devices(row["devices"]), "peak")["best"]
         assert (row["status"] == "skipped") == (need > cap)
@@ -154,7 +155,7 @@ def test_a_sub_run_deaf_to_the_clock_is_stopped_at_the_limit(monkeypatch):
 
     monkeypatch.setattr(fd, "METHODS", {"waits": waits_for_stop, "etf": fd.METHODS["etf"]})
     p = generate("cnn", 300, seed=1, devices=8)
-    sol = fd.fewer_devices(p, SolveOptions(time_limit=0.2))
+    sol = fd.fewer_devices(p, SolveOptions(time_limit=0.2, extra={"fewer_methods": ["waits", "etf"]}))
     assert calls == [4]
     assert sol.placement is None
     assert [r["status"] for r in sol.info["tried"]] == ["unknown", "skipped", "skipped"]
@@ -170,6 +171,7 @@ def test_a_stop_request_reaches_a_running_sub_run(monkeypatch):
         return Solution("waits", "unknown", reason="stopped")
 
     monkeypatch.setattr(fd, "METHODS", {"waits": stops_outer_then_waits})
+    outer.extra["fewer_methods"] = ["waits"]
     sol = fd.fewer_devices(generate("cnn", 300, seed=1, devices=4), outer)
     assert sol.placement is None and [r["status"] for r in sol.info["tried"]] == ["unknown"]
 
