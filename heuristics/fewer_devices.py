@@ -5,7 +5,7 @@ empty), and a heuristic given K devices does not always find it: PARDNN's mappin
 work over every device it is given and pays the transfers that spreading costs. On the generated
 10K CNN, PARDNN with memory heuristic II gives 501.7 on 4 devices, 518.6 on 8 and 600.8 on 16,
 where the portfolio's best member was 518.6 (K = 8) and 541.4 (K = 16); on msr-fiddle's BERT-12
-inference graph (K = 8), PARDNN gives 628.7 on 2 devices against HEFT's 642.8 on 8
+inference graph (K = 8), PARDNN gives 628.7 on 2 devices, the portfolio's best on 8 was 636.3
 (bench/results_scale.md, "Session 10: fewer devices").
 
 How (:func:`fewer_devices`): for each device count K' in :func:`device_counts` (K/2, K/4, ...
@@ -19,9 +19,9 @@ without one), and the evaluator judges it on the K-device problem: the same sche
 per-device memory, so what the sub-problem accepted fits. The answer is the best fitting one
 (ties: the earlier count, then the earlier method).
 
-Why PARDNN only by default: run on fewer devices, ETF and HEFT were never better than on all K in
-the measurements (each node goes to the device where it finishes first, so they seldom spread
-for nothing); opts.extra["fewer_methods"] may name them (and m-topo) all the same.
+Why PARDNN only by default: run on fewer devices, ETF and HEFT never beat the best member on all
+K in the measurements (each node goes to the device where it finishes first, so they seldom
+spread for nothing); opts.extra["fewer_methods"] may name them (and m-topo) all the same.
 
 Time: every sub-run gets the time left and a stop that turns on at this method's limit or on a
 stop request (:func:`_watched`), so a member that only watches its stop event (the list
@@ -50,9 +50,9 @@ from .pardnn import pardnn, pardnn_balanced
 # opts.extra["fewer_methods"] names others. Chosen by measurement (bench/results_scale.md,
 # "Session 10: fewer devices"): PARDNN's two variants are the ones that gain on fewer devices
 # (10K CNN, K = 8: pardnn-balanced 501.7 on 4 devices against 518.6 on 8; BERT-12 inference,
-# K = 8: pardnn 628.7 on 2 devices against HEFT's 642.8 on 8), because their mapping balances
-# work over every device it is given; ETF and HEFT were never better on fewer devices than on
-# all K (on 36 graph x K x K' cases), nor was m-topo better than the portfolio's best.
+# K = 8: pardnn 628.7 on 2 devices against the portfolio's best, 636.3, on 8), because their mapping balances
+# work over every device it is given; ETF's, HEFT's and m-topo's answers on fewer devices never
+# beat the best member's on all K (generated 10K and 50K graphs, 11 msr-fiddle graphs; K = 8, 16).
 METHODS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "pardnn-balanced": pardnn_balanced, "pardnn": pardnn, "etf": etf, "heft": heft, "m-topo": topo_fill}
 DEFAULT_METHODS = ("pardnn-balanced", "pardnn")
