@@ -50,9 +50,10 @@ from .pardnn import pardnn, pardnn_balanced
 # opts.extra["fewer_methods"] names others. Chosen by measurement (bench/results_scale.md,
 # "Session 10: fewer devices"): PARDNN's two variants are the ones that gain on fewer devices
 # (10K CNN, K = 8: pardnn-balanced 501.7 on 4 devices against 518.6 on 8; BERT-12 inference,
-# K = 8: pardnn 628.7 on 2 devices against the portfolio's best, 636.3, on 8), because their mapping balances
-# work over every device it is given; ETF's, HEFT's and m-topo's answers on fewer devices never
-# beat the best member's on all K (generated 10K and 50K graphs, 11 msr-fiddle graphs; K = 8, 16).
+# K = 8: pardnn 628.7 on 2 devices against the portfolio's best on 8, 636.3), because their
+# mapping balances work over every device it is given; ETF's, HEFT's and m-topo's answers on
+# fewer devices never beat the best member's on all K (generated 10K and 50K graphs, 11
+# msr-fiddle graphs; K = 8 and 16).
 METHODS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "pardnn-balanced": pardnn_balanced, "pardnn": pardnn, "etf": etf, "heft": heft, "m-topo": topo_fill}
 DEFAULT_METHODS = ("pardnn-balanced", "pardnn")
@@ -138,11 +139,19 @@ def _watched(opts: SolveOptions) -> Iterator[SolveOptions]:
 
 
 def fewer_devices(problem: Problem, opts: SolveOptions) -> Solution:
+    """The best answer of DEFAULT_METHODS (or opts.extra["fewer_methods"]) on each count of
+    :func:`device_counts` (or opts.extra["fewer_device_counts"]) of the devices with the most
+    memory, used on all of ``problem``'s devices and judged there by the evaluator; "unknown"
+    when none fits. info["tried"]: every count and method with its status, makespan on the K
+    devices (None without a fitting answer), seconds and why it was skipped or failed."""
     t0 = time.monotonic()
     counts = [int(c) for c in opts.extra.get("fewer_device_counts", device_counts(problem.k)) if 1 <= int(c) < problem.k]
     names = list(opts.extra.get("fewer_methods", DEFAULT_METHODS))
+    unknown = [name for name in names if name not in METHODS]
+    if unknown:
+        raise ValueError(f"fewer_methods: unknown method {unknown[0]!r}; known: {', '.join(METHODS)}")
     tried: list[dict] = []
-    best: tuple[Solution, np.ndarray] | None = None
+    best: tuple[Solution, np.ndarray, str] | None = None
     cap = float(np.max(problem.memory)) if problem.k else 0.0
     for count in counts:
         if opts.out_of_time():
@@ -176,18 +185,17 @@ def fewer_devices(problem: Problem, opts: SolveOptions) -> Solution:
             # of METHODS return): the same schedule on the K devices.
             ev = evaluate(problem, got.placement, order=got.order, memory_model=opts.memory_model)
             if not ev.feasible(problem):
-                row["status"], row["reason"] = "unknown", "does not fit on the kept devices' memory"
+                row["status"], row["reason"] = "unknown", "overflows on the K devices by the evaluator"
                 continue
             row["makespan"] = ev.makespan
             if best is None or ev.makespan < best[0].objective - 1e-12:
                 best = (Solution("fewer-devices", "heuristic", placement=ev.placement, order=got.order, start=ev.start,
-                                 objective=ev.makespan), devices)
+                                 objective=ev.makespan), devices, name)
     info = {"tried": tried}
     if best is None:
         why = "fewer-devices: " + ("no smaller device count to try" if not counts else "no answer on fewer devices fits")
         return Solution("fewer-devices", "unknown", reason=why, seconds=time.monotonic() - t0, info=info)
-    sol, devices = best
-    winner = next(r for r in tried if r.get("makespan") == sol.objective)
-    sol.info = {**info, "devices": devices.tolist(), "method": winner["method"]}
+    sol, devices, name = best
+    sol.info = {**info, "devices": devices.tolist(), "method": name}
     sol.seconds = time.monotonic() - t0
     return sol

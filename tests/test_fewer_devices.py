@@ -176,6 +176,11 @@ def test_a_stop_request_reaches_a_running_sub_run(monkeypatch):
     assert sol.placement is None and [r["status"] for r in sol.info["tried"]] == ["unknown"]
 
 
+def test_unknown_method_name_is_refused():
+    with pytest.raises(ValueError, match="'nope'"):
+        fd.fewer_devices(generate("cnn", 300, seed=1, devices=4), SolveOptions(extra={"fewer_methods": ["nope"]}))
+
+
 def test_deterministic():
     p = generate("lstm", 500, seed=2, devices=8)
     a = fd.fewer_devices(p, SolveOptions())
