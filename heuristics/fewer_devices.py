@@ -23,9 +23,10 @@ Why PARDNN only by default: run on fewer devices, ETF and HEFT never beat the be
 K in the measurements (each node goes to the device where it finishes first, so they seldom
 spread for nothing); opts.extra["fewer_methods"] may name them (and m-topo) all the same.
 
-Time: every sub-run gets the time left and a stop that turns on at this method's limit or on a
-stop request (:func:`_watched`), so a member that only watches its stop event (the list
-schedulers) still stops in time. Deterministic: the methods are, and the runs' order is fixed.
+Time: a sub-run starts only when it is expected to end in the time left (RUN_SECONDS_PER_ELEMENT,
+then the method's own last duration), and gets the time left and a stop that turns on at this
+method's limit or on a stop request (:func:`_watched`), so a member that only watches its stop
+event (the list schedulers) still stops in time. Deterministic: the methods are, and the runs' order is fixed.
 """
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ METHODS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "pardnn-balanced": pardnn_balanced, "pardnn": pardnn, "etf": etf, "heft": heft, "m-topo": topo_fill}
 DEFAULT_METHODS = ("pardnn-balanced", "pardnn")
 MIN_DEVICES = 2  # one device is the portfolio's "single"
+# Seconds per node + edge of one run and its evaluation before any run has been timed (PARDNN:
+# about 2e-5 at low load, bench/results_pipeline.md "Warm-start members"; twice that to spare): a
+# run is started only when it is expected to end in the time left, since PARDNN does not watch
+# its stop everywhere (50K CNN: a 15 s limit was overrun). Once a method has run, its own last
+# duration is the expectation.
+RUN_SECONDS_PER_ELEMENT = 4e-5
 WATCH_SECONDS = 0.02  # how often a sub-run's stop is checked against the clock
 
 
@@ -151,6 +158,7 @@ def fewer_devices(problem: Problem, opts: SolveOptions) -> Solution:
     if unknown:
         raise ValueError(f"fewer_methods: unknown method {unknown[0]!r}; known: {', '.join(METHODS)}")
     tried: list[dict] = []
+    took: dict[str, float] = {}  # each method's last duration (with its evaluation below, about the same)
     best: tuple[Solution, np.ndarray, str] | None = None
     cap = float(np.max(problem.memory)) if problem.k else 0.0
     for count in counts:
@@ -168,14 +176,17 @@ def fewer_devices(problem: Problem, opts: SolveOptions) -> Solution:
                           "reason": f"memory lower bound {need:.6g} bytes per device > {float(np.max(sub.memory)):.6g}"})
             continue
         for name in names:
-            if opts.out_of_time():
-                tried.append({"devices": count, "method": name, "status": "skipped", "reason": "out of time"})
+            left = opts.remaining()
+            expect = took.get(name, RUN_SECONDS_PER_ELEMENT * (problem.n + problem.m))
+            if left is not None and (left <= 0.0 or expect > left):
+                tried.append({"devices": count, "method": name, "status": "skipped",
+                              "reason": f"expected {expect:.3g} s > {left:.3g} s left"})
                 continue
             t = time.monotonic()
             with _watched(opts) as sub_opts:
                 sol = METHODS[name](sub, sub_opts)
-            row = {"devices": count, "method": name, "status": sol.status, "makespan": None,
-                   "seconds": time.monotonic() - t}
+            took[name] = time.monotonic() - t
+            row = {"devices": count, "method": name, "status": sol.status, "makespan": None, "seconds": took[name]}
             tried.append(row)
             if sol.placement is None or sol.status not in ("heuristic", "feasible", "optimal"):
                 row["reason"] = sol.reason
