@@ -37,9 +37,10 @@ How (:func:`band_placement`, then :func:`layer_bands` for the orders), each step
    single-device orders restricted to each device (the feasible one with the smallest makespan,
    FIFO when it also fits and is faster); "critical", FIFO and :func:`priority_order` (the longest
    path first under a memory headroom, each of HEADROOMS).
+7. When no order fits (band-split): parameter units moved off the peak device (:func:`move_params`).
 
-band-split = loss / bytes / fill / forward / minmax, light orders: it fits the LSTMs at 1.08-1.26
-x memory_lower_bound (K = 4). weight-bands = reads / work / first-read, critical orders, with the
+band-split = loss / bytes / fill / forward / minmax, light orders, step 7: it fits the LSTMs at
+1.08-1.26 x memory_lower_bound (K = 4) and 1.13-1.25 (K = 8). weight-bands = reads / work / first-read, critical orders, with the
 cuts of WEIGHT_BANDS tried in turn until one fits: on the 10K LSTM at 1.5 x its smallest memory
 it runs in 226.8 where min-memory's orders give 584 (docs/peak.md, "Layer bands").
 Deterministic: no randomness; ties go to the lower device.
