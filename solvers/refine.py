@@ -55,6 +55,7 @@ from .reschedule import bottom_levels, list_schedule_start, priority_order
 # schedule evaluated only when its list simulation beats the incumbent and the kept order:
 # _Search._try_batch) or "full" (both schedules always evaluated in full, before session 8).
 BATCH = "lazy"
+SMALL_BATCH = 64  # a batch move of at most this many nodes is judged by the incremental schedule (_Search._kept_order)
 AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
 
 
@@ -516,9 +517,10 @@ class _Search:
         pl = self.cur.copy()
         for u, d in zip(units, devs):
             pl[self.units.members[u]] = d
-        ev = self._kept_order(pl)
+        ev, trial = self._kept_order(pl, units, devs)
         if ev is not None and not self._better(_key(self.p, ev), self.cur_key):
             ev = None
+        kept = ev
         t0 = time.monotonic()
         bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
         order, start = list_schedule_start(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
@@ -533,29 +535,52 @@ class _Search:
                 ev = other
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
-        return ev is not None and self._accept(pl, ev)
+        return ev is not None and self._accept(pl, ev, trial if trial is not None and ev is kept else None)
 
-    def _kept_order(self, pl: np.ndarray) -> Evaluation | None:
+    def _kept_order(self, pl: np.ndarray, units: list[int], devs: list[int]) -> tuple[Evaluation | None, Trial | None]:
         """A batch move's placement ``pl`` judged by the current schedule's order (as ``_eval``):
         its Evaluation, or None when it cannot beat the current makespan. Under the static model
         the schedule is timed in one pass (placement.incremental.kept_order_start, the
         evaluator's schedule bit for bit at 2-3x less cost) and, when it beats the current
         makespan, checked as the fixpoint of its order and measured by the evaluator's memory
-        functions (placement.incremental.ordered_evaluation)."""
+        functions (placement.incremental.ordered_evaluation).
+
+        A batch of at most SMALL_BATCH nodes (on CNNs most batches move 1-7 nodes late in the
+        schedule) is judged by the incremental schedule when it is current, with the incumbent's
+        makespan as cutoff: the same schedule (placement/incremental.py), proved or re-timed on
+        its cone instead of timed over all nodes. The Trial comes back with the Evaluation, to be
+        committed if the kept order is accepted."""
         ref = self.cur_ev.start
         if self.mm == "static":
             t0 = time.monotonic()
+            need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
+            moves = self._small_batch(units, devs)
+            if moves is not None:
+                trial = self._inc.try_move(moves, cutoff=need)
+                ev = trial.evaluation(self.mm) if trial.complete and trial.makespan < need else None
+                self.eval_seconds += time.monotonic() - t0
+                self.stats.evaluations += 1
+                return ev, trial
             start = kept_order_start(self.p, pl, ref)
             if start is not None:
-                need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
                 ev = None
                 if self.p.n and float((start + self.p.time).max()) < need:
                     ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref), start, self.mm)
                 if ev is not None or self.p.n == 0 or float((start + self.p.time).max()) >= need:
                     self.eval_seconds += time.monotonic() - t0
                     self.stats.evaluations += 1  # one evaluation, as _eval would count
-                    return ev
-        return self._eval(pl, ref)
+                    return ev, None
+        return self._eval(pl, ref), None
+
+    def _small_batch(self, units: list[int], devs: list[int]) -> dict[int, int] | None:
+        """The batch move as {node: device} if the incremental schedule is current and the batch
+        moves at most SMALL_BATCH nodes, else None."""
+        if not self.incremental or self._inc is None or self._inc_for is not self.cur_ev:
+            return None
+        members = self.units.members
+        if sum(len(members[u]) for u in units) > SMALL_BATCH:
+            return None
+        return {int(v): d for u, d in zip(units, devs) for v in members[u].tolist()}
 
     def _accept(self, pl: np.ndarray, ev: Evaluation, trial: Trial | None = None) -> bool:
         """Make ``(pl, ev)`` the current schedule if it is better (never feasible -> infeasible);
