@@ -170,9 +170,19 @@ def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, floa
     return lambda d, a, b: before(d, b) - before(d, a)
 
 
-def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[int]]:
+class _Slices:
+    """``succs[v]``: v's successors sliced from the CSR arrays on demand (when no lists were built)."""
+
+    def __init__(self, ptr: np.ndarray, nbr: np.ndarray) -> None:
+        self.ptr, self.nbr = ptr, nbr
+
+    def __getitem__(self, v: int) -> list[int]:
+        return self.nbr[self.ptr[v]:self.ptr[v + 1]].tolist()
+
+
+def _components(run: list[int], succs) -> list[list[int]]:
     """The nodes of ``run`` grouped by the connected components of the graph edges among them
-    (in order of their first node in ``run``)."""
+    (in order of their first node in ``run``); ``succs[v]``: v's successors."""
     where = {v: i for i, v in enumerate(run)}
     parent = list(range(len(run)))
 
@@ -183,7 +193,7 @@ def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[i
         return i
 
     for i, v in enumerate(run):
-        for w in nbr[ptr[v]:ptr[v + 1]].tolist():
+        for w in succs[v]:
             j = where.get(w)
             if j is not None:
                 parent[root(j)] = root(i)
@@ -194,7 +204,7 @@ def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[i
 
 
 def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
-                mask: np.ndarray, memory_model: str = "static") -> dict[int, int]:
+                mask: np.ndarray, memory_model: str = "static", succs: list[list[int]] | None = None) -> dict[int, int]:
     """One batch move along the critical chain: {unit: new device}.
 
     The chain (``critical_chain(problem, ev)``, last first) is cut into runs on one device; the
@@ -207,7 +217,8 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     pl = ev.placement
     ch = chain[::-1]
     dev = pl[ch].tolist() if ch else []
-    ptr, nbr, _ = problem.succ_ptr
+    if succs is None:
+        succs = _Slices(*problem.succ_ptr[:2])
     busy = _window_busy(problem, ev)
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
     cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
@@ -231,7 +242,7 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
         run, i = ch[i:j + 1], j + 1
         if len(run) < 2:
             continue
-        pieces = _components(run, ptr, nbr)
+        pieces = _components(run, succs)
         if len(pieces) < 2:
             continue
         if "units" not in lists:
@@ -278,6 +289,7 @@ class _Search:
         self.eval_seconds = 0.0
         self.full_seconds = 0.0  # the longest full evaluation so far: what a batch move or a kick costs
         self.succ = problem.succ_ptr
+        self._succs: list[list[int]] | None = None
         self.pred = problem.pred_ptr
         self.cur = pl
         self.cur_ev = self._eval(pl, None)
@@ -397,7 +409,7 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
-        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm)
+        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm, self._succ_lists())
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
@@ -432,6 +444,14 @@ class _Search:
             if fresh(*mv):
                 yield mv
 
+    def _succ_lists(self) -> list[list[int]]:
+        """Each node's successors as lists, built once (spread_runs groups every round's runs by them)."""
+        if self._succs is None:
+            ptr, nbr, _ = self.succ
+            ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+            self._succs = [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(self.p.n)]
+        return self._succs
+
     def _swap_partners(self, u: int, a: int, d: int, ev: Evaluation, limit: int = 3) -> list[int]:
         un, p = self.units, self.p
         load = ev.static_memory
@@ -451,12 +471,7 @@ class _Search:
         accepted (from a feasible current placement, a move that does not shorten the makespan is
         rejected without measuring memory)."""
         t0 = time.monotonic()
-        if self._inc is None:
-            self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start)
-            self._inc_for = self.cur_ev
-        elif self._inc_for is not self.cur_ev:
-            self._inc.reset(self.cur, self.cur_ev.start)
-            self._inc_for = self.cur_ev
+        self._current_inc()
         moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
         feasible = self.cur_key[0] == 0.0
         need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
@@ -467,6 +482,16 @@ class _Search:
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return trial, ev
+
+    def _current_inc(self) -> IncrementalSchedule:
+        """The incremental schedule based on the current schedule (built or re-based if stale)."""
+        if self._inc is None:
+            self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start)
+            self._inc_for = self.cur_ev
+        elif self._inc_for is not self.cur_ev:
+            self._inc.reset(self.cur, self.cur_ev.start)
+            self._inc_for = self.cur_ev
+        return self._inc
 
     def _try(self, units: list[int], devs: list[int], reorder: bool = False) -> bool:
         un = self.units
@@ -576,7 +601,7 @@ class _Search:
         """The batch move as {node: device} if the incremental schedule is current and the batch
         moves at most SMALL_BATCH nodes, else None."""
         if not self.incremental or self._inc is None or self._inc_for is not self.cur_ev:
-            return None
+            return None  # re-basing a stale one for a batch cost more than it saved on the 40K CNN
         members = self.units.members
         if sum(len(members[u]) for u in units) > SMALL_BATCH:
             return None
