@@ -204,7 +204,7 @@ def _components(run: list[int], succs) -> list[list[int]]:
 
 
 def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
-                mask: np.ndarray, memory_model: str = "static", succs: list[list[int]] | None = None) -> dict[int, int]:
+                mask: np.ndarray, memory_model: str = "static", lists: dict[str, list] | None = None) -> dict[int, int]:
     """One batch move along the critical chain: {unit: new device}.
 
     The chain (``critical_chain(problem, ev)``, last first) is cut into runs on one device; the
@@ -213,16 +213,20 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     layer that PARDNN put on one device). The pieces of each run are spread,
     longest first, over the devices least busy during the run's time window (the run's own device
     counted without them): a piece goes where the window holds the least compute so far. Under
-    the static model a device's static memory is kept within capacity."""
+    the static model a device's static memory is kept within capacity.
+
+    ``lists``: Python views of ``units_of``, ``need``, ``mask``, the node times and successors,
+    made at the first run with pieces; a caller that passes the same arrays every time (refine's
+    search) keeps them across calls by passing the same dict."""
     pl = ev.placement
     ch = chain[::-1]
     dev = pl[ch].tolist() if ch else []
-    if succs is None:
-        succs = _Slices(*problem.succ_ptr[:2])
     busy = _window_busy(problem, ev)
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
     cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
-    lists: dict[str, list] = {}  # Python views of the arrays, made at the first run with pieces
+    if lists is None:
+        lists = {}
+    succs = lists.get("succs") or _Slices(*problem.succ_ptr[:2])
 
     def total(values: str, array: np.ndarray, idx: list[int]) -> float:
         # numpy sums fewer than 8 values one after the other, as Python does: same floats, no call
@@ -246,8 +250,8 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
         if len(pieces) < 2:
             continue
         if "units" not in lists:
-            lists["units"] = units_of.tolist()
-        unit_l = lists["units"]
+            lists["units"], lists["mask"] = units_of.tolist(), mask.tolist()
+        unit_l, mask_l = lists["units"], lists["mask"]
         a = int(pl[run[0]])
         lo, hi = float(ev.start[run[0]]), float(ev.finish[run[-1]])
         window = [busy(d, lo, hi) for d in range(problem.k)]
@@ -258,7 +262,7 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
             if any(u in moves for u in us):
                 continue
             size = total("need", need, us)
-            allowed = (mask[us[0]] if len(us) == 1 else mask[us].all(axis=0)).tolist()
+            allowed = mask_l[us[0]] if len(us) == 1 else mask[us].all(axis=0).tolist()
             ok = [d for d in range(problem.k) if allowed[d]
                   and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
@@ -289,7 +293,9 @@ class _Search:
         self.eval_seconds = 0.0
         self.full_seconds = 0.0  # the longest full evaluation so far: what a batch move or a kick costs
         self.succ = problem.succ_ptr
-        self._succs: list[list[int]] | None = None
+        ptr_l, nbr_l = self.succ[0].tolist(), self.succ[1].tolist()
+        # spread_runs' Python views of the units and of the graph, kept across rounds
+        self._spread_lists: dict[str, list] = {"succs": [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(problem.n)]}
         self.pred = problem.pred_ptr
         self.cur = pl
         self.cur_ev = self._eval(pl, None)
@@ -409,7 +415,7 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
-        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm, self._succ_lists())
+        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm, self._spread_lists)
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
@@ -443,14 +449,6 @@ class _Search:
         for mv in runs[len(chain):]:
             if fresh(*mv):
                 yield mv
-
-    def _succ_lists(self) -> list[list[int]]:
-        """Each node's successors as lists, built once (spread_runs groups every round's runs by them)."""
-        if self._succs is None:
-            ptr, nbr, _ = self.succ
-            ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
-            self._succs = [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(self.p.n)]
-        return self._succs
 
     def _swap_partners(self, u: int, a: int, d: int, ev: Evaluation, limit: int = 3) -> list[int]:
         un, p = self.units, self.p
