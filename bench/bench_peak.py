@@ -220,7 +220,7 @@ def cmd_band(kind: str, n: int, k: int) -> None:
     with the makespan there (untimed)."""
     import numpy as np
 
-    from heuristics.band_split import band_split
+    from heuristics.layer_bands import band_split
     from placement.evaluator import evaluate
     from placement.formats import load_problem
     from placement.memory_bounds import memory_lower_bound

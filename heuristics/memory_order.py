@@ -152,7 +152,7 @@ def list_state(problem: Problem, delay: np.ndarray) -> tuple[list[int], list[int
     """What a list simulation walks, as Python lists (faster per item than numpy in its loop):
     successor offsets and ids, each successor edge's delay (``delay`` per edge, e.g. edge_delay on a
     placement), in-degrees, topological ranks and node times. memory_aware_order and
-    heuristics.weight_bands.priority_order share it."""
+    heuristics.layer_bands.priority_order share it."""
     ptr, nbr, eid = problem.succ_ptr
     return (ptr.tolist(), nbr.tolist(), delay[eid].tolist(), np.bincount(problem.dst, minlength=problem.n).tolist(),
             problem.topo_rank.tolist(), problem.time.tolist())

@@ -27,17 +27,16 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .memory_order import lower_peak_order
-from .band_split import band_split
 from .baselines import greedy_fill, single
 from .chain_split import chain_split
 from .critical_path import critical_path
+from .layer_bands import band_split, weight_bands
 from .linear_clustering import linear_clustering
 from .list_scheduling import etf, heft, m_etf, m_topo
 from .memory_span import memory_span
 from .min_memory import min_memory
 from .pardnn import pardnn, pardnn_balanced
 from .random_feasible import random_feasible
-from .weight_bands import weight_bands
 
 # The members in the order they run, under their method names.
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {

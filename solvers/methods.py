@@ -22,7 +22,7 @@ from formulations.mip import mip
 from formulations.held_split import held_split
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
-from heuristics.band_split import band_split
+from heuristics.layer_bands import band_split, weight_bands
 from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
 from heuristics.linear_clustering import linear_clustering
@@ -33,7 +33,6 @@ from heuristics.pardnn import pardnn, pardnn_balanced
 from heuristics.portfolio import portfolio
 from heuristics.random_feasible import random_feasible
 from heuristics.tofu import tofu, tofu_hybrid
-from heuristics.weight_bands import weight_bands
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -90,8 +89,8 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("greedy-fill", HEURISTIC, MAKESPAN,
                "topological order, each device filled up to its capacity (Tarnawski's greedy)", greedy_fill),
     MethodInfo("band-split", HEURISTIC, MAKESPAN,
-               "training graphs: each device a band of the parameter units' work (a layer forward and backward), "
-               "balancing what is live at the loss; a unit larger than a share split into bands of steps", band_split),
+               "training graphs (heuristics.layer_bands): each device a band of the parameter units (a layer forward "
+               "and backward), balancing what is live at the loss; memory-light orders (smallest memory)", band_split),
     MethodInfo("min-memory", HEURISTIC, MAKESPAN,
                "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
                "level (smallest memory per device)", min_memory),
@@ -99,8 +98,8 @@ TABLE: tuple[MethodInfo, ...] = (
                "peak model: min-memory's placement along ETF's unlimited-memory order blended with a memory-light "
                "one (makespan at moderate memory)", memory_span),
     MethodInfo("weight-bands", HEURISTIC, MAKESPAN,
-               "layer-wise model parallelism: each device a contiguous band of the weights with the ops that "
-               "use them, forward and backward; critical-path order under a memory headroom", weight_bands),
+               "layer-wise model parallelism (heuristics.layer_bands): each device a contiguous band of the weights "
+               "with the ops that use them, balancing work; critical-path order under a memory headroom", weight_bands),
     MethodInfo("single", HEURISTIC, MAKESPAN, "every node on the largest device (only when it fits)", single),
     MethodInfo("random", HEURISTIC, MAKESPAN,
                "random placement that respects static memory (seeded sanity anchor)", random_feasible),
