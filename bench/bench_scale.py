@@ -4,7 +4,7 @@ Why: on 10K-200K-node graphs one full evaluation costs 10-100 ms, so local searc
 moves per second; placement/incremental.py re-times only the cone a move affects. This measures
 both sides on the same graphs and starts, and (``solve``) the whole CLI against its warm start.
 
-    python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20] [--memory-model static]
+    python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20 | --evals N] [--memory-model static]
             [--modes fifo,full,incremental] [--baseline DIR] [--kinds]
         refine from ETF's placement for --seconds each: FIFO judged (full evaluations), ordered
         judged with full evaluations, ordered judged incrementally; moves/s, accepted moves,
@@ -13,6 +13,8 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
         project imported from DIR (e.g. `git archive main | tar -x -C DIR`), in a subprocess.
         --kinds: a second row per run, moves tried per CPU second by kind (single unit, swap,
         block or run, batch) and the CPU seconds of the rest of the loop (candidates, kicks).
+        --evals N: N evaluations each instead of --seconds (the same path on both trees; compare CPU
+        seconds; "answer" fingerprints the placement and start times reached).
     python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400] [--baseline DIR]
         the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
     python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
@@ -26,6 +28,7 @@ Prints markdown table rows with the load average.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -92,13 +95,17 @@ def _timing_moves(search_cls) -> dict[str, list[float]]:
 
 
 def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True,
-          kinds_table: bool = False) -> None:
+          kinds_table: bool = False, evals: int | None = None) -> None:
+    """Refine from ETF for ``seconds`` each or, with ``evals``, for that many evaluations (no
+    deadline: the same path on any tree that keeps refine's path, compared by CPU seconds; the
+    last column fingerprints the answer's placement and start times)."""
     import solvers.refine as refine_mod
 
     kinds = _timing_moves(refine_mod._Search) if kinds_table else None
     if header:
-        print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | cpu s | load |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | cpu s | moves per cpu s "
+              "| answer | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in paths:
         prob = load_problem(path)
         pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
@@ -109,12 +116,14 @@ def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str],
                 for row in kinds.values():
                     row[:] = [0, 0, 0.0, 0.0]
             t, c = time.monotonic(), time.process_time()
-            _, ev = refine(prob, pl, SolveOptions(seed=0), deadline=t + seconds, memory_model=memory_model,
-                           keep_order=keep, start=fifo.start if keep else None, stats=stats, incremental=inc)
+            got, ev = refine(prob, pl, SolveOptions(seed=0), deadline=t + (1e6 if evals else seconds),
+                             memory_model=memory_model, keep_order=keep, start=fifo.start if keep else None, stats=stats,
+                             incremental=inc, max_evals=evals)
             took, cpu = time.monotonic() - t, time.process_time() - c
+            answer = hashlib.sha1(np.asarray(got, dtype=np.int64).tobytes() + ev.start.tobytes()).hexdigest()[:8]
             print(f"| {Path(path).stem} | {prob.n} | {prob.k} | {label} | {mode} | {stats.evaluations} | "
-                  f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.6g} "
-                  f"| {cpu:.1f} | {load()} |", flush=True)
+                  f"{stats.evaluations / took:.0f} | {stats.accepted} | {stats.start_makespan:.6g} -> {ev.makespan:.9g} "
+                  f"| {cpu:.1f} | {stats.evaluations / max(cpu, 1e-9):.0f} | {answer} | {load()} |", flush=True)
             if kinds:
                 rest = [took - sum(r[3] for r in kinds.values()), cpu - sum(r[2] for r in kinds.values())]
                 print(f"|  | by kind ({label}): tried / accepted / cpu s / tried per cpu s | " + " | ".join(
@@ -251,6 +260,7 @@ def main() -> None:
     ap.add_argument("--variants", default="lns,coarse")
     ap.add_argument("graphs", nargs="+")
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--evals", type=int, default=None, help="moves: stop after this many evaluations, not --seconds")
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--memory-model", default="static")
     ap.add_argument("--memory", default=None, help="solve: memory per device passed to the CLI (e.g. 4GB)")
@@ -274,11 +284,13 @@ def main() -> None:
                        "--time-limit", str(args.time_limit), "--label", "main"] + ([] if header else ["--no-header"])
                 cmd += ["--memory", args.memory] if args.memory else []
                 cmd += ["--kinds"] if args.kinds else []
+                cmd += ["--evals", str(args.evals)] if args.evals else []
                 cmd += ["--keep", str(Path(args.keep).resolve())] if args.keep else []  # main's reports too (labelled "main")
                 subprocess.run(cmd, check=True, env=dict(os.environ, BENCH_TREE=str(Path(args.baseline).resolve())))
                 header = False
             if args.what == "moves":
-                moves([graph], args.seconds, args.memory_model, args.modes.split(","), args.label, header, args.kinds)
+                moves([graph], args.seconds, args.memory_model, args.modes.split(","), args.label, header, args.kinds,
+                      args.evals)
             elif args.what == "retime":
                 retime([graph], args.count, args.memory_model, args.label, header)
             else:

@@ -37,9 +37,10 @@ How (:func:`band_placement`, then :func:`layer_bands` for the orders), each step
    single-device orders restricted to each device (the feasible one with the smallest makespan,
    FIFO when it also fits and is faster); "critical", FIFO and :func:`priority_order` (the longest
    path first under a memory headroom, each of HEADROOMS).
+7. When no order fits (band-split): parameter units moved off the peak device (:func:`move_params`).
 
-band-split = loss / bytes / fill / forward / minmax, light orders: it fits the LSTMs at 1.08-1.26
-x memory_lower_bound (K = 4). weight-bands = reads / work / first-read, critical orders, with the
+band-split = loss / bytes / fill / forward / minmax, light orders, step 7: it fits the LSTMs at
+1.08-1.26 x memory_lower_bound (K = 4) and 1.13-1.25 (K = 8). weight-bands = reads / work / first-read, critical orders, with the
 cuts of WEIGHT_BANDS tried in turn until one fits: on the 10K LSTM at 1.5 x its smallest memory
 it runs in 226.8 where min-memory's orders give 584 (docs/peak.md, "Layer bands").
 Deterministic: no randomness; ties go to the lower device.
@@ -82,6 +83,12 @@ WEIGHT_BANDS = tuple(Bands("reads", "work", split, "first-read", cut)
 # priority_order's memory headrooms, both tried on a placement: the best varies (10K LSTM, K = 4,
 # 1.634 GB: 0.8 -> 226.8, 0.95 overflows; 50K LSTM, K = 4, 5.19 GB: 0.8 -> 975.4, 0.95 -> 1321.8)
 HEADROOMS = (0.8, 0.95)
+# move_params weighs, per step, the units with the most params on the peak device, at most this many:
+# moving a small unit barely changes a peak, and each try is one evaluation (a CNN has thousands).
+MOVE_UNITS = 3
+# A move must lower the largest peak / capacity by this fraction at least: on the 10K CNN (K = 8)
+# moves of 0.05% each took 22 s of the portfolio's time without an answer.
+MIN_GAIN = 0.005
 
 
 def param_units(problem: Problem) -> np.ndarray:
@@ -417,10 +424,13 @@ def _overflow(problem: Problem, ev: Evaluation) -> float:
     return float(ev.overflow(problem).sum())
 
 
-def layer_bands(problem: Problem, opts: SolveOptions, method: str, tries: tuple[Bands, ...], order: str) -> Solution:
+def layer_bands(problem: Problem, opts: SolveOptions, method: str, tries: tuple[Bands, ...], order: str,
+                refine: bool = False) -> Solution:
     """The band placements ``tries`` in turn until one fits, each in the orders of ``order``
     ("light" or "critical", module docstring step 6); the feasible schedule with the smallest
-    makespan by the evaluator (ties: the first), else unknown with the least overflow tried."""
+    makespan by the evaluator (ties: the first), else unknown with the least overflow tried. With
+    ``refine`` (light orders only), when none fits, the placement and order with the least overflow
+    have their parameter units moved (:func:`move_params`) until it fits, and are tried again."""
     t0 = time.monotonic()
     model = opts.memory_model
 
@@ -435,8 +445,26 @@ def layer_bands(problem: Problem, opts: SolveOptions, method: str, tries: tuple[
         return unknown("no node is comparable with all others (no loss to balance at)")
     tried: list[dict] = []
     best: tuple[Evaluation, list[list[int]] | None, int, dict] | None = None
-    least: float | None = None  # the smallest largest memory / capacity over the schedules tried
+    least: tuple[float, np.ndarray, str, int] | None = None  # smallest largest memory / capacity, placement, order, try
     seen: list[np.ndarray] = []
+    light: dict[str, np.ndarray] = {}
+
+    def attempt(i: int, dev: np.ndarray, info: dict, note: dict) -> None:
+        nonlocal best, least
+        for rule, sched, made in _schedules(problem, dev, order, opts, light):
+            if not made:
+                tried.append({**asdict(tries[i]), **note, "order": rule, "fits": False,
+                              "reason": "out of time" if opts.out_of_time() else "abandoned: it would overflow"})
+                continue
+            ev = evaluate(problem, dev, order=sched, memory_model=model)
+            ok = ev.feasible(problem)
+            over = float(np.max(ev.memory / problem.memory))
+            tried.append({**asdict(tries[i]), **note, "order": rule, "fits": ok, "makespan": ev.makespan, "memory_over_capacity": over})
+            if least is None or over < least[0]:
+                least = (over, dev, str(rule), i)
+            if ok and (best is None or ev.makespan < best[0].makespan):
+                best = (ev, sched, i, {**info, **note, "order": rule})
+
     for i, bands in enumerate(tries):
         if best is not None or opts.out_of_time():
             break
@@ -444,24 +472,17 @@ def layer_bands(problem: Problem, opts: SolveOptions, method: str, tries: tuple[
         if any(np.array_equal(dev, other) for other in seen):
             continue
         seen.append(dev)
-        for rule, sched, made in _schedules(problem, dev, order, opts):
-            if not made:
-                tried.append({**asdict(bands), "order": rule, "fits": False,
-                              "reason": "out of time" if opts.out_of_time() else "abandoned: it would overflow"})
-                continue
-            ev = evaluate(problem, dev, order=sched, memory_model=model)
-            ok = ev.feasible(problem)
-            over = float(np.max(ev.memory / problem.memory))
-            tried.append({**asdict(bands), "order": rule, "fits": ok, "makespan": ev.makespan, "memory_over_capacity": over})
-            least = over if least is None else min(least, over)
-            if ok and (best is None or ev.makespan < best[0].makespan):
-                best = (ev, sched, i, {**info, "order": rule})
+        attempt(i, dev, info, {})
+    if best is None and refine and order == "light" and least is not None and not opts.out_of_time():
+        moved, moves = move_params(problem, least[1], light[least[2]], stop=opts.out_of_time)
+        if moves:
+            attempt(least[3], moved, {}, {"moved_params": moves})
     info: dict = {"tried": tried}
     if best is None:
         if not tried or all("makespan" not in t for t in tried) and opts.out_of_time():
             return unknown("out of time", info)
-        info["memory_over_capacity"] = least
-        over = f" (least: {least:.4g} x capacity)" if least is not None else ""
+        info["memory_over_capacity"] = least[0] if least is not None else None
+        over = f" (least: {least[0]:.4g} x capacity)" if least is not None else ""
         # no "placement" in info: the portfolio would try memory_order's rules on it, which on the
         # bands never beat the orders tried here where those fit and cost seconds where they do not
         return unknown(f"no band placement fits the memory in the orders tried{over}", info)
@@ -474,17 +495,75 @@ def layer_bands(problem: Problem, opts: SolveOptions, method: str, tries: tuple[
                     seconds=time.monotonic() - t0, info=info)
 
 
-def _schedules(problem: Problem, dev: np.ndarray, order: str,
-               opts: SolveOptions) -> Iterator[tuple[str | float, list[list[int]] | None, bool]]:
+def restricted(sequence: np.ndarray, dev: np.ndarray, k: int) -> list[list[int]]:
+    """Per device, its nodes in the order of ``sequence`` (a topological order of all nodes)."""
+    order: list[list[int]] = [[] for _ in range(k)]
+    for v in sequence.tolist():
+        order[dev[v]].append(v)
+    return order
+
+
+def move_params(problem: Problem, placement: np.ndarray, sequence: np.ndarray, stop: Callable[[], bool] | None = None,
+                until_fits: bool = True) -> tuple[np.ndarray, list[dict]]:
+    """Move parameter units (a weight with its update) off the device with the largest peak / capacity,
+    each devices running its nodes in the order of ``sequence``; returns the placement and the moves.
+
+    Why: a unit's params are held all the time where the unit is, while the devices that run its
+    consumers hold only the weight tensor they read (a third of the params when the params are a
+    weight and two optimizer states); so the params of a layer can sit on a device whose peak comes
+    from other params (an embedding's) instead of adding to the peak of the device that runs the
+    layer. On the 10K LSTM at K = 8 the band placement peaks where the output layer's params meet
+    layer 0's work (1.409 x memory_lower_bound); layer 0's params beside the embedding's: 1.248.
+
+    How: steepest descent: the MOVE_UNITS units with the most params on the device with the largest
+    peak / capacity, each to every other device, each evaluated (the evaluator's peaks on the restricted orders); the move giving
+    the smallest peaks (sorted, largest first, compared in turn) is made if it lowers the largest by
+    MIN_GAIN at least. Until
+    the placement fits (``until_fits``) or no move lowers the peaks, or ``stop()`` turns true."""
+    k = problem.k
+    cap = np.where(np.isfinite(problem.memory), problem.memory, 1.0)
+    unit = param_units(problem)
+    members = [np.flatnonzero(unit == u) for u in range(int(unit.max(initial=-1)) + 1)]
+    dev = np.asarray(placement, dtype=np.int64).copy()
+
+    def score(d: np.ndarray) -> tuple[tuple[float, ...], Evaluation]:
+        ev = evaluate(problem, d, order=restricted(sequence, d, k), memory_model="peak")
+        return tuple(sorted((ev.peak_memory / cap).tolist(), reverse=True)), ev
+
+    cur, ev = score(dev)
+    moves: list[dict] = []
+    while not (until_fits and ev.feasible(problem)):
+        top = int(np.argmax(ev.peak_memory / cap))
+        found = None
+        here = sorted((u for u, nodes in enumerate(members) if nodes.size and dev[nodes[0]] == top),
+                      key=lambda u: (-float(problem.param_bytes[members[u]].sum()), u))
+        for u in here[:MOVE_UNITS]:
+            nodes = members[u]
+            for e in range(k):
+                if e == top or (stop is not None and stop()):
+                    continue
+                cand = dev.copy()
+                cand[nodes] = e
+                got, gev = score(cand)
+                if got[0] <= cur[0] * (1 - MIN_GAIN) and got < (found[0] if found else cur):
+                    found = (got, gev, cand, u, e)
+        if found is None:
+            break
+        cur, ev, dev = found[0], found[1], found[2]
+        moves.append({"unit": problem.ids[int(members[found[3]][0])], "from": top, "to": found[4], "peak_over_capacity": cur[0]})
+    return dev, moves
+
+
+def _schedules(problem: Problem, dev: np.ndarray, order: str, opts: SolveOptions,
+               light: dict[str, np.ndarray]) -> Iterator[tuple[str | float, list[list[int]] | None, bool]]:
     """(rule, per-device order (None: FIFO), made) of the order family, lazily; ``made`` is False
     when the order was abandoned. Stops when ``opts.out_of_time()`` turns true (after the first
-    order, for "light")."""
+    order, for "light"). ``light``: the memory-light orders by name, filled on first use."""
     if order == "light":
-        for name, seq in memory_light_orders(problem, opts.out_of_time):
-            sched: list[list[int]] = [[] for _ in range(problem.k)]
-            for v in seq.tolist():
-                sched[dev[v]].append(v)
-            yield name, sched, True
+        if not light:
+            light.update(memory_light_orders(problem, opts.out_of_time))
+        for name, seq in light.items():
+            yield name, restricted(seq, dev, problem.k), True
             if opts.out_of_time():
                 return
         return
@@ -504,7 +583,7 @@ def band_split(problem: Problem, opts: SolveOptions) -> Solution:
     the loss, memory-light orders. Not applicable when some node may run only on some devices."""
     if problem.has_allowed and any(a is not None for a in problem.allowed):
         return Solution("band-split", "unknown", reason="band-split: some node may run only on some devices")
-    return layer_bands(problem, opts, "band-split", BAND_SPLIT, "light")
+    return layer_bands(problem, opts, "band-split", BAND_SPLIT, "light", refine=True)
 
 
 def weight_bands(problem: Problem, opts: SolveOptions) -> Solution:

@@ -84,9 +84,11 @@ PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "weight-bands", "mem-s
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 # chain-split too: 2-3 s on the ResNet-1001 (37K nodes), but 40 s without an answer on the 50K LSTM at
 # 2.02 x the memory bound, which left weight-bands (975.4 there) no time (session 9).
+# band-split too: where its bands do not fit it moves parameter units between devices, one evaluation
+# per try (session 10), which must not eat the warm budget of the members after it.
 # fewer-devices runs PARDNN twice per smaller device count; it answers with the best of the runs
 # done when its share ends.
-MEMBER_SHARE = {"mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "fewer-devices": 0.35}
+MEMBER_SHARE = {"mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3, "fewer-devices": 0.35}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
 

@@ -55,6 +55,7 @@ from .reschedule import bottom_levels, list_schedule_start, priority_order
 # schedule evaluated only when its list simulation beats the incumbent and the kept order:
 # _Search._try_batch) or "full" (both schedules always evaluated in full, before session 8).
 BATCH = "lazy"
+SMALL_BATCH = 64  # a batch move of at most this many nodes is judged by the incremental schedule (_Search._kept_order)
 AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
 
 
@@ -169,9 +170,19 @@ def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, floa
     return lambda d, a, b: before(d, b) - before(d, a)
 
 
-def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[int]]:
+class _Slices:
+    """``succs[v]``: v's successors sliced from the CSR arrays on demand (when no lists were built)."""
+
+    def __init__(self, ptr: np.ndarray, nbr: np.ndarray) -> None:
+        self.ptr, self.nbr = ptr, nbr
+
+    def __getitem__(self, v: int) -> list[int]:
+        return self.nbr[self.ptr[v]:self.ptr[v + 1]].tolist()
+
+
+def _components(run: list[int], succs) -> list[list[int]]:
     """The nodes of ``run`` grouped by the connected components of the graph edges among them
-    (in order of their first node in ``run``)."""
+    (in order of their first node in ``run``); ``succs[v]``: v's successors."""
     where = {v: i for i, v in enumerate(run)}
     parent = list(range(len(run)))
 
@@ -182,7 +193,7 @@ def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[i
         return i
 
     for i, v in enumerate(run):
-        for w in nbr[ptr[v]:ptr[v + 1]].tolist():
+        for w in succs[v]:
             j = where.get(w)
             if j is not None:
                 parent[root(j)] = root(i)
@@ -193,7 +204,7 @@ def _components(run: list[int], ptr: np.ndarray, nbr: np.ndarray) -> list[list[i
 
 
 def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
-                mask: np.ndarray, memory_model: str = "static") -> dict[int, int]:
+                mask: np.ndarray, memory_model: str = "static", lists: dict[str, list] | None = None) -> dict[int, int]:
     """One batch move along the critical chain: {unit: new device}.
 
     The chain (``critical_chain(problem, ev)``, last first) is cut into runs on one device; the
@@ -202,15 +213,20 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     layer that PARDNN put on one device). The pieces of each run are spread,
     longest first, over the devices least busy during the run's time window (the run's own device
     counted without them): a piece goes where the window holds the least compute so far. Under
-    the static model a device's static memory is kept within capacity."""
+    the static model a device's static memory is kept within capacity.
+
+    ``lists``: Python views of ``units_of``, ``need``, ``mask``, the node times and successors,
+    made at the first run with pieces; a caller that passes the same arrays every time (refine's
+    search) keeps them across calls by passing the same dict."""
     pl = ev.placement
     ch = chain[::-1]
     dev = pl[ch].tolist() if ch else []
-    ptr, nbr, _ = problem.succ_ptr
     busy = _window_busy(problem, ev)
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
     cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
-    lists: dict[str, list] = {}  # Python views of the arrays, made at the first run with pieces
+    if lists is None:
+        lists = {}
+    succs = lists.get("succs") or _Slices(*problem.succ_ptr[:2])
 
     def total(values: str, array: np.ndarray, idx: list[int]) -> float:
         # numpy sums fewer than 8 values one after the other, as Python does: same floats, no call
@@ -230,12 +246,12 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
         run, i = ch[i:j + 1], j + 1
         if len(run) < 2:
             continue
-        pieces = _components(run, ptr, nbr)
+        pieces = _components(run, succs)
         if len(pieces) < 2:
             continue
         if "units" not in lists:
-            lists["units"] = units_of.tolist()
-        unit_l = lists["units"]
+            lists["units"], lists["mask"] = units_of.tolist(), mask.tolist()
+        unit_l, mask_l = lists["units"], lists["mask"]
         a = int(pl[run[0]])
         lo, hi = float(ev.start[run[0]]), float(ev.finish[run[-1]])
         window = [busy(d, lo, hi) for d in range(problem.k)]
@@ -246,7 +262,7 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
             if any(u in moves for u in us):
                 continue
             size = total("need", need, us)
-            allowed = (mask[us[0]] if len(us) == 1 else mask[us].all(axis=0)).tolist()
+            allowed = mask_l[us[0]] if len(us) == 1 else mask[us].all(axis=0).tolist()
             ok = [d for d in range(problem.k) if allowed[d]
                   and (d == a or memory_model != "static" or load[d] + size <= cap[d])]
             d = min(ok, key=lambda d: (window[d], d != a))
@@ -277,6 +293,9 @@ class _Search:
         self.eval_seconds = 0.0
         self.full_seconds = 0.0  # the longest full evaluation so far: what a batch move or a kick costs
         self.succ = problem.succ_ptr
+        ptr_l, nbr_l = self.succ[0].tolist(), self.succ[1].tolist()
+        # spread_runs' Python views of the units and of the graph, kept across rounds
+        self._spread_lists: dict[str, list] = {"succs": [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(problem.n)]}
         self.pred = problem.pred_ptr
         self.cur = pl
         self.cur_ev = self._eval(pl, None)
@@ -396,7 +415,7 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
-        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm)
+        spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm, self._spread_lists)
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
             devs = [spread[u] for u in units]
@@ -450,12 +469,7 @@ class _Search:
         accepted (from a feasible current placement, a move that does not shorten the makespan is
         rejected without measuring memory)."""
         t0 = time.monotonic()
-        if self._inc is None:
-            self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start)
-            self._inc_for = self.cur_ev
-        elif self._inc_for is not self.cur_ev:
-            self._inc.reset(self.cur, self.cur_ev.start)
-            self._inc_for = self.cur_ev
+        self._current_inc()
         moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
         feasible = self.cur_key[0] == 0.0
         need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
@@ -466,6 +480,16 @@ class _Search:
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return trial, ev
+
+    def _current_inc(self) -> IncrementalSchedule:
+        """The incremental schedule based on the current schedule (built or re-based if stale)."""
+        if self._inc is None:
+            self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start)
+            self._inc_for = self.cur_ev
+        elif self._inc_for is not self.cur_ev:
+            self._inc.reset(self.cur, self.cur_ev.start)
+            self._inc_for = self.cur_ev
+        return self._inc
 
     def _try(self, units: list[int], devs: list[int], reorder: bool = False) -> bool:
         un = self.units
@@ -516,9 +540,10 @@ class _Search:
         pl = self.cur.copy()
         for u, d in zip(units, devs):
             pl[self.units.members[u]] = d
-        ev = self._kept_order(pl)
+        ev, trial = self._kept_order(pl, units, devs)
         if ev is not None and not self._better(_key(self.p, ev), self.cur_key):
             ev = None
+        kept = ev
         t0 = time.monotonic()
         bar = self.cur_key[1] if ev is None else min(self.cur_key[1], ev.makespan)
         order, start = list_schedule_start(self.p, pl, bottom_levels(self.p, edge_delay(self.p, pl)))
@@ -533,29 +558,54 @@ class _Search:
                 ev = other
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
-        return ev is not None and self._accept(pl, ev)
+        return ev is not None and self._accept(pl, ev, trial if trial is not None and ev is kept else None)
 
-    def _kept_order(self, pl: np.ndarray) -> Evaluation | None:
+    def _kept_order(self, pl: np.ndarray, units: list[int], devs: list[int]) -> tuple[Evaluation | None, Trial | None]:
         """A batch move's placement ``pl`` judged by the current schedule's order (as ``_eval``):
         its Evaluation, or None when it cannot beat the current makespan. Under the static model
         the schedule is timed in one pass (placement.incremental.kept_order_start, the
         evaluator's schedule bit for bit at 2-3x less cost) and, when it beats the current
         makespan, checked as the fixpoint of its order and measured by the evaluator's memory
-        functions (placement.incremental.ordered_evaluation)."""
+        functions (placement.incremental.ordered_evaluation).
+
+        A batch of at most SMALL_BATCH nodes (on CNNs most batches move 1-7 nodes late in the
+        schedule) is judged by the incremental schedule when it is current: the same schedule
+        (placement/incremental.py), re-timed on its cone instead of over all nodes. No cutoff: the
+        batch is a round's first move, and the bound's structures it would build first (30-50 ms
+        at 40K nodes) cost more than the whole cone of a late batch and are wasted when the batch
+        is accepted. The Trial comes back with the Evaluation, to be committed if the kept order
+        is accepted."""
         ref = self.cur_ev.start
         if self.mm == "static":
             t0 = time.monotonic()
+            need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
+            moves = self._small_batch(units, devs)
+            if moves is not None:
+                trial = self._inc.try_move(moves)
+                ev = trial.evaluation(self.mm) if trial.makespan < need else None
+                self.eval_seconds += time.monotonic() - t0
+                self.stats.evaluations += 1
+                return ev, trial
             start = kept_order_start(self.p, pl, ref)
             if start is not None:
-                need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
                 ev = None
                 if self.p.n and float((start + self.p.time).max()) < need:
                     ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref), start, self.mm)
                 if ev is not None or self.p.n == 0 or float((start + self.p.time).max()) >= need:
                     self.eval_seconds += time.monotonic() - t0
                     self.stats.evaluations += 1  # one evaluation, as _eval would count
-                    return ev
-        return self._eval(pl, ref)
+                    return ev, None
+        return self._eval(pl, ref), None
+
+    def _small_batch(self, units: list[int], devs: list[int]) -> dict[int, int] | None:
+        """The batch move as {node: device} if the incremental schedule is current and the batch
+        moves at most SMALL_BATCH nodes, else None."""
+        if not self.incremental or self._inc is None or self._inc_for is not self.cur_ev:
+            return None  # re-basing a stale one for a batch cost more than it saved on the 40K CNN
+        members = self.units.members
+        if sum(len(members[u]) for u in units) > SMALL_BATCH:
+            return None
+        return {int(v): d for u, d in zip(units, devs) for v in members[u].tolist()}
 
     def _accept(self, pl: np.ndarray, ev: Evaluation, trial: Trial | None = None) -> bool:
         """Make ``(pl, ev)`` the current schedule if it is better (never feasible -> infeasible);

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heuristics.layer_bands import (BAND_SPLIT, WEIGHT_BANDS, Bands, band_placement, band_split, contiguous_cut, homes,
-                                    loss_pivot, owners, param_units, pieces, priority_order, quantile_cut, weight_bands)
+                                    loss_pivot, move_params, owners, param_units, pieces, priority_order, quantile_cut,
+                                    restricted, weight_bands)
 from heuristics.min_memory import min_memory
 from heuristics.portfolio import PEAK_TIGHT_ORDER
 from placement.evaluator import check, evaluate
@@ -235,3 +236,40 @@ def test_weight_bands_fits_is_deterministic_and_beats_min_memory_on_an_lstm(lstm
 def test_method_rows_and_portfolio_place():
     assert get("weight-bands").func is weight_bands and get("band-split").func is band_split
     assert PEAK_TIGHT_ORDER.index("weight-bands") == PEAK_TIGHT_ORDER.index("min-memory") + 1
+
+
+# --- moving parameter units (band-split below its bands' peak) -----------------------------------
+
+def test_band_split_moves_params_to_fit_below_its_bands_peak():
+    """600-node LSTM, K = 4, at 1.05 x memory_lower_bound: the band placement peaks at 1.19 x in
+    both memory-light orders; with layer 0's and layer 1's params moved beside another device's
+    it fits, and the answer is the evaluator's on its own order."""
+    p0 = generate("lstm", 600, memory_fraction=None)
+    p = p0.with_devices(4, 1.05 * memory_lower_bound(p0, "peak", 4)["best"])
+    sol = band_split(p, PEAK)
+    assert sol.status == "heuristic" and sol.info["moved_params"]
+    before = [t for t in sol.info["tried"] if "moved_params" not in t]
+    assert before and all(not t["fits"] and t["memory_over_capacity"] > 1.1 for t in before)
+    ev = check(p, sol.placement, sol.start, "peak")
+    assert ev.makespan == pytest.approx(sol.objective, rel=1e-12)
+    for g in p.groups:
+        assert len(set(sol.placement[g].tolist())) == 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_move_params_never_raises_the_largest_peak_and_keeps_units_whole(seed):
+    p0 = random_problem(seed, 24, 2 + seed % 3, colocate_p=0.4)
+    p = p0.with_devices(p0.k, 0.9 * memory_lower_bound(p0, "peak")["best"])  # nothing fits: it runs to the end
+    dev = np.random.default_rng(seed).integers(0, p.k, p.n)
+    for g in p.groups:
+        dev[g] = dev[g[0]]
+    seq = p.topo_order
+    before = evaluate(p, dev, order=restricted(seq, dev, p.k), memory_model="peak").peak_memory.max()
+    moved, moves = move_params(p, dev, seq)
+    after = evaluate(p, moved, order=restricted(seq, moved, p.k), memory_model="peak").peak_memory.max()
+    assert after <= before * (1 - 0.005) ** len(moves) + 1e-9
+    for g in p.groups:
+        assert len(set(moved[g].tolist())) == 1
+    changed = np.flatnonzero(moved != dev)
+    unit = param_units(p)
+    assert np.all(unit[changed] >= 0)  # only parameter units move

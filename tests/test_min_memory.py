@@ -183,11 +183,13 @@ def test_the_portfolio_returns_when_the_deadline_falls_inside_a_member():
 
     p0 = generate("lstm", 2000, memory_fraction=None)
     p = p0.with_devices(4, 1.3 * memory_lower_bound(p0, "peak")["best"])
-    stop = CountedStop(after=14)  # single and band-split's checks, min-memory's orders, into its first pass
+    # single and band-split's checks (9 of them in its parameter moves: 3 units x 3 devices, none fits), min-memory's
+    # orders, into its first pass
+    stop = CountedStop(after=23)
     got = portfolio(p, SolveOptions(memory_model="peak", time_limit=1e6, stop=stop))
     members = got.info["members"]
     assert [m["method"] for m in members[:3]] == ["single", "band-split", "min-memory"]
     assert "out of time" in members[2]["reason"] and not members[2]["feasible"]
     assert all(m["status"] == "skipped" or not m["feasible"] for m in members[3:])
     assert (got.placement is not None) == members[1]["feasible"]
-    assert stop.calls < 14 + 10 * len(members[3:])  # each later member checked the clock a few times at most
+    assert stop.calls < 23 + 10 * len(members[3:])  # each later member checked the clock a few times at most

@@ -8,7 +8,8 @@
 - ``critical_chain``'s deciders computed in numpy give the chain of a node-by-node walk;
 - the incremental bound's first pass over moved nodes far apart (their inputs' old finish less the
   drops of the moved nodes before) never claims more than the true makespan, and proves moves;
-- refine at a fixed evaluation budget takes the same path with these shortcuts as without.
+- refine at a fixed evaluation budget takes the same path with these shortcuts as without,
+  also with small batch moves judged by the incremental schedule (session 10).
 """
 from __future__ import annotations
 
@@ -213,3 +214,39 @@ def test_batch_moves_use_the_one_pass_kept_order_and_the_simulations_times():
     from placement.evaluator import check
     checked = check(prob, pl, ev.start)
     assert checked.makespan == ev.makespan <= ev0.makespan and stats.accepted > 0
+
+
+def test_small_batches_judged_incrementally_take_the_same_path():
+    """Batch moves of at most SMALL_BATCH nodes are judged by the current incremental schedule
+    (session 10): on a CNN from ETF (small batches late in the schedule) refine takes the same
+    path as judging every batch's kept order in one full pass (SMALL_BATCH = 0), and the
+    incremental judgement was used on batches that beat the incumbent and on batches that did not."""
+    prob = generate("cnn", 1500, seed=1, devices=4)
+    sol = etf(prob, SolveOptions())
+    pl0 = np.asarray(sol.placement)
+    ev0 = evaluate(prob, pl0, order=order_of(prob, pl0, np.asarray(sol.start)))
+    kept = refine_mod._Search._kept_order
+    runs = []
+    for limit in (refine_mod.SMALL_BATCH, 0):
+        judged = {"better": 0, "not": 0}
+
+        def spy(self, pl, units, devs):
+            ev, trial = kept(self, pl, units, devs)
+            if trial is not None:
+                judged["better" if ev is not None else "not"] += 1
+            return ev, trial
+
+        old = refine_mod.SMALL_BATCH
+        refine_mod.SMALL_BATCH, refine_mod._Search._kept_order = limit, spy
+        try:
+            stats = RefineStats()
+            pl, ev = refine(prob, pl0, SolveOptions(seed=0), deadline=time.monotonic() + 1e6, max_evals=600,
+                            keep_order=True, start=ev0.start, stats=stats)
+        finally:
+            refine_mod.SMALL_BATCH, refine_mod._Search._kept_order = old, kept
+        runs.append((pl, ev, stats, judged))
+    (pl_a, ev_a, st_a, used_a), (pl_b, ev_b, st_b, used_b) = runs
+    assert used_a["better"] > 0 and used_a["not"] > 0 and used_b == {"better": 0, "not": 0}
+    assert (st_a.evaluations, st_a.accepted, st_a.kicks) == (st_b.evaluations, st_b.accepted, st_b.kicks)
+    assert np.array_equal(pl_a, pl_b) and np.array_equal(ev_a.start, ev_b.start) and ev_a.makespan == ev_b.makespan
+    assert st_a.accepted > 0
