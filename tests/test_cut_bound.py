@@ -12,15 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formulations.bruteforce import enumerate_best, placements
 from formulations.cpsat import cpsat
 from formulations.cut_bound import cut_bound, cut_vertices, gap_groups, gaps
-from formulations.peak_search import best_schedule_bb
 from formulations.units import units
 from placement.bounds import lower_bounds
 from placement.evaluator import evaluate
 from placement.problem import Problem, make_problem
 from placement.solution import SolveOptions
+from tests.guard import makespan_optimum
 from tests.test_bypass_bound import fan, ladder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,16 +63,6 @@ def cell(seed: int, memory_model: str) -> Problem:
                         name=f"cell{seed}")
 
 
-def optimum(p: Problem, memory_model: str) -> float | None:
-    """The enumerated optimum (peak: the branch and bound over schedules, which may delay nodes)."""
-    if memory_model == "static":
-        got, complete = enumerate_best(p, "static")
-    else:
-        got, complete = best_schedule_bb(p, placements(p), "peak")
-    assert complete
-    return None if got is None else got[0]
-
-
 def test_cut_vertices_and_gaps_of_a_diamond_chain():
     nodes = [{"id": v, "time": 1, "out_bytes": 1, "param_bytes": 0} for v in "abxyc"]
     edges = [("a", "b"), ("b", "x"), ("b", "y"), ("x", "c"), ("y", "c"), ("a", "c")]
@@ -104,7 +93,7 @@ def test_never_above_the_enumerated_optimum_on_training_cells(memory_model):
     stronger = reached = 0
     for seed in range(40 if memory_model == "static" else 25):
         p = cell(seed, memory_model)
-        best = optimum(p, memory_model)
+        best = makespan_optimum(p, memory_model)
         cb = cut_bound(p, opts(), 10.0, gap_limit=0.0)
         assert cb is not None and cb.proved  # tiny: every group closed
         if best is None:
@@ -120,7 +109,7 @@ def test_never_above_the_enumerated_optimum_on_training_cells(memory_model):
 def test_never_above_the_enumerated_optimum_on_chains_with_branches(memory_model, family):
     for seed in range(40):
         p = family(seed, memory_model)
-        best = optimum(p, memory_model)
+        best = makespan_optimum(p, memory_model)
         cb = cut_bound(p, opts(), 10.0)
         if best is None or cb is None:
             continue
@@ -133,7 +122,7 @@ def test_cpsat_with_it_proves_the_enumerated_optimum(monkeypatch):
     monkeypatch.setattr(cp, "LARGE_NODES", 0)
     for seed in range(8):
         p = cell(seed, "peak")
-        best = optimum(p, "peak")
+        best = makespan_optimum(p, "peak")
         sol = cpsat(p, SolveOptions(memory_model="peak", time_limit=20, workers=1))
         if best is None:
             assert sol.status == "infeasible"
