@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels
 from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
 from .problem import Problem
 
@@ -96,6 +97,9 @@ def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndar
     same = placement[seq[1:]] == placement[seq[:-1]]
     prev[seq[1:][same]] = seq[:-1][same]
     ptr, nbr, eid = problem.pred_ptr
+    fast = kernels.for_size(n)
+    if fast is not None:
+        return fast.kept_order_start(at, prev, ptr, nbr, edge_delay(problem, placement)[eid], problem.time)
     ptr_l, nbr_l, delay_l = ptr.tolist(), nbr.tolist(), edge_delay(problem, placement)[eid].tolist()
     dur, prev_l = problem.time.tolist(), prev.tolist()
     start = [0.0] * n
@@ -284,7 +288,7 @@ class IncrementalSchedule:
             self._keys.append(pos[a].tolist())
         self._prev, self._next = prev.tolist(), nxt.tolist()
         self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
-        self._tails(self._at)
+        self._tails(at, nxt)
         self._last = self._by_finish[0] if n else -1
         self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
 
@@ -305,17 +309,24 @@ class IncrementalSchedule:
         self._witness = [(int(w), float(through[w])) for w in pick]
         self._bounds_ready = True
 
-    def _tails(self, seq: list[int]) -> None:
+    def _tails(self, at: np.ndarray, nxt_a: np.ndarray) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
         edges with their transfer times and device-chain edges), and ``tail_next[v]`` the node it
         goes through (-1 at the end): the cutoff in :meth:`try_move` is proved along it."""
         n = self.problem.n
+        fast = kernels.for_size(n)
+        if fast is not None:
+            p = self.problem
+            ptr, nbr, eid = p.succ_ptr
+            tail, tail_next = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
+            self._tail, self._tail_next = tail.tolist(), tail_next.tolist()
+            return
         pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
         comm = self._succ_comm
         tail = [0.0] * n
         tail_next = [-1] * n
         through = [0.0] * n  # dur + tail, the same sum the loop below would form per edge
-        for v in reversed(seq):
+        for v in reversed(self._at):
             best, arg = 0.0, -1
             x = nxt[v]
             if x >= 0:
