@@ -98,6 +98,16 @@ def _timing_moves(search_cls) -> dict[str, list[float]]:
     return kinds
 
 
+def _load_kernels() -> None:
+    """Load the compiled kernels now (when this tree has them and numba is installed), so that no
+    timed run shares its first seconds with their background loading."""
+    try:
+        from placement import kernels
+    except ImportError:  # a tree from before session 11
+        return
+    kernels.load()
+
+
 def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True,
           kinds_table: bool = False, evals: int | None = None) -> None:
     """Refine from ETF for ``seconds`` each or, with ``evals``, for that many evaluations (no
@@ -105,6 +115,7 @@ def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str],
     last column fingerprints the answer's placement and start times)."""
     import solvers.refine as refine_mod
 
+    _load_kernels()
     kinds = _timing_moves(refine_mod._Search) if kinds_table else None
     if header:
         print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | cpu s | moves per cpu s "
@@ -143,6 +154,7 @@ def retime(paths: list[str], count: int, memory_model: str, label: str, header: 
     accepts them); the others only a proof that they do not: both are timed apart."""
     from placement.incremental import IncrementalSchedule, device_order
 
+    _load_kernels()
     if header:
         print("| graph | n | K | code | full ordered evaluations/s | incremental, cutoff: moves/s | improving moves | "
               "rejected moves/s | ms per improving move | mean cone of a rejected move | no cutoff: moves/s | load |")

@@ -10,10 +10,12 @@ floats (the same sums and maxima, in the same order) and the same tie-breaking, 
 (tests/test_kernels.py checks that against the Python loops on random graphs).
 
 Costs: numba is imported only by the first :func:`for_size` call on a graph of at least
-``THRESHOLD`` nodes; each kernel is compiled at its first call and cached on disk (``cache=True``),
-so later processes only load it; ``python -m placement.kernels`` compiles them all ahead (the
-install line of the README runs it), docs/scale.md has the times. ``PLACEMENT_KERNELS=off`` never
-uses them, ``=on`` uses them at every size (the tests), ``auto`` (default) from ``THRESHOLD``.
+``THRESHOLD`` nodes, in a background thread (the caller goes on with its Python loops until the
+kernels are ready); all kernels are then compiled at once and cached on disk (``cache=True``), so
+later processes only load them; ``python -m placement.kernels`` compiles them ahead (the install
+line of the README runs it); docs/scale.md has the times. ``PLACEMENT_KERNELS=off`` never uses
+them, ``=on`` uses them at every size and loads them in the caller's thread (tests, benchmarks),
+``auto`` (default) from ``THRESHOLD`` nodes.
 
 The heaps below order entries by (k0, k1, k2) of float, float, int keys. Every heap of the Python
 loops they replace orders tuples whose last fields are unique (a node's topological rank, a
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -32,6 +35,8 @@ import numpy as np
 THRESHOLD = 5000  # nodes; below it the Python loops win (bench/results_scale.md, "Session 11")
 MODE_VAR = "PLACEMENT_KERNELS"
 _loaded: SimpleNamespace | bool | None = None  # the compiled kernels, False when numba is missing
+_lock = threading.RLock()
+_loader: threading.Thread | None = None
 
 
 def mode() -> str:
@@ -44,29 +49,59 @@ def mode() -> str:
 
 def for_size(n: int) -> SimpleNamespace | None:
     """The compiled kernels for a graph of ``n`` nodes, or None: numba missing, ``PLACEMENT_KERNELS``
-    off, or (auto) a graph below ``THRESHOLD`` nodes."""
+    off, or (auto) a graph below ``THRESHOLD`` nodes, or (auto) the kernels not loaded yet.
+
+    In auto mode the first call starts loading them in a background thread and the caller goes on
+    with its Python loops (the same results) until they are ready: a run never waits for numba's
+    import (0.3-0.5 s) or a first compile (5-8 s), so its time limit and Ctrl-C hold as before."""
     setting = mode()
     if setting == "off" or (setting == "auto" and n < THRESHOLD):
         return None
-    return load()
+    if setting == "on":
+        return load()
+    if _loaded is None:
+        _load_in_background()
+        return None
+    return _loaded or None
+
+
+def _load_in_background() -> None:
+    global _loader
+    with _lock:
+        if _loader is None:
+            _loader = threading.Thread(target=_load_quietly, name="placement.kernels", daemon=True)
+            _loader.start()
+
+
+def _load_quietly() -> None:
+    """:func:`load` for the background thread: any failure means no kernels, never a failed run."""
+    global _loaded
+    try:
+        load()
+    except Exception:  # noqa: BLE001  (the Python loops give the same results)
+        with _lock:
+            _loaded = False
 
 
 def load() -> SimpleNamespace | None:
-    """Import numba and wrap the kernels (compiled lazily, cached on disk); None without numba."""
+    """Import numba and compile every kernel (or load it from the disk cache), then return them;
+    None without numba. Thread-safe: a second caller waits for the first."""
     global _loaded
-    if _loaded is None:
-        try:
-            import numba
-        except ImportError:
-            _loaded = False
-        else:
-            module = globals()
-            for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
-                module[name] = numba.njit(inline="always")(module[name])
-            for name in _KERNELS:
-                module[name] = numba.njit(cache=True, nogil=True)(module[name])
-            _loaded = SimpleNamespace(**{name: module[name] for name in _KERNELS})
-            _call_each(_loaded)  # compile (or load) them all now, not one by one in the middle of a search
+    with _lock:
+        if _loaded is None:
+            try:
+                import numba
+            except ImportError:
+                _loaded = False
+            else:
+                module = globals()
+                for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
+                    module[name] = numba.njit(inline="always")(module[name])
+                for name in _KERNELS:
+                    module[name] = numba.njit(cache=True, nogil=True)(module[name])
+                fast = SimpleNamespace(**{name: module[name] for name in _KERNELS})
+                _call_each(fast)  # compile (or load) them all now, not one by one in the middle of a search
+                _loaded = fast
     return _loaded or None
 
 
