@@ -65,6 +65,23 @@ def for_size(n: int) -> SimpleNamespace | None:
     return _loaded or None
 
 
+def _one_signature(kernel):
+    """``kernel`` called with its arrays as contiguous float64 / int64 and its numbers as int:
+    the one signature compiled ahead, whatever dtypes a caller's problem holds (another would be
+    compiled in the middle of a run)."""
+    def call(*args):
+        return kernel(*[_normal(a) for a in args])
+
+    call.kernel = kernel
+    return call
+
+
+def _normal(a):
+    if isinstance(a, np.ndarray):
+        return np.ascontiguousarray(a, dtype=np.float64 if a.dtype.kind == "f" else np.int64)
+    return int(a)
+
+
 def _load_in_background() -> None:
     global _loader
     with _lock:
@@ -99,7 +116,7 @@ def load() -> SimpleNamespace | None:
                     module[name] = numba.njit(inline="always")(module[name])
                 for name in _KERNELS:
                     module[name] = numba.njit(cache=True, nogil=True)(module[name])
-                fast = SimpleNamespace(**{name: module[name] for name in _KERNELS})
+                fast = SimpleNamespace(**{name: _one_signature(module[name]) for name in _KERNELS})
                 _call_each(fast)  # compile (or load) them all now, not one by one in the middle of a search
                 _loaded = fast
     return _loaded or None

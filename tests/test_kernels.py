@@ -10,6 +10,7 @@ These tests need the extra ``fast`` (numba). Without it they fail, naming the ex
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import random
@@ -186,3 +187,20 @@ def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_
     plain, fast = both(run)
     assert plain == fast
     assert plain[2] > 0  # the path compared moved something
+
+
+def test_other_dtypes_and_strided_arrays_reuse_the_one_compiled_signature():
+    """A problem holding strided or other-typed arrays gets the same results, and no kernel is
+    compiled a second time for it (that would pause a run for seconds)."""
+    require_compiled()
+    base = random_dag(11, 30, 3, 0.3)
+    prob = dataclasses.replace(base, time=np.repeat(base.time, 2)[::2], comm=np.repeat(base.comm, 2)[::2].astype(np.float32))
+    assert not prob.time.flags["C_CONTIGUOUS"]
+    pl = placement_of(prob, 2).astype(np.int32)
+    plain, fast = both(lambda: (evaluate(prob, pl).start, bottom_levels(prob, edge_delay(prob, pl)),
+                                list_schedule_start(prob, pl, prob.time)[1], IncrementalSchedule(prob, pl, np.zeros(prob.n)).start))
+    for a, b in zip(plain, fast):
+        assert_same_floats(a, b)
+    compiled = kernels.load()
+    for name in kernels._KERNELS:
+        assert len(getattr(compiled, name).kernel.signatures) == 1, name
