@@ -147,6 +147,10 @@ def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], 
     n = parent.size
     if n == 0:
         return [], []
+    fast = kernels.for_size(n)
+    if fast is not None:  # the same walk, node by node, compiled
+        tin, end = fast.forest_intervals(np.lexsort((rank, parent)), parent)
+        return tin.tolist(), end.tolist()
     jumps = []  # per round: the nodes with a 2^k-th ancestor, and that ancestor
     up = parent.astype(np.int64, copy=True)
     live = np.flatnonzero(up >= 0)

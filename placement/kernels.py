@@ -240,6 +240,45 @@ def tails(seq, pl, dur, ptr, nbr, comm_e, nxt):
     return tail, tail_next
 
 
+def forest_intervals(seq, parent):
+    """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
+    of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
+    nodes sorted by (parent, rank): roots first); the same integers as its pointer doubling."""
+    n = parent.size
+    count = np.zeros(n, dtype=np.int64)  # children per node
+    first = np.full(n, -1, dtype=np.int64)  # where a node's children start in seq
+    roots = 0
+    for i in range(n - 1, -1, -1):
+        p = parent[seq[i]]
+        if p < 0:
+            roots += 1
+        else:
+            count[p] += 1
+            first[p] = i
+    tin = np.empty(n, dtype=np.int64)
+    walk = np.empty(n, dtype=np.int64)  # the nodes in preorder
+    stack = np.empty(n, dtype=np.int64)
+    t = 0
+    for r in range(roots):
+        stack[0] = seq[r]
+        top = 1
+        while top > 0:
+            top -= 1
+            v = stack[top]
+            tin[v] = t
+            walk[t] = v
+            t += 1
+            for j in range(first[v] + count[v] - 1, first[v] - 1, -1):  # the first child on top
+                stack[top] = seq[j]
+                top += 1
+    size = np.ones(n, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        v = walk[i]
+        if parent[v] >= 0:
+            size[parent[v]] += size[v]
+    return tin, tin + size
+
+
 def ordered_times(ptr, nbr, dly, indeg, dur):
     """placement.evaluator._ordered_schedule's Kahn pass (stack order) over the graph plus the
     device chains given as one CSR; ``done`` < n when the order contradicts the graph."""
@@ -470,7 +509,8 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 
 
 _HELPERS = ["_before", "_push", "_pop", "_segments", "_reoffer"]
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "ordered_times", "fifo_schedule", "list_schedule"]
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "ordered_times", "fifo_schedule",
+            "list_schedule"]
 
 
 def warm_up() -> dict[str, float]:
@@ -500,6 +540,7 @@ def _call_each(fast: SimpleNamespace) -> None:
         "bottom_levels": lambda: fast.bottom_levels(ptr, nbr, dly, dur, order),
         "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
+        "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
         "ordered_times": lambda: fast.ordered_times(ptr, nbr, dly, indeg, dur),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

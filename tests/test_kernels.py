@@ -27,7 +27,7 @@ from placement import kernels
 from placement.bounds import bottom_levels
 from placement.evaluator import edge_delay, evaluate
 from placement.generate import generate
-from placement.incremental import IncrementalSchedule, device_order, kept_order_start
+from placement.incremental import IncrementalSchedule, _forest_intervals, device_order, kept_order_start
 from placement.problem import Problem, make_problem
 from placement.solution import SolveOptions
 from solvers.refine import RefineStats, refine
@@ -204,3 +204,24 @@ def test_other_dtypes_and_strided_arrays_reuse_the_one_compiled_signature():
     compiled = kernels.load()
     for name in kernels._KERNELS:
         assert len(getattr(compiled, name).kernel.signatures) == 1, name
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 60), roots=st.integers(1, 5))
+def test_forest_intervals_equal_the_pointer_doubling(seed, n, roots):
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    parent = np.full(n, -1, dtype=np.int64)
+    hidden = rng.permutation(n)  # a parent comes earlier in a hidden order: a forest, not by index
+    for i in range(min(roots, n), n):
+        parent[hidden[i]] = hidden[rng.integers(0, i)]
+    rank = rng.permutation(n).astype(np.int64)
+    plain, fast = both(lambda: _forest_intervals(parent, rank))
+    assert plain == fast
+    tin, end = fast
+    for v in range(n):  # and they are Euler intervals: x on v's root path iff tin[x] <= tin[v] < end[x]
+        path, x = set(), v
+        while x >= 0:
+            path.add(x)
+            x = parent[x]
+        assert path == {x for x in range(n) if tin[x] <= tin[v] < end[x]}
