@@ -291,6 +291,7 @@ class IncrementalSchedule:
             nxt[a[:-1]], prev[a[1:]] = a[1:], a[:-1]
             self._keys.append(pos[a].tolist())
         self._prev, self._next = prev.tolist(), nxt.tolist()
+        self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
         self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
         self._tails(at, nxt)
         self._last = self._by_finish[0] if n else -1
@@ -300,14 +301,14 @@ class IncrementalSchedule:
         """Head parents, the Euler intervals of the head and tail forests, the avoid array and the
         witnesses: what a trial with a cutoff needs to prove it (users of the schedule that never
         ask for a cutoff, like window LNS, do not pay for them)."""
-        p, at, pos = self.problem, np.asarray(self._at, dtype=np.int64), np.asarray(self._pos, dtype=np.int64)
-        prev = np.asarray(self._prev, dtype=np.int64)
+        p = self.problem
+        at, pos, prev = self._arrays
         self._head_tin, self._head_end = _forest_intervals(self._heads(prev), pos)
-        self._tail_tin, self._tail_end = _forest_intervals(np.asarray(self._tail_next, dtype=np.int64), -pos)
+        self._tail_tin, self._tail_end = _forest_intervals(self._tail_next_a, -pos)
         self._avoiding(at, pos, prev)
         # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
         # miss a witness's head and tail paths leaves a path of the old makespan in place.
-        through = self.start + p.time + np.asarray(self._tail)
+        through = self.start + p.time + self._tail_a
         crit = at[through[at] >= self.makespan]
         pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
         self._witness = [(int(w), float(through[w])) for w in pick]
@@ -324,6 +325,7 @@ class IncrementalSchedule:
             ptr, nbr, eid = p.succ_ptr
             tail, tail_next = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
             self._tail, self._tail_next = tail.tolist(), tail_next.tolist()
+            self._tail_a, self._tail_next_a = tail, tail_next
             return
         pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
         comm = self._succ_comm
@@ -343,6 +345,7 @@ class IncrementalSchedule:
             tail[v], tail_next[v] = best, arg
             through[v] = dur[v] + best
         self._tail, self._tail_next = tail, tail_next
+        self._tail_a, self._tail_next_a = np.asarray(tail), np.asarray(tail_next, dtype=np.int64)
 
     def _avoiding(self, at: np.ndarray, pos: np.ndarray, prev: np.ndarray) -> None:
         """``avoid[v]``: the longest path of the base schedule's constraints that avoids v, for every
@@ -355,7 +358,7 @@ class IncrementalSchedule:
         p = self.problem
         n = p.n
         finish, dur = self.finish, p.time
-        tail = np.asarray(self._tail)
+        tail = self._tail_a
         f_at = finish[at]
         before = np.zeros(n + 1)
         if n:
