@@ -39,6 +39,7 @@ from .min_memory import fifo_if_better
 
 MARGIN = 0.05  # a step aims below capacity by this fraction: freed bytes are an estimate
 MAX_STEPS = 60
+STOP_EVERY = 256  # units weighed between two checks of the stop callback
 POOL = float("inf")  # per over-capacity device, the largest holders of this many times its overflow are weighed (all: the cheap ones are often small)
 LOAD_SHARE = 0.9  # a move costs the work it adds on a device beyond this share of the makespan
 
@@ -223,9 +224,11 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
                 units[key] = (u, (old[1] if old else 0.0) + g)
             plans = []
             pool, need = 0.0, over[d] * share
-            for key, (u, g) in sorted(units.items(), key=lambda kv: (-kv[1][1], kv[0])):
+            for i, (key, (u, g)) in enumerate(sorted(units.items(), key=lambda kv: (-kv[1][1], kv[0]))):
                 if pool >= POOL * need:  # the largest holders first, then the cheapest of them
                     break
+                if i % STOP_EVERY == 0 and stop():
+                    return _finish(problem, pl, ev, sequence, steps, stop)
                 pool += g
                 got = target(u, d)
                 if got is not None:
@@ -259,6 +262,12 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
             share /= 2
             if share < 1 / 64:
                 break
+    return _finish(problem, pl, ev, sequence, steps, stop)
+
+
+def _finish(problem: Problem, pl: np.ndarray, ev: Evaluation, sequence: np.ndarray | None, steps: list[dict],
+            stop: Callable[[], bool]) -> Repaired:
+    """The placement reached, with the memory-aware orders tried when its own order overflows."""
     order = device_orders(pl, sequence, problem.k)
     if _over(problem, ev) > 0 and not stop():
         got = lower_peak_order(problem, pl, stop=stop)
