@@ -39,8 +39,8 @@ from .min_memory import fifo_if_better
 
 MARGIN = 0.05  # a step aims below capacity by this fraction: freed bytes are an estimate
 MAX_STEPS = 60
+TABU_BATCH = 8  # a failed batch of at most this many moves bars its units; a larger one is halved
 STOP_EVERY = 256  # units weighed between two checks of the stop callback
-POOL = float("inf")  # per over-capacity device, the largest holders of this many times its overflow are weighed (all: the cheap ones are often small)
 LOAD_SHARE = 0.9  # a move costs the work it adds on a device beyond this share of the makespan
 
 
@@ -124,6 +124,20 @@ class Held:
         keys = (buf.node * problem.k + buf.device).tolist()
         self.span = dict(zip(keys, zip(buf.t0.tolist(), buf.t1.tolist())))
 
+    def kept(self, mover: Mover, unit: np.ndarray, d: int) -> float:
+        """Bytes that stay on d at its peak moment after ``unit`` leaves it: outputs of the unit
+        read by nodes left on d, then received there, held from the producer's finish."""
+        p, k, ev, t = self.p, self.p.k, self.ev, self.when[d]
+        inside = set(unit.tolist())
+        total = 0.0
+        for c in unit.tolist():
+            if p.out_bytes[c] <= 0 or not any(self.pl[w] == d and w not in inside for w in mover.sn[mover.sp[c]:mover.sp[c + 1]].tolist()):
+                continue
+            sp = self.span.get(c * k + d)
+            if sp is not None and float(ev.finish[c]) <= t < sp[1]:
+                total += float(p.out_bytes[c])
+        return total
+
     def inputs(self, mover: Mover, unit: np.ndarray) -> list[tuple[int, float, float, float, int]]:
         """The unit's inputs from outside it: (node, bytes, held from when local, when received,
         the unit's last finish reading it)."""
@@ -179,6 +193,7 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
     ev = _evaluate(problem, pl, sequence)
     steps: list[dict] = []
     share = 1.0  # fraction of the planned batch applied (halved after a failed step)
+    tabu: set[int] = set()  # units of failed small batches
     for step in range(max_steps):
         over = ev.peak_memory - cap * (1 - MARGIN)
         if _over(problem, ev) <= 0 or stop():
@@ -212,25 +227,23 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
             return best
 
         for d in np.argsort(-over, kind="stable").tolist():
-            if over[d] <= 0 or not np.isfinite(when[d]):
-                continue
+            if ev.peak_memory[d] <= cap[d] or not np.isfinite(when[d]):
+                continue  # only devices over capacity shed; MARGIN sets how much
             units: dict[int, tuple[np.ndarray, float]] = {}
             for v, g in _candidates(mover, trial, ev, buf, when[d], d).items():
                 u = mover.unit(v)
                 key = int(u.min())
-                if int(trial[key]) != d:
+                if int(trial[key]) != d or key in tabu:
                     continue
                 old = units.get(key)
                 units[key] = (u, (old[1] if old else 0.0) + g)
             plans = []
-            pool, need = 0.0, over[d] * share
-            for i, (key, (u, g)) in enumerate(sorted(units.items(), key=lambda kv: (-kv[1][1], kv[0]))):
-                if pool >= POOL * need:  # the largest holders first, then the cheapest of them
-                    break
+            need = over[d] * share
+            for i, (key, (u, g)) in enumerate(sorted(units.items())):
                 if i % STOP_EVERY == 0 and stop():
                     return _finish(problem, pl, ev, sequence, steps, stop)
-                pool += g
-                got = target(u, d)
+                g -= held.kept(mover, u, d)
+                got = target(u, d) if g > 0 else None
                 if got is not None:
                     plans.append((max(got[0], 0.0) / g, key, u, g))
             freed = 0.0
@@ -258,10 +271,10 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
         if ok:
             pl, ev = trial, got
             share = min(1.0, share * 2)
-        else:
+        elif len(moved) > TABU_BATCH:
             share /= 2
-            if share < 1 / 64:
-                break
+        else:  # a few moves that do not help: never again, try the next cheapest
+            tabu.update(m[0] for m in moved)
     return _finish(problem, pl, ev, sequence, steps, stop)
 
 
