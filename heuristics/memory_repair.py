@@ -39,6 +39,8 @@ from .min_memory import fifo_if_better
 
 MARGIN = 0.05  # a step aims below capacity by this fraction: freed bytes are an estimate
 MAX_STEPS = 60
+JUMP = 0.02  # a batch slowing the makespan by more is halved (its cheapest moves kept) until one move is left
+MIN_SHARE = 1 / 64
 TABU_BATCH = 8  # a failed batch of at most this many moves bars its units; a larger one is halved
 STOP_EVERY = 256  # units weighed between two checks of the stop callback
 LOAD_SHARE = 0.9  # a move costs the work it adds on a device beyond this share of the makespan
@@ -194,7 +196,9 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
     steps: list[dict] = []
     share = 1.0  # fraction of the planned batch applied (halved after a failed step)
     tabu: set[int] = set()  # units of failed small batches
+    failed: int | None = None  # moves in the last failed batch
     for step in range(max_steps):
+        t_step = time.monotonic()
         over = ev.peak_memory - cap * (1 - MARGIN)
         if _over(problem, ev) <= 0 or stop():
             break
@@ -267,14 +271,21 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
         got = _evaluate(problem, trial, sequence)
         ok = _over(problem, got) < _over(problem, ev)
         steps.append({"step": step, "moved": len(moved), "share": share, "overflow_before": _over(problem, ev),
-                      "overflow_after": _over(problem, got), "makespan": got.makespan, "accepted": ok})
-        if ok:
+                      "overflow_after": _over(problem, got), "makespan": got.makespan, "accepted": ok,
+                      "seconds": round(time.monotonic() - t_step, 3)})
+        jump = got.makespan > ev.makespan * (1 + JUMP)
+        if ok and (not jump or len(moved) <= 1 or share <= MIN_SHARE):
             pl, ev = trial, got
             share = min(1.0, share * 2)
-        elif len(moved) > TABU_BATCH:
+            failed = None
+        elif ok:  # fits better but slows much: the cheaper half first
             share /= 2
-        else:  # a few moves that do not help: never again, try the next cheapest
+        elif len(moved) > TABU_BATCH and (failed is None or len(moved) < failed):
+            share /= 2
+            failed = len(moved)
+        else:  # a few moves that do not help, or as many as the last failure: never again
             tabu.update(m[0] for m in moved)
+            failed = None
     return _finish(problem, pl, ev, sequence, steps, stop)
 
 
