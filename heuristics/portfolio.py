@@ -85,6 +85,9 @@ TIGHT = 2.0
 # mem-repair (ETF's unlimited-memory schedule, repaired until it fits) after band-split and min-memory:
 # on the 200K CNN at K = 4 and 1.5 x its smallest memory ETF's schedule fits as it is (3468.8 in
 # 6 s, where the warm start was chain-split's 3943.6; bench/results_peak.md, session 11).
+# Below REPAIR_FROM x the bound it runs last instead: at 1.02-1.25 x (the 10K graphs' smallest
+# memories) it fitted nothing and took 2.5-4.3 s of an 18 s warm budget (session 11).
+REPAIR_FROM = 1.4
 PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "mem-repair", "weight-bands", "mem-span", "chain-split", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 # chain-split too: 2-3 s on the ResNet-1001 (37K nodes), but 40 s without an answer on the 50K LSTM at
@@ -109,7 +112,11 @@ def member_order(problem: Problem, opts: SolveOptions) -> tuple[tuple[str, ...],
     if not np.isfinite(cap):
         return PEAK_ORDER, None
     lb = float(memory_lower_bound(problem, "peak")["best"])
-    return (PEAK_TIGHT_ORDER if cap < TIGHT * lb else PEAK_ORDER), lb
+    if cap >= TIGHT * lb:
+        return PEAK_ORDER, lb
+    if cap < REPAIR_FROM * lb:  # mem-repair last: at the smallest memories it spends its share and fits nothing
+        return tuple(m for m in PEAK_TIGHT_ORDER if m != "mem-repair") + ("mem-repair",), lb
+    return PEAK_TIGHT_ORDER, lb
 
 
 def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heuristics.memory_repair import device_orders, fast_schedule, memory_repair, repair
-from heuristics.portfolio import MEMBER_SHARE, PEAK_TIGHT_ORDER
+from heuristics.portfolio import MEMBER_SHARE, PEAK_TIGHT_ORDER, member_order
 from placement.evaluator import check, evaluate
 from placement.memory_bounds import memory_lower_bound
 from placement.problem import make_problem
@@ -118,3 +118,9 @@ def test_in_the_method_table_and_the_tight_portfolio():
     assert get("mem-repair").func is memory_repair
     assert PEAK_TIGHT_ORDER.index("min-memory") < PEAK_TIGHT_ORDER.index("mem-repair") < PEAK_TIGHT_ORDER.index("weight-bands")
     assert 0 < MEMBER_SHARE["mem-repair"] < 1
+    p0 = generate_cnn()
+    lb = memory_lower_bound(p0, "peak")["best"]
+    opts = SolveOptions(memory_model="peak")
+    low, _ = member_order(p0.with_devices(p0.k, 1.1 * lb), opts)  # near the smallest memory: last
+    mid, _ = member_order(p0.with_devices(p0.k, 1.5 * lb), opts)
+    assert low[-1] == "mem-repair" and mid == PEAK_TIGHT_ORDER
