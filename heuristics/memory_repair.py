@@ -1,23 +1,30 @@
-"""Repair a fast placement until it fits (``mem-repair``), under the peak memory model.
+"""Repair a fast schedule until it fits (``mem-repair``), under the peak memory model.
 
-Why: with unlimited memory the fast placements (ETF's, PARDNN's) keep the critical chain on one
-device, which then holds every saved activation its backward ops read: at 1.5 x the smallest
-memory that device overflows 1.4-4 x and no order fits (bench/results_peak.md, session 11). The
-members that fit there (min-memory, mem-span, band-split) build a placement for memory from
-scratch and lose a fifth of the makespan. Here the fast placement is kept and only what makes the
-overflow is moved.
+Why: at moderate memory (1.5-2 x the smallest) the members that fit build their placement for
+memory (min-memory, mem-span, chain-split) and lose makespan, while ETF's schedule with unlimited
+memory, run in its own order, is often close to fitting or fits already: on the 200K-node CNN
+training graph at K = 4 and 19.2 GB it fits as it is (3468.8, against 3943.6 for the portfolio's
+best before; bench/results_peak.md, session 11). Where it does not, the overflow comes mostly from
+copies: a ResNeXt block's input is read by every path's weight gradient, so every device that runs
+a path holds it until the backward pass (50K CNN, K = 8: 45 GB alive at the peaks, 19 GB of
+distinct tensors). Moving the readers to where the tensor already is removes the copy.
 
-How: a tensor's buffer lives on the device of its consumers (docs/model.md: held from the
-producer's finish, or its start when local, until the last local consumer finishes), so at an
-over-capacity device's peak moment the bytes alive there belong to consumers that run later. Each
-step evaluates the placement (FIFO order, the one evaluator), takes every over-capacity device's
-buffers alive at its peak, and moves the nodes that hold them there (their late consumers, whole
-colocation groups) to devices with headroom, cheapest first: a move's cost is the transfer time
-it adds on edges to the nodes left behind minus what it saves on edges to nodes already on the
-target. Moves are batched until the bytes freed cover the overflow (at 200K nodes one evaluation
-costs about a second); a batch that does not lower the total overflow is undone and halved. When
-FIFO order still overflows at the end, the memory-aware orders (heuristics.memory_order) are tried.
-Every answer is the evaluator's makespan and peak on the order returned.
+How: a tensor's buffer lives on the devices of its consumers (docs/model.md: held from the
+producer's finish, or its start when local, until the last consumer there finishes), so at an
+over-capacity device's peak moment its bytes belong to consumers that run later. Each step
+evaluates the placement (each device running its nodes in the order of ETF's sequence: a
+topological order, so any placement gets a valid order), takes every over-capacity device's
+buffers alive at its peak moment, credits each to its consumers there that finish later (the
+bytes a unit would leave behind, its outputs read there, discounted), and moves those units
+(whole colocation groups) elsewhere, the cheapest per byte first, until the bytes freed cover the
+overflow plus MARGIN. A move's target is the device where it costs least: transfer time added on
+edges to nodes left behind minus what it saves on edges to nodes already there, plus any work
+beyond LOAD_SHARE of the makespan; it must have room at its own peak moment for the inputs the
+unit would bring that it does not hold then. The batch is judged by the evaluator: kept when the
+total overflow falls (halved first while it slows the makespan by more than JUMP), else undone
+and halved, and a small failed batch's units are not tried again. When the schedule still
+overflows at the end the memory-aware orders (heuristics.memory_order) are tried. Every answer is
+the evaluator's makespan and peak on the order returned (FIFO when that fits and is faster).
 
 Deterministic (no randomness; ties go to the lower node and device index).
 """
@@ -230,9 +237,9 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
                     best = (c, add, e)
             return best
 
-        for d in np.argsort(-over, kind="stable").tolist():
-            if ev.peak_memory[d] <= cap[d] or not np.isfinite(when[d]):
-                continue  # only devices over capacity shed; MARGIN sets how much
+        def shed(d: int, need: float) -> float | None:
+            """Move the cheapest holders of device d's peak bytes (per byte freed) elsewhere until
+            ``need`` bytes are freed; the bytes freed, None when stopped."""
             units: dict[int, tuple[np.ndarray, float]] = {}
             for v, g in _candidates(mover, trial, ev, buf, when[d], d).items():
                 u = mover.unit(v)
@@ -242,10 +249,9 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
                 old = units.get(key)
                 units[key] = (u, (old[1] if old else 0.0) + g)
             plans = []
-            need = over[d] * share
             for i, (key, (u, g)) in enumerate(sorted(units.items())):
                 if i % STOP_EVERY == 0 and stop():
-                    return _finish(problem, pl, ev, sequence, steps, stop)
+                    return None
                 g -= held.kept(mover, u, d)
                 got = target(u, d) if g > 0 else None
                 if got is not None:
@@ -265,6 +271,12 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
                 room[e] -= add
                 freed += g
                 moved.append((key, d, e, g))
+            return freed
+
+        hot = [d for d in np.argsort(-over, kind="stable").tolist() if ev.peak_memory[d] > cap[d] and np.isfinite(when[d])]
+        for d in hot:  # only devices over capacity shed what they must; MARGIN sets how much
+            if shed(d, over[d] * share) is None:
+                return _finish(problem, pl, ev, sequence, steps, stop)
         if not moved:
             steps.append({"step": step, "moved": 0, "note": "no device has room for what holds the peak"})
             break
