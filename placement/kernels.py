@@ -53,7 +53,7 @@ def for_size(n: int) -> SimpleNamespace | None:
 
     In auto mode the first call starts loading them in a background thread and the caller goes on
     with its Python loops (the same results) until they are ready: a run never waits for numba's
-    import (0.3-0.5 s) or a first compile (5-8 s), so its time limit and Ctrl-C hold as before."""
+    import (0.3-0.5 s) or a first compile (4-8 s), so its time limit and Ctrl-C hold as before."""
     setting = mode()
     if setting == "off" or (setting == "auto" and n < THRESHOLD):
         return None
@@ -91,13 +91,12 @@ def _load_in_background() -> None:
 
 
 def _load_quietly() -> None:
-    """:func:`load` for the background thread: any failure means no kernels, never a failed run."""
-    global _loaded
+    """:func:`load` for the background thread: a failure means no kernels (load leaves them off),
+    never a failed run: the Python loops give the same results."""
     try:
         load()
-    except Exception:  # noqa: BLE001  (the Python loops give the same results)
-        with _lock:
-            _loaded = False
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def load() -> SimpleNamespace | None:
@@ -111,6 +110,7 @@ def load() -> SimpleNamespace | None:
             except ImportError:
                 _loaded = False
             else:
+                _loaded = False  # until they are all ready; for good if compiling fails (raised to the caller)
                 module = globals()
                 for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
                     module[name] = numba.njit(inline="always")(module[name])
