@@ -292,7 +292,9 @@ class IncrementalSchedule:
             self._keys.append(pos[a].tolist())
         self._prev, self._next = prev.tolist(), nxt.tolist()
         self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
-        self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
+        by_finish = np.argsort(-finish, kind="stable")
+        self._by_finish, self._by_finish_a = by_finish.tolist(), by_finish
+        self._scratch: tuple | None = None  # the compiled cone's working arrays (_cone_compiled)
         self._tails(at, nxt)
         self._last = self._by_finish[0] if n else -1
         self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
@@ -305,6 +307,7 @@ class IncrementalSchedule:
         at, pos, prev = self._arrays
         self._head_tin, self._head_end = _forest_intervals(self._heads(prev), pos)
         self._tail_tin, self._tail_end = _forest_intervals(self._tail_next_a, -pos)
+        self._tail_tin_a = None  # as an array, made by the compiled cone when it needs it
         self._avoiding(at, pos, prev)
         # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
         # miss a witness's head and tail paths leaves a path of the old makespan in place.
@@ -498,6 +501,9 @@ class IncrementalSchedule:
                 return Trial(self, moves, {}, bound, visited, complete=False)
         else:
             t_lb = {}
+        fast = kernels.for_size(self.problem.n)
+        if fast is not None:
+            return self._cone_compiled(fast, moves, seeds, prev_o, next_o, t_lb, tail_free, cutoff)
         # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
         # devices and finish times (two list copies) keep the loop to plain indexing.
         dev = pl.copy()
@@ -556,6 +562,52 @@ class IncrementalSchedule:
                 makespan = max(makespan, fin[v])
                 break
         return Trial(self, moves, s_new, makespan, count)
+
+    def _cone_compiled(self, fast, moves: dict[int, int], seeds: set[int], prev_o: dict[int, int],
+                       next_o: dict[int, int], t_lb: dict[int, float], tail_free: _Avoids | None, cutoff: float) -> Trial:
+        """The cone loop of :meth:`try_move`, compiled (placement.kernels.cone, the same steps in the
+        same order): the move's devices, chain links and tail bounds are written into working copies
+        of the base arrays for the call and taken out again after it."""
+        p = self.problem
+        n = p.n
+        if self._scratch is None:
+            at, pos, prev = self._arrays
+            nxt = np.asarray(self._next, dtype=np.int64)
+            self._scratch = (self.placement.copy(), self.finish.copy(), prev.copy(), nxt.copy(), np.zeros(n, dtype=bool),
+                             np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
+                             prev, nxt)
+        dev, fin, prev_c, next_c, moved, has_lb, lb, queued, changed, prev_base, next_base = self._scratch
+        at, pos, _ = self._arrays
+        mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
+        links_p = np.fromiter(prev_o.keys(), dtype=np.int64, count=len(prev_o))
+        links_n = np.fromiter(next_o.keys(), dtype=np.int64, count=len(next_o))
+        bounded = np.fromiter(t_lb.keys(), dtype=np.int64, count=len(t_lb))
+        if tail_free is None:
+            tin, lo, hi = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        else:
+            if self._tail_tin_a is None:
+                self._tail_tin_a = np.asarray(self._tail_tin, dtype=np.int64)
+            tin, lo, hi = self._tail_tin_a, np.asarray(tail_free.lo, dtype=np.int64), np.asarray(tail_free.hi, dtype=np.int64)
+        pptr, pnbr, peid = p.pred_ptr
+        sptr, snbr, _ = p.succ_ptr
+        try:
+            dev[mv] = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+            moved[mv] = True
+            prev_c[links_p] = np.fromiter(prev_o.values(), dtype=np.int64, count=len(prev_o))
+            next_c[links_n] = np.fromiter(next_o.values(), dtype=np.int64, count=len(next_o))
+            lb[bounded] = np.fromiter(t_lb.values(), dtype=float, count=len(t_lb))
+            has_lb[bounded] = True
+            stopped, value, count, nodes, starts = fast.cone(
+                np.fromiter(seeds, dtype=np.int64, count=len(seeds)), at, pos, dev, fin, self.start, self.finish, p.time,
+                pptr, pnbr, p.comm[peid], sptr, snbr, prev_c, next_c, self._tail_a, moved, has_lb, lb, tin, lo, hi,
+                float(cutoff), self._by_finish_a, queued, changed)
+        finally:  # back to the base
+            dev[mv] = self.placement[mv]
+            moved[mv] = False
+            prev_c[links_p] = prev_base[links_p]
+            next_c[links_n] = next_base[links_n]
+            has_lb[bounded] = False
+        return Trial(self, moves, dict(zip(nodes.tolist(), starts.tolist())), value, count, complete=not stopped)
 
     def _drop(self, m: int, dm: int, start_lb: float, moves: dict[int, int], prev_of, lb: dict[int, float],
               drop: float, base_next: list[int]) -> float:

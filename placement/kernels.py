@@ -77,9 +77,10 @@ def _one_signature(kernel):
 
 
 def _normal(a):
-    if isinstance(a, np.ndarray):
-        return np.ascontiguousarray(a, dtype=np.float64 if a.dtype.kind == "f" else np.int64)
-    return int(a)
+    if isinstance(a, np.ndarray):  # already right (the common case): the same array, so kernels may write into it
+        kind = a.dtype.kind
+        return np.ascontiguousarray(a, dtype=np.float64 if kind == "f" else np.bool_ if kind == "b" else np.int64)
+    return float(a) if isinstance(a, float) else int(a)
 
 
 def _load_in_background() -> None:
@@ -166,6 +167,40 @@ def _pop(h, lo, size, k0, k1, k2):
     return top
 
 
+def _ipush(h, size, x):
+    """Add ``x`` to the min-heap of integers h[:size] (the caller counts it)."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        y = h[parent]
+        if y <= x:
+            break
+        h[i] = y
+        i = parent
+    h[i] = x
+
+
+def _ipop(h, size):
+    """Remove and return the smallest integer of the heap h[:size] (the caller counts it)."""
+    top = h[0]
+    size -= 1
+    last = h[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[c + 1] < h[c]:
+            c += 1
+        if h[c] >= last:
+            break
+        h[i] = h[c]
+        i = c
+    if size > 0:
+        h[i] = last
+    return top
+
+
 def _segments(dev, k):
     """Per device, the start of its slice of an n-long array (slices sized by its node count)."""
     lo = np.zeros(k + 1, dtype=np.int64)
@@ -238,6 +273,110 @@ def tails(seq, pl, dur, ptr, nbr, comm_e, nxt):
         tail_next[v] = arg
         through[v] = dur[v] + best
     return tail, tail_next
+
+
+def _avoids(v, tin, lo, hi):
+    """placement.incremental._Avoids.__call__: v's root path meets none of the intervals."""
+    t = tin[v]
+    a, b = 0, lo.size  # bisect_right(lo, t)
+    while a < b:
+        mid = (a + b) >> 1
+        if t < lo[mid]:
+            b = mid
+        else:
+            a = mid + 1
+    i = a - 1
+    return i < 0 or t >= hi[i]
+
+
+def cone(seeds, at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr, pcomm, sptr, snbr, prev_c, next_c, tail,
+         moved, has_lb, t_lb, tin, lo, hi, cutoff, by_finish, queued, changed):
+    """IncrementalSchedule.try_move's cone: the nodes re-timed in position order from ``seeds``,
+    with the move's devices ``dev``, chains ``prev_c`` / ``next_c`` and the base finish times in
+    ``fin`` (scratch arrays: ``fin``, ``queued`` and ``changed`` are restored before returning).
+    Returns (stopped at the cutoff, makespan or its bound, nodes visited, the re-timed nodes in
+    the order they were re-timed, their new starts)."""
+    n = dur.size
+    heap = np.empty(n, dtype=np.int64)
+    hsize = 0
+    listed = np.empty(n, dtype=np.int64)  # every node queued, to clear the flags
+    nq = 0
+    for i in range(seeds.size):
+        v = seeds[i]
+        queued[v] = True
+        listed[nq] = v
+        nq += 1
+        _ipush(heap, hsize, pos[v])
+        hsize += 1
+    nodes = np.empty(n, dtype=np.int64)
+    starts = np.empty(n)
+    k = 0
+    count = 0
+    stopped = False
+    value = 0.0
+    while hsize > 0:
+        w = at[_ipop(heap, hsize)]
+        hsize -= 1
+        count += 1
+        dw = dev[w]
+        p = prev_c[w]
+        t = 0.0 if p < 0 else fin[p]
+        for j in range(pptr[w], pptr[w + 1]):
+            u = pnbr[j]
+            a = fin[u]
+            if dev[u] != dw:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if t == base_s[w]:
+            if fin[w] + tail[w] >= cutoff and not moved[w] and _avoids(w, tin, lo, hi):
+                stopped, value = True, fin[w] + tail[w]
+                break
+        else:
+            nodes[k] = w
+            starts[k] = t
+            k += 1
+            changed[w] = True
+            fw = t + dur[w]
+            fin[w] = fw
+            if fw + tail[w] >= cutoff and _avoids(w, tin, lo, hi):
+                stopped, value = True, fw + tail[w]
+                break
+            for j in range(sptr[w], sptr[w + 1]):
+                x = snbr[j]
+                if not queued[x]:
+                    queued[x] = True
+                    listed[nq] = x
+                    nq += 1
+                    _ipush(heap, hsize, pos[x])
+                    hsize += 1
+            x = next_c[w]
+            if x >= 0 and not queued[x]:
+                queued[x] = True
+                listed[nq] = x
+                nq += 1
+                _ipush(heap, hsize, pos[x])
+                hsize += 1
+        if has_lb[w] and t + dur[w] + t_lb[w] >= cutoff:  # a moved node: its new start is exact here
+            stopped, value = True, t + dur[w] + t_lb[w]
+            break
+    if not stopped:
+        value = 0.0
+        for i in range(k):  # the first largest, as Python's max over the changed nodes
+            if i == 0 or fin[nodes[i]] > value:
+                value = fin[nodes[i]]
+        for i in range(by_finish.size):  # the latest finish among unchanged nodes
+            v = by_finish[i]
+            if not changed[v]:
+                if fin[v] > value:
+                    value = fin[v]
+                break
+    for i in range(k):
+        fin[nodes[i]] = base_f[nodes[i]]
+        changed[nodes[i]] = False
+    for i in range(nq):
+        queued[listed[i]] = False
+    return stopped, value, count, nodes[:k].copy(), starts[:k].copy()
 
 
 def forest_intervals(seq, parent):
@@ -508,9 +647,9 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
     return seq[:done], start
 
 
-_HELPERS = ["_before", "_push", "_pop", "_segments", "_reoffer"]
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "ordered_times", "fifo_schedule",
-            "list_schedule"]
+_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids"]
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "ordered_times",
+            "fifo_schedule", "list_schedule"]
 
 
 def warm_up() -> dict[str, float]:
@@ -541,6 +680,10 @@ def _call_each(fast: SimpleNamespace) -> None:
         "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
+        "cone": lambda: fast.cone(order[:1], order, order, dev.copy(), dur.copy(), dur, dur, dur, ptr, nbr, dly, ptr, nbr,
+                                  np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dur, np.zeros(3, dtype=np.bool_),
+                                  np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
+                                  np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
         "ordered_times": lambda: fast.ordered_times(ptr, nbr, dly, indeg, dur),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

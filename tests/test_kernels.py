@@ -225,3 +225,25 @@ def test_forest_intervals_equal_the_pointer_doubling(seed, n, roots):
             path.add(x)
             x = parent[x]
         assert path == {x for x in range(n) if tin[x] <= tin[v] < end[x]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6),
+       steps=st.lists(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 4)), min_size=1, max_size=6),
+                      min_size=1, max_size=5))
+def test_the_incremental_cone_equals_the_python_loop(prob, seed, steps):
+    """try_move's re-timed cone, compiled: the same trial (makespan or bound, nodes visited, new
+    starts in the same order) for every cutoff, and the same schedule after accepted moves."""
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, pl).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    for move in steps:
+        moves = {v % prob.n: d % prob.k for v, d in move}
+        for cutoff in (float("inf"), inc.makespan, inc.makespan * (0.5 + (seed % 7) / 10)):
+            (a, b) = both(lambda: inc.try_move(moves, cutoff=cutoff))
+            assert (a.makespan, a.recomputed, a.complete) == (b.makespan, b.recomputed, b.complete)
+            assert list(a.start.items()) == list(b.start.items())
+        trial = inc.try_move(moves)
+        if trial.makespan <= inc.makespan:
+            inc.commit(trial)
