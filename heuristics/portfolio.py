@@ -4,7 +4,8 @@ Members run in this order: the linear-time baselines (single, m-topo, greedy-fil
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
-fewer-devices (PARDNN on K/2, K/4, ... devices, heuristics/fewer_devices.py), mem-repair (heuristics/memory_repair.py). Under the peak model etf
+mem-repair (heuristics/memory_repair.py), fewer-devices (PARDNN on K/2, K/4, ... devices,
+heuristics/fewer_devices.py). Under the peak model etf
 and heft run before PARDNN and chain-split and weight-bands right after them (PEAK_ORDER), and with tight memory
 band-split, min-memory, mem-repair, weight-bands,
 mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
@@ -46,8 +47,8 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
-    "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "fewer-devices": fewer_devices,
-    "mem-repair": memory_repair,
+    "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "mem-repair": memory_repair,
+    "fewer-devices": fewer_devices,
 }
 ORDER = tuple(MEMBERS)
 # Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
