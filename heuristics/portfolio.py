@@ -7,7 +7,7 @@ m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split,
 mem-repair (heuristics/memory_repair.py), fewer-devices (PARDNN on K/2, K/4, ... devices,
 heuristics/fewer_devices.py). Under the peak model etf
 and heft run before PARDNN and chain-split and weight-bands right after them (PEAK_ORDER), and with tight memory
-band-split, min-memory, mem-repair, weight-bands,
+band-split, min-memory, weight-bands, mem-repair,
 mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
@@ -83,13 +83,14 @@ TIGHT = 2.0
 # smallest memory it gives 226.8 where min-memory gives 584 and mem-span nothing (session 9); at
 # most 0.35 of the time left, since where no band placement fits it learns so only after trying
 # them all (10K LSTM, K = 8: 14 s; 50K: 99 s).
-# mem-repair (ETF's unlimited-memory schedule, repaired until it fits) after band-split and min-memory:
+# mem-repair (ETF's unlimited-memory schedule, repaired until it fits) after band-split, min-memory and
+# weight-bands:
 # on the 200K CNN at K = 4 and 1.5 x its smallest memory ETF's schedule fits as it is (3468.8 in
 # 6 s, where the warm start was chain-split's 3943.6; bench/results_peak.md, session 11).
 # Below REPAIR_FROM x the bound it runs last instead: at 1.02-1.25 x (the 10K graphs' smallest
 # memories) it fitted nothing and took 2.5-4.3 s of an 18 s warm budget (session 11).
 REPAIR_FROM = 1.4
-PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "mem-repair", "weight-bands", "mem-span", "chain-split", "m-topo", "greedy-fill")
+PEAK_TIGHT_FIRST = ("single", "band-split", "min-memory", "weight-bands", "mem-repair", "mem-span", "chain-split", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 # chain-split too: 2-3 s on the ResNet-1001 (37K nodes), but 40 s without an answer on the 50K LSTM at
 # 2.02 x the memory bound, which left weight-bands (975.4 there) no time (session 9).
@@ -97,7 +98,7 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # per try (session 10), which must not eat the warm budget of the members after it.
 # fewer-devices runs PARDNN twice per smaller device count; it answers with the best of the runs
 # done when its share ends.
-# mem-repair too: each repair step is one evaluation and a pass over the peak's holders (~8 s at 200K nodes).
+# mem-repair too: each repair step is one evaluation and a pass over the peak's holders (0.5-3 s at 200K nodes).
 MEMBER_SHARE = {"mem-repair": 0.25, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3, "fewer-devices": 0.35}
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
