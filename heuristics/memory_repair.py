@@ -22,8 +22,9 @@ edges to nodes left behind minus what it saves on edges to nodes already there, 
 beyond LOAD_SHARE of the makespan; it must have room at its own peak moment for the inputs the
 unit would bring that it does not hold then. The batch is judged by the evaluator: kept when the
 total overflow falls (halved first while it slows the makespan by more than JUMP), else undone
-and halved, and a small failed batch's units are not tried again. When the schedule still
-overflows at the end the memory-aware orders (heuristics.memory_order) are tried. Every answer is
+and halved, and a small failed batch's units are not tried again; the repair gives up when ten
+steps lowered the overflow by less than a fifth. When the schedule still overflows at the end,
+by at most 10% on every device, the memory-aware orders (heuristics.memory_order) are tried. Every answer is
 the evaluator's makespan and peak on the order returned (FIFO when that fits and is faster).
 
 Deterministic (no randomness; ties go to the lower node and device index).
@@ -49,6 +50,8 @@ MAX_STEPS = 60
 JUMP = 0.02  # a batch slowing the makespan by more is halved (its cheapest moves kept) until one move is left
 MIN_SHARE = 1 / 64
 TABU_BATCH = 8  # a failed batch of at most this many moves bars its units; a larger one is halved
+STALL_STEPS, STALL_GAIN = 10, 0.2  # give up when 10 steps lowered the overflow by less than 20%
+REORDER_WITHIN = 0.1  # the memory-aware orders are tried at the end only within 10% of capacity
 STOP_EVERY = 256  # units weighed between two checks of the stop callback
 LOAD_SHARE = 0.9  # a move costs the work it adds on a device beyond this share of the makespan
 
@@ -204,10 +207,15 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
     share = 1.0  # fraction of the planned batch applied (halved after a failed step)
     tabu: set[int] = set()  # units of failed small batches
     failed: int | None = None  # moves in the last failed batch
+    history: list[float] = []  # total overflow before each step
     for step in range(max_steps):
         t_step = time.monotonic()
         over = ev.peak_memory - cap * (1 - MARGIN)
         if _over(problem, ev) <= 0 or stop():
+            break
+        history.append(_over(problem, ev))
+        if len(history) > STALL_STEPS and history[-1] > (1 - STALL_GAIN) * history[-1 - STALL_STEPS]:
+            steps.append({"step": step, "moved": 0, "note": "stalled"})
             break
         buf = buffers(problem, pl, ev.start, ev.finish)
         _, when = peak_profile(problem, pl, ev.start, ev.finish, buf)
@@ -305,7 +313,7 @@ def _finish(problem: Problem, pl: np.ndarray, ev: Evaluation, sequence: np.ndarr
             stop: Callable[[], bool]) -> Repaired:
     """The placement reached, with the memory-aware orders tried when its own order overflows."""
     order = device_orders(pl, sequence, problem.k)
-    if _over(problem, ev) > 0 and not stop():
+    if _over(problem, ev) > 0 and np.all(ev.peak_memory <= problem.memory * (1 + REORDER_WITHIN)) and not stop():
         got = lower_peak_order(problem, pl, stop=stop)
         if got.evaluation.feasible(problem):
             order, ev = got.order, got.evaluation

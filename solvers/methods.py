@@ -23,6 +23,7 @@ from formulations.held_split import held_split
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.layer_bands import band_split, weight_bands
+from heuristics.chain_pin import chain_pin
 from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
 from heuristics.fewer_devices import fewer_devices
@@ -93,6 +94,9 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("band-split", HEURISTIC, MAKESPAN,
                "training graphs (heuristics.layer_bands): each device a band of the parameter units (a layer forward "
                "and backward), balancing what is live at the loss; memory-light orders (smallest memory)", band_split),
+    MethodInfo("chain-pin", HEURISTIC, MAKESPAN,
+               "training graphs of unrolled loops: ETF with each weight-gradient accumulation chain and its gradients "
+               "on one device, params off the busiest chain's device; deadline order (heuristics.chain_pin)", chain_pin),
     MethodInfo("min-memory", HEURISTIC, MAKESPAN,
                "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
                "level (smallest memory per device)", min_memory),

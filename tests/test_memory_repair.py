@@ -116,7 +116,7 @@ def test_stops_when_asked_and_is_peak_only():
 
 def test_in_the_method_table_and_the_tight_portfolio():
     assert get("mem-repair").func is memory_repair
-    assert PEAK_TIGHT_ORDER.index("min-memory") < PEAK_TIGHT_ORDER.index("mem-repair") < PEAK_TIGHT_ORDER.index("weight-bands")
+    assert PEAK_TIGHT_ORDER.index("weight-bands") < PEAK_TIGHT_ORDER.index("mem-repair") < PEAK_TIGHT_ORDER.index("mem-span")
     assert 0 < MEMBER_SHARE["mem-repair"] < 1
     p0 = generate_cnn()
     lb = memory_lower_bound(p0, "peak")["best"]

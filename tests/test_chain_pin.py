@@ -1,0 +1,149 @@
+"""heuristics/chain_pin.py and heuristics/deadline_order.py: the accumulation chains of a generated
+LSTM are its weights' (one per layer and the output layer, one node per step), none on the CNN and
+transformer; on a hand-built gradient-accumulation graph chain-pin fits where ETF does not, with the
+makespan and peak computed by hand; its answer is what the evaluator measures on its own order;
+the deadline order runs in the evaluator exactly as simulated; determinism."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from heuristics.chain_pin import accumulation_chains, chain_devices, chain_pin
+from heuristics.deadline_order import deadline_schedule, need_times
+from heuristics.list_scheduling import etf
+from heuristics.portfolio import PEAK_ORDER, PEAK_TIGHT_ORDER
+from placement.evaluator import evaluate
+from placement.generate import generate
+from placement.memory_bounds import memory_lower_bound
+from placement.problem import make_problem
+from placement.solution import SolveOptions
+from solvers.methods import get
+from tests.conftest import random_problem
+
+PEAK = SolveOptions(memory_model="peak")
+B, S, T = 100.0, 1.0, 8  # gradient bytes, the loss-gradient's bytes, time steps
+
+
+def accumulation(memory: float):
+    """s (the loss gradient) -> g_t (a weight gradient, B bytes) -> a_t = g_t + a_(t+1): eight steps,
+    unit times; transfers cheap enough that ETF makes the gradients on both devices."""
+    nodes = [{"id": "s", "time": 1.0, "out_bytes": S, "param_bytes": 0.0}]
+    edges = []
+    for t in range(T):
+        nodes += [{"id": f"g{t}", "time": 1.0, "out_bytes": B, "param_bytes": 0.0},
+                  {"id": f"a{t}", "time": 1.0, "out_bytes": B, "param_bytes": 0.0}]
+        edges += [{"src": "s", "dst": f"g{t}", "comm": 0.1}, {"src": f"g{t}", "dst": f"a{t}", "comm": 0.5, "bytes": B}]
+        if t + 1 < T:
+            edges.append({"src": f"a{t + 1}", "dst": f"a{t}", "comm": 0.5, "bytes": B})
+    return make_problem(nodes, edges, devices=2, memory=memory)
+
+
+CAP = 3 * B + S + 10
+
+
+def test_hand_built_chain_is_found():
+    p = accumulation(CAP)
+    chains = accumulation_chains(p, 1.0)
+    assert len(chains) == 1
+    path, feeders = chains[0]
+    assert [p.ids[v] for v in path] == ["g7"] + [f"a{t}" for t in range(T - 1, -1, -1)]
+    assert [[p.ids[v] for v in f] for f in feeders] == [[], []] + [[f"g{t}"] for t in range(T - 2, -1, -1)]
+    assert accumulation_chains(p, B + 1) == []  # tensors below min_bytes: no chain
+
+
+def test_fits_where_etf_does_not_with_hand_computed_values():
+    p = accumulation(CAP)
+    # ETF spreads the gradients over both devices: with unlimited memory its answer holds more than
+    # three gradients on the chain's device; with the capacity it finds nothing
+    free = accumulation(math.inf)
+    e = etf(free, PEAK)
+    assert evaluate(free, e.placement, e.order, "peak").peak_memory.max() > CAP
+    assert etf(p, PEAK).placement is None
+    sol = chain_pin(p, PEAK)
+    assert sol.status == "heuristic"
+    # by hand: every node on one device, each gradient summed as it is made (s, g7, a7, g6, a6, ...):
+    # 17 unit-time nodes; live at most a_(t+1), g_t, a_t and s's output (read until g0 runs)
+    ev = evaluate(p, sol.placement, sol.order, "peak")
+    assert len(set(sol.placement.tolist())) == 1
+    assert ev.makespan == pytest.approx(17.0) and sol.objective == pytest.approx(17.0)
+    assert ev.peak_memory.max() == pytest.approx(3 * B + S)
+    assert ev.feasible(p)
+
+
+def test_generated_lstm_chains_are_its_weights():
+    p = generate("lstm", 1500, seed=0, devices=4, memory_fraction=None)
+    layers, steps = p.attrs["layers"], p.attrs["steps"]
+    chains = accumulation_chains(p, 2e6)  # the embedding's 256 KB sums are below
+    assert len(chains) == layers + 1
+    names = sorted(re.sub(r"/t\d+/", "/", re.sub(r"^step\d+/", "", str(p.ids[c[0][1]]))) for c in chains)
+    assert names == sorted([f"lstm/l{l}/W/grad_accum" for l in range(layers)] + ["output/grad_accum"])
+    for path, feeders in chains:
+        assert path.size == steps + 1  # the last step's gradient, then one sum per step
+        assert all(str(p.ids[f]).endswith("grad_weight") for group in feeders for f in group)
+        assert sum(len(g) for g in feeders) == steps - 1
+    allowed = chain_devices(p.with_devices(4, 1e9), chains)
+    for path, feeders in chains:  # each chain with its gradients on one device
+        devs = {allowed[v] for v in path.tolist() + [f for g in feeders for f in g]}
+        assert len(devs) == 1 and len(next(iter(devs))) == 1
+    out = [c for c in chains if "output" in str(p.ids[c[0][1]])][0]
+    busiest = allowed[int(out[0][0])][0]  # the output layer's chain is the busiest: no params beside it
+    assert all(allowed[v] is not None and busiest not in allowed[v] for v in np.flatnonzero(p.param_bytes > 0))
+
+
+@pytest.mark.parametrize("kind", ["cnn", "transformer"])
+def test_no_chains_on_other_families(kind):
+    p = generate(kind, 2000, seed=0, devices=4, memory_fraction=None)
+    assert accumulation_chains(p, 0.0) == []
+    assert chain_pin(p.with_devices(4, 1e12), PEAK).status == "unknown"
+
+
+@pytest.fixture(scope="module")
+def lstm_tight():
+    p0 = generate("lstm", 1500, seed=0, memory_fraction=None)
+    return p0.with_devices(4, 1.8 * memory_lower_bound(p0, "peak", 4)["best"])
+
+
+def test_answer_is_the_evaluators_on_its_order_and_deterministic(lstm_tight):
+    p = lstm_tight
+    a = chain_pin(p, PEAK)
+    assert a.status == "heuristic"
+    ev = evaluate(p, a.placement, a.order, "peak")
+    assert ev.feasible(p)
+    assert a.objective == pytest.approx(ev.makespan, rel=1e-12)
+    assert np.allclose(a.start, ev.start)
+    b = get("chain-pin").func(p, PEAK)
+    assert np.array_equal(a.placement, b.placement) and a.order == b.order and a.objective == b.objective
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 3))
+def test_deadline_order_runs_as_simulated(seed, k):
+    p = random_problem(seed, 9, k)
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, k, p.n)
+    ref = evaluate(p, pl)
+    priority = need_times(p, pl, ref.start) if seed % 2 else rng.random(p.n)
+    order, start = deadline_schedule(p, pl, priority)
+    ev = evaluate(p, pl, order)
+    assert np.allclose(ev.start, start)
+    # each start is the arrived node needed first: no later node of the device had arrived with a
+    # smaller (priority, topological rank)
+    delay = np.where(pl[p.src] != pl[p.dst], p.comm, 0.0)
+    arrival = np.zeros(p.n)
+    np.maximum.at(arrival, p.dst, ev.finish[p.src] + delay)
+    for d in range(k):
+        seq = order[d]
+        for i, v in enumerate(seq):
+            for w in seq[i + 1:]:
+                if arrival[w] <= ev.start[v] - 1e-9:
+                    assert (priority[w], p.topo_rank[w]) > (priority[v], p.topo_rank[v])
+
+
+def test_in_the_peak_portfolio_orders():
+    assert PEAK_TIGHT_ORDER.index("band-split") < PEAK_TIGHT_ORDER.index("chain-pin") < PEAK_TIGHT_ORDER.index("min-memory")
+    assert PEAK_ORDER.index("etf") < PEAK_ORDER.index("chain-pin") < PEAK_ORDER.index("pardnn")
