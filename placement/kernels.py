@@ -116,11 +116,21 @@ def load() -> SimpleNamespace | None:
                 for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
                     module[name] = numba.njit(inline="always")(module[name])
                 for name in _KERNELS:
-                    module[name] = numba.njit(cache=True, nogil=True)(module[name])
+                    module[name] = _jit(numba, module[name])
                 fast = SimpleNamespace(**{name: _one_signature(module[name]) for name in _KERNELS})
                 _call_each(fast)  # compile (or load) them all now, not one by one in the middle of a search
                 _loaded = fast
     return _loaded or None
+
+
+def _jit(numba, func):
+    """``func`` compiled with its machine code cached on disk; without the cache when numba finds no
+    writable cache directory (a read-only install and home: numba raises at decoration), so such a
+    process still gets the kernels, compiled afresh each time, instead of none."""
+    try:
+        return numba.njit(cache=True, nogil=True)(func)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(func)
 
 
 # ----- heaps on index arrays: h[lo:lo + size] holds item ids, ordered by (k0, k1, k2) of the id ----

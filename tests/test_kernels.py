@@ -247,3 +247,22 @@ def test_the_incremental_cone_equals_the_python_loop(prob, seed, steps):
         trial = inc.try_move(moves)
         if trial.makespan <= inc.makespan:
             inc.commit(trial)
+
+
+def _twice(x):
+    return 2 * x
+
+
+def test_kernels_compile_without_a_disk_cache_when_no_cache_directory_is_writable(monkeypatch):
+    """numba raises at decoration when it finds no writable cache directory (a read-only install
+    and home); the kernels are then compiled without the cache instead of not at all."""
+    require_compiled()
+    import numba
+    from numba.core import caching
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])  # as if every cache directory were read-only
+    with pytest.raises(RuntimeError, match="no locator"):
+        numba.njit(cache=True)(_twice)
+    compiled = kernels._jit(numba, _twice)
+    assert compiled(21) == 42
+    assert compiled.signatures  # compiled, not the Python function
