@@ -575,20 +575,21 @@ class IncrementalSchedule:
             nxt = np.asarray(self._next, dtype=np.int64)
             self._scratch = (self.placement.copy(), self.finish.copy(), prev.copy(), nxt.copy(), np.zeros(n, dtype=bool),
                              np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
-                             prev, nxt)
-        dev, fin, prev_c, next_c, moved, has_lb, lb, queued, changed, prev_base, next_base = self._scratch
+                             prev, nxt, p.comm[p.pred_ptr[2]], np.zeros(n, dtype=np.int64))
+        (dev, fin, prev_c, next_c, moved, has_lb, lb, queued, changed, prev_base, next_base, pcomm,
+         no_tin) = self._scratch
         at, pos, _ = self._arrays
         mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
         links_p = np.fromiter(prev_o.keys(), dtype=np.int64, count=len(prev_o))
         links_n = np.fromiter(next_o.keys(), dtype=np.int64, count=len(next_o))
         bounded = np.fromiter(t_lb.keys(), dtype=np.int64, count=len(t_lb))
         if tail_free is None:
-            tin, lo, hi = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            tin, lo, hi = no_tin, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         else:
             if self._tail_tin_a is None:
                 self._tail_tin_a = np.asarray(self._tail_tin, dtype=np.int64)
             tin, lo, hi = self._tail_tin_a, np.asarray(tail_free.lo, dtype=np.int64), np.asarray(tail_free.hi, dtype=np.int64)
-        pptr, pnbr, peid = p.pred_ptr
+        pptr, pnbr, _ = p.pred_ptr
         sptr, snbr, _ = p.succ_ptr
         try:
             dev[mv] = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
@@ -599,7 +600,7 @@ class IncrementalSchedule:
             has_lb[bounded] = True
             stopped, value, count, nodes, starts = fast.cone(
                 np.fromiter(seeds, dtype=np.int64, count=len(seeds)), at, pos, dev, fin, self.start, self.finish, p.time,
-                pptr, pnbr, p.comm[peid], sptr, snbr, prev_c, next_c, self._tail_a, moved, has_lb, lb, tin, lo, hi,
+                pptr, pnbr, pcomm, sptr, snbr, prev_c, next_c, self._tail_a, moved, has_lb, lb, tin, lo, hi,
                 float(cutoff), self._by_finish_a, queued, changed)
         finally:  # back to the base
             dev[mv] = self.placement[mv]
