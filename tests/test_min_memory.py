@@ -195,4 +195,4 @@ def test_the_portfolio_returns_when_the_deadline_falls_inside_a_member():
     assert "out of time" in members[3]["reason"] and not members[3]["feasible"]
     assert all(m["status"] == "skipped" or not m["feasible"] for m in members[4:])
     assert (got.placement is not None) == (members[1]["feasible"] or members[2]["feasible"])
-    assert stop.calls < CUT + 10 * len(members[4:])  # each later member checked the clock a few times at most  # each later member checked the clock a few times at most
+    assert stop.calls < CUT + 10 * len(members[4:])  # each later member checked the clock a few times at most
