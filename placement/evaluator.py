@@ -291,10 +291,10 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     fast = kernels.for_size(n)
     if fast is not None:
-        start_a, finish_a, done = fast.ordered_times(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time)
+        start_a, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time, np.zeros(n))
         if done != n:
             raise ScheduleError("the given device order contradicts the graph's precedence (a node is ordered before one of its ancestors)")
-        return start_a, finish_a
+        return start_a, start_a + problem.time
     nbr_l, dly_l, ptr_l = dst[srt].tolist(), dly[srt].tolist(), ptr.tolist()
     indeg = np.bincount(dst, minlength=n).tolist()
     dur = problem.time.tolist()

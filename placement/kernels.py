@@ -428,41 +428,12 @@ def forest_intervals(seq, parent):
     return tin, tin + size
 
 
-def ordered_times(ptr, nbr, dly, indeg, dur):
-    """placement.evaluator._ordered_schedule's Kahn pass (stack order) over the graph plus the
-    device chains given as one CSR; ``done`` < n when the order contradicts the graph."""
-    n = dur.size
-    indeg = indeg.copy()
-    start = np.zeros(n)
-    finish = np.zeros(n)
-    stack = np.empty(n, dtype=np.int64)
-    top = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            stack[top] = v
-            top += 1
-    done = 0
-    while top > 0:
-        top -= 1
-        v = stack[top]
-        finish[v] = start[v] + dur[v]
-        done += 1
-        for j in range(ptr[v], ptr[v + 1]):
-            w = nbr[j]
-            t = finish[v] + dly[j]
-            if t > start[w]:
-                start[w] = t
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack[top] = w
-                top += 1
-    return start, finish, done
-
-
 def release_starts(ptr, nbr, dly, indeg, dur, release):
-    """formulations.common.longest_starts (as formulations.common.retime calls it): the Kahn pass
-    of :func:`ordered_times` (stack order) with each node starting no earlier than ``release``;
-    ``done`` < n when the order contradicts the graph."""
+    """Kahn's pass (stack order) over a graph given as one CSR (for placement.evaluator._ordered_schedule
+    the graph plus the device chains, with ``release`` zero; for formulations.common.longest_starts,
+    as formulations.common.retime calls it, release times): each node starts when its inputs have
+    arrived, no earlier than ``release``; ``done`` < n when the CSR has a cycle (an order against
+    the graph)."""
     n = dur.size
     indeg = indeg.copy()
     start = release.copy()
@@ -689,8 +660,8 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 
 
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids"]
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "ordered_times",
-            "release_starts", "fifo_schedule", "list_schedule"]
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "release_starts",
+            "fifo_schedule", "list_schedule"]
 
 
 def warm_up() -> dict[str, float]:
@@ -725,7 +696,6 @@ def _call_each(fast: SimpleNamespace) -> None:
                                   np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dur, np.zeros(3, dtype=np.bool_),
                                   np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
                                   np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
-        "ordered_times": lambda: fast.ordered_times(ptr, nbr, dly, indeg, dur),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),
