@@ -150,7 +150,7 @@ class Held:
                 total += float(p.out_bytes[c])
         return total
 
-    def inputs(self, mover: Mover, unit: np.ndarray) -> list[tuple[int, float, float, float, int]]:
+    def inputs(self, mover: Mover, unit: np.ndarray) -> list[tuple[int, float, float, float, float]]:
         """The unit's inputs from outside it: (node, bytes, held from when local, when received,
         the unit's last finish reading it)."""
         p, ev = self.p, self.ev
@@ -163,7 +163,7 @@ class Held:
                     last[u] = max(last.get(u, fc), fc)
         return [(u, float(p.out_bytes[u]), float(ev.start[u]), float(ev.finish[u]), fc) for u, fc in sorted(last.items())]
 
-    def added(self, ins: list[tuple[int, float, float, float, int]], e: int) -> float:
+    def added(self, ins: list[tuple[int, float, float, float, float]], e: int) -> float:
         """Bytes that moving a unit with inputs ``ins`` (:meth:`inputs`) to e adds on e at e's
         peak moment: inputs whose copy on e would then cover that moment and does not now."""
         k, pl, span = self.p.k, self.pl, self.span
