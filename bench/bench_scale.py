@@ -17,6 +17,10 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
         seconds; "answer" fingerprints the placement and start times reached).
     python3 bench/bench_scale.py retime GRAPH.json [...] [--count 400] [--baseline DIR]
         the evaluator alone: single-node moves of critical nodes judged in full and incrementally.
+    python3 bench/bench_scale.py kernels GRAPH.json [...] [--count 5]
+        per call, each compiled kernel (placement/kernels.py) against its Python loop (best of --count).
+    python3 bench/bench_scale.py kernel-load x
+        whole processes: numba's first compile of the kernels, then their load from the disk cache.
     python3 bench/bench_scale.py ab GRAPH.json [...] [--time-limit 120] [--variants lns,coarse]
         ``auto`` in-process with each exact phase for big graphs (LNS windows or the coarse solve).
     python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static] [--memory 4GB] [--keep DIR] [--baseline DIR]
@@ -94,6 +98,16 @@ def _timing_moves(search_cls) -> dict[str, list[float]]:
     return kinds
 
 
+def _load_kernels() -> None:
+    """Load the compiled kernels now (when this tree has them and numba is installed), so that no
+    timed run shares its first seconds with their background loading."""
+    try:
+        from placement import kernels
+    except ImportError:  # a tree from before session 11
+        return
+    kernels.load()
+
+
 def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True,
           kinds_table: bool = False, evals: int | None = None) -> None:
     """Refine from ETF for ``seconds`` each or, with ``evals``, for that many evaluations (no
@@ -101,6 +115,7 @@ def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str],
     last column fingerprints the answer's placement and start times)."""
     import solvers.refine as refine_mod
 
+    _load_kernels()
     kinds = _timing_moves(refine_mod._Search) if kinds_table else None
     if header:
         print("| graph | n | K | code | mode | moves | moves/s | accepted | start -> end makespan | cpu s | moves per cpu s "
@@ -139,6 +154,7 @@ def retime(paths: list[str], count: int, memory_model: str, label: str, header: 
     accepts them); the others only a proof that they do not: both are timed apart."""
     from placement.incremental import IncrementalSchedule, device_order
 
+    _load_kernels()
     if header:
         print("| graph | n | K | code | full ordered evaluations/s | incremental, cutoff: moves/s | improving moves | "
               "rejected moves/s | ms per improving move | mean cone of a rejected move | no cutoff: moves/s | load |")
@@ -218,6 +234,73 @@ def solve(paths: list[str], time_limit: float, memory_model: str, label: str, he
               f"({warm.get('note', '-')}) | {vs} | {steps} | {load()} |", flush=True)
 
 
+def kernel_times(paths: list[str], reps: int, label: str, header: bool = True) -> None:
+    """Per call, each compiled kernel (placement/kernels.py) against its Python loop, through the
+    function that uses it, on the same input (a random placement of colocation groups, its FIFO
+    schedule as the reference): best of ``reps`` calls in ms, and whether the results are equal."""
+    from placement import kernels
+    from placement.bounds import bottom_levels
+    from placement.evaluator import _ordered_schedule, _ready_simulation, edge_delay
+    from placement.incremental import IncrementalSchedule, device_order, kept_order_start
+    from solvers.reschedule import list_schedule_start
+
+    names = ("evaluate (FIFO + memory)", "FIFO simulation", "ordered schedule", "bottom levels", "list schedule",
+             "kept-order pass", "incremental tails")
+    if header:
+        print("| graph | n | code | " + " | ".join(f"{x}: Python / compiled ms" for x in names) + " | equal | load |")
+        print("|---|---|---|" + "---|" * len(names) + "---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        pl = np.random.default_rng(0).integers(0, prob.k, size=prob.n)
+        for members in prob.groups:
+            pl[members] = pl[members[0]]
+        delay = edge_delay(prob, pl)
+        ref = _ready_simulation(prob, pl, delay)[0]
+        order = device_order(prob, pl, ref)
+        inc = IncrementalSchedule(prob, pl, ref)
+        at = np.lexsort((prob.topo_rank, ref))
+        nxt = np.full(prob.n, -1, dtype=np.int64)
+        for seq in order:
+            nxt[seq[:-1]] = seq[1:]
+        prio = bottom_levels(prob, delay)
+        calls = (lambda: evaluate(prob, pl).peak_memory, lambda: _ready_simulation(prob, pl, delay)[0],
+                 lambda: _ordered_schedule(prob, pl, delay, order)[0], lambda: bottom_levels(prob, delay),
+                 lambda: list_schedule_start(prob, pl, prio)[1], lambda: kept_order_start(prob, pl, ref),
+                 lambda: (inc._tails(at, nxt), np.asarray(inc._tail))[1])
+        cells, same = [], True
+        for call in calls:
+            got, ms = [], []
+            for setting in ("off", "on"):
+                os.environ[kernels.MODE_VAR] = setting
+                call()  # the first call of a kernel loads it
+                best = float("inf")
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    out = call()
+                    best = min(best, time.perf_counter() - t)
+                got.append(out)
+                ms.append(1000 * best)
+            same &= bool(np.array_equal(got[0], got[1]))
+            cells.append(f"{ms[0]:.1f} / {ms[1]:.2f} ({ms[0] / ms[1]:.0f}x)")
+        os.environ.pop(kernels.MODE_VAR)
+        print(f"| {Path(path).stem} | {prob.n} | {label} | " + " | ".join(cells) + f" | {same} | {load()} |", flush=True)
+
+
+def kernel_load() -> None:
+    """Whole processes: importing numba and compiling every kernel into an empty cache, then loading
+    them from that cache (``python -m placement.kernels``, wall seconds of the process)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for what in ("first call: compile", "cached: load"):
+            t = time.monotonic()
+            out = subprocess.run([sys.executable, "-m", "placement.kernels"], cwd=TREE, env=env, check=True,
+                                 capture_output=True, text=True).stdout.strip()
+            print(f"| {what} | {time.monotonic() - t:.2f} s whole process | {out} | {load()} |", flush=True)
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import placement.evaluator"], cwd=TREE, check=True)
+    print(f"| no kernels: python -c 'import placement.evaluator' | {time.monotonic() - t:.2f} s whole process | | {load()} |")
+
+
 def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[str]) -> None:
     """``auto`` in this process with each variant "big_exact[+big_refine][+key=value...]" (e.g. lns,
     coarse, lns+ordered, lns+refine_share=0.5: opts.extra of solvers/pipeline.py), same limit."""
@@ -255,7 +338,7 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("moves", "retime", "solve", "ab"))
+    ap.add_argument("what", choices=("moves", "retime", "solve", "ab", "kernels", "kernel-load"))
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--variants", default="lns,coarse")
     ap.add_argument("graphs", nargs="+")
@@ -296,6 +379,10 @@ def main() -> None:
             else:
                 solve([graph], args.time_limit, args.memory_model, args.label, header, args.memory, args.keep)
             header = False
+    elif args.what == "kernels":
+        kernel_times(args.graphs, args.count, args.label)
+    elif args.what == "kernel-load":
+        kernel_load()
     elif args.what == "ab":
         ab(args.graphs, args.time_limit, args.memory_model, args.variants.split(","))
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from . import kernels
 from .bypass_bound import chain_bound
 from .comm_bound import heads
 from .forced_bound import forced_bound
@@ -62,6 +63,10 @@ def bottom_levels(problem: Problem, delay: np.ndarray | None = None) -> np.ndarr
     """Per node, the longest path from it (its time included) to a sink, edge j costing delay[j]
     (None: edges cost nothing)."""
     ptr, nbr, eid = problem.succ_ptr
+    fast = kernels.for_size(problem.n)
+    if fast is not None:
+        delay_c = np.zeros(len(eid)) if delay is None else np.asarray(delay, dtype=float)[eid]
+        return fast.bottom_levels(ptr, nbr, delay_c, problem.time, problem.topo_order)
     ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
     delay_e = [0.0] * len(eid) if delay is None else np.asarray(delay, dtype=float)[eid].tolist()
     dur = problem.time.tolist()

@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import kernels
 from .problem import Problem
 
 MEMORY_MODELS = ("static", "peak")
@@ -197,6 +198,13 @@ def _ready_simulation(problem: Problem, placement: np.ndarray, delay: np.ndarray
     """
     n, k = problem.n, problem.k
     ptr, nbr, eid = problem.succ_ptr
+    fast = kernels.for_size(n)
+    if fast is not None:
+        start_a, finish_a, done = fast.fifo_schedule(ptr, nbr, delay[eid], np.bincount(problem.dst, minlength=n),
+                                                     problem.topo_rank, problem.time, placement, k)
+        if done != n:  # cannot happen for a validated DAG
+            raise ScheduleError("simulation stalled: the graph is not a DAG")
+        return start_a, finish_a
     ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
     delay_e = delay[eid].tolist()  # in CSR order
     indeg = np.bincount(problem.dst, minlength=n).tolist()
@@ -281,6 +289,12 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     ptr = np.zeros(n + 1, dtype=np.int64)
     srt = np.argsort(src, kind="stable")
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    fast = kernels.for_size(n)
+    if fast is not None:
+        start_a, finish_a, done = fast.ordered_times(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time)
+        if done != n:
+            raise ScheduleError("the given device order contradicts the graph's precedence (a node is ordered before one of its ancestors)")
+        return start_a, finish_a
     nbr_l, dly_l, ptr_l = dst[srt].tolist(), dly[srt].tolist(), ptr.tolist()
     indeg = np.bincount(dst, minlength=n).tolist()
     dur = problem.time.tolist()

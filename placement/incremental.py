@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels
 from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
 from .problem import Problem
 
@@ -96,6 +97,9 @@ def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndar
     same = placement[seq[1:]] == placement[seq[:-1]]
     prev[seq[1:][same]] = seq[:-1][same]
     ptr, nbr, eid = problem.pred_ptr
+    fast = kernels.for_size(n)
+    if fast is not None:
+        return fast.kept_order_start(at, prev, ptr, nbr, edge_delay(problem, placement)[eid], problem.time)
     ptr_l, nbr_l, delay_l = ptr.tolist(), nbr.tolist(), edge_delay(problem, placement)[eid].tolist()
     dur, prev_l = problem.time.tolist(), prev.tolist()
     start = [0.0] * n
@@ -143,6 +147,10 @@ def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], 
     n = parent.size
     if n == 0:
         return [], []
+    fast = kernels.for_size(n)
+    if fast is not None:  # the same walk, node by node, compiled
+        tin, end = fast.forest_intervals(np.lexsort((rank, parent)), parent)
+        return tin.tolist(), end.tolist()
     jumps = []  # per round: the nodes with a 2^k-th ancestor, and that ancestor
     up = parent.astype(np.int64, copy=True)
     live = np.flatnonzero(up >= 0)
@@ -283,8 +291,11 @@ class IncrementalSchedule:
             nxt[a[:-1]], prev[a[1:]] = a[1:], a[:-1]
             self._keys.append(pos[a].tolist())
         self._prev, self._next = prev.tolist(), nxt.tolist()
-        self._by_finish = np.argsort(-finish, kind="stable").tolist() if n else []
-        self._tails(self._at)
+        self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
+        by_finish = np.argsort(-finish, kind="stable")
+        self._by_finish, self._by_finish_a = by_finish.tolist(), by_finish
+        self._scratch: tuple | None = None  # the compiled cone's working arrays (_cone_compiled)
+        self._tails(at, nxt)
         self._last = self._by_finish[0] if n else -1
         self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
 
@@ -292,30 +303,39 @@ class IncrementalSchedule:
         """Head parents, the Euler intervals of the head and tail forests, the avoid array and the
         witnesses: what a trial with a cutoff needs to prove it (users of the schedule that never
         ask for a cutoff, like window LNS, do not pay for them)."""
-        p, at, pos = self.problem, np.asarray(self._at, dtype=np.int64), np.asarray(self._pos, dtype=np.int64)
-        prev = np.asarray(self._prev, dtype=np.int64)
+        p = self.problem
+        at, pos, prev = self._arrays
         self._head_tin, self._head_end = _forest_intervals(self._heads(prev), pos)
-        self._tail_tin, self._tail_end = _forest_intervals(np.asarray(self._tail_next, dtype=np.int64), -pos)
+        self._tail_tin, self._tail_end = _forest_intervals(self._tail_next_a, -pos)
+        self._tail_tin_a = None  # as an array, made by the compiled cone when it needs it
         self._avoiding(at, pos, prev)
         # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
         # miss a witness's head and tail paths leaves a path of the old makespan in place.
-        through = self.start + p.time + np.asarray(self._tail)
+        through = self.start + p.time + self._tail_a
         crit = at[through[at] >= self.makespan]
         pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
         self._witness = [(int(w), float(through[w])) for w in pick]
         self._bounds_ready = True
 
-    def _tails(self, seq: list[int]) -> None:
+    def _tails(self, at: np.ndarray, nxt_a: np.ndarray) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
         edges with their transfer times and device-chain edges), and ``tail_next[v]`` the node it
         goes through (-1 at the end): the cutoff in :meth:`try_move` is proved along it."""
         n = self.problem.n
+        fast = kernels.for_size(n)
+        if fast is not None:
+            p = self.problem
+            ptr, nbr, eid = p.succ_ptr
+            tail, tail_next = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
+            self._tail, self._tail_next = tail.tolist(), tail_next.tolist()
+            self._tail_a, self._tail_next_a = tail, tail_next
+            return
         pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
         comm = self._succ_comm
         tail = [0.0] * n
         tail_next = [-1] * n
         through = [0.0] * n  # dur + tail, the same sum the loop below would form per edge
-        for v in reversed(seq):
+        for v in reversed(self._at):
             best, arg = 0.0, -1
             x = nxt[v]
             if x >= 0:
@@ -328,6 +348,7 @@ class IncrementalSchedule:
             tail[v], tail_next[v] = best, arg
             through[v] = dur[v] + best
         self._tail, self._tail_next = tail, tail_next
+        self._tail_a, self._tail_next_a = np.asarray(tail), np.asarray(tail_next, dtype=np.int64)
 
     def _avoiding(self, at: np.ndarray, pos: np.ndarray, prev: np.ndarray) -> None:
         """``avoid[v]``: the longest path of the base schedule's constraints that avoids v, for every
@@ -340,7 +361,7 @@ class IncrementalSchedule:
         p = self.problem
         n = p.n
         finish, dur = self.finish, p.time
-        tail = np.asarray(self._tail)
+        tail = self._tail_a
         f_at = finish[at]
         before = np.zeros(n + 1)
         if n:
@@ -480,6 +501,9 @@ class IncrementalSchedule:
                 return Trial(self, moves, {}, bound, visited, complete=False)
         else:
             t_lb = {}
+        fast = kernels.for_size(self.problem.n)
+        if fast is not None:
+            return self._cone_compiled(fast, moves, seeds, prev_o, next_o, t_lb, tail_free, cutoff)
         # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
         # devices and finish times (two list copies) keep the loop to plain indexing.
         dev = pl.copy()
@@ -538,6 +562,52 @@ class IncrementalSchedule:
                 makespan = max(makespan, fin[v])
                 break
         return Trial(self, moves, s_new, makespan, count)
+
+    def _cone_compiled(self, fast, moves: dict[int, int], seeds: set[int], prev_o: dict[int, int],
+                       next_o: dict[int, int], t_lb: dict[int, float], tail_free: _Avoids | None, cutoff: float) -> Trial:
+        """The cone loop of :meth:`try_move`, compiled (placement.kernels.cone, the same steps in the
+        same order): the move's devices, chain links and tail bounds are written into working copies
+        of the base arrays for the call and taken out again after it."""
+        p = self.problem
+        n = p.n
+        if self._scratch is None:
+            at, pos, prev = self._arrays
+            nxt = np.asarray(self._next, dtype=np.int64)
+            self._scratch = (self.placement.copy(), self.finish.copy(), prev.copy(), nxt.copy(), np.zeros(n, dtype=bool),
+                             np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
+                             prev, nxt)
+        dev, fin, prev_c, next_c, moved, has_lb, lb, queued, changed, prev_base, next_base = self._scratch
+        at, pos, _ = self._arrays
+        mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
+        links_p = np.fromiter(prev_o.keys(), dtype=np.int64, count=len(prev_o))
+        links_n = np.fromiter(next_o.keys(), dtype=np.int64, count=len(next_o))
+        bounded = np.fromiter(t_lb.keys(), dtype=np.int64, count=len(t_lb))
+        if tail_free is None:
+            tin, lo, hi = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        else:
+            if self._tail_tin_a is None:
+                self._tail_tin_a = np.asarray(self._tail_tin, dtype=np.int64)
+            tin, lo, hi = self._tail_tin_a, np.asarray(tail_free.lo, dtype=np.int64), np.asarray(tail_free.hi, dtype=np.int64)
+        pptr, pnbr, peid = p.pred_ptr
+        sptr, snbr, _ = p.succ_ptr
+        try:
+            dev[mv] = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+            moved[mv] = True
+            prev_c[links_p] = np.fromiter(prev_o.values(), dtype=np.int64, count=len(prev_o))
+            next_c[links_n] = np.fromiter(next_o.values(), dtype=np.int64, count=len(next_o))
+            lb[bounded] = np.fromiter(t_lb.values(), dtype=float, count=len(t_lb))
+            has_lb[bounded] = True
+            stopped, value, count, nodes, starts = fast.cone(
+                np.fromiter(seeds, dtype=np.int64, count=len(seeds)), at, pos, dev, fin, self.start, self.finish, p.time,
+                pptr, pnbr, p.comm[peid], sptr, snbr, prev_c, next_c, self._tail_a, moved, has_lb, lb, tin, lo, hi,
+                float(cutoff), self._by_finish_a, queued, changed)
+        finally:  # back to the base
+            dev[mv] = self.placement[mv]
+            moved[mv] = False
+            prev_c[links_p] = prev_base[links_p]
+            next_c[links_n] = next_base[links_n]
+            has_lb[bounded] = False
+        return Trial(self, moves, dict(zip(nodes.tolist(), starts.tolist())), value, count, complete=not stopped)
 
     def _drop(self, m: int, dm: int, start_lb: float, moves: dict[int, int], prev_of, lb: dict[int, float],
               drop: float, base_next: list[int]) -> float:

@@ -322,15 +322,17 @@ def _plain_nodes(nodes: list[Any]) -> tuple[list[NodeId], list[str], list[int], 
     if any(key is not None for key in keys):
         if not set(map(type, keys)) <= {str, int, type(None)}:
             return None
+        seen: set[str] = set()
         for i, key in enumerate(keys):
             if key is None:
                 continue
             g = group_index.get(key)
             if g is None:
-                if str(key) in group_names:
-                    return None
+                if str(key) in seen:
+                    return None  # 1 and "1" would name two groups alike: the careful loop says so
                 g = group_index[key] = len(group_names)
                 group_names.append(str(key))
+                seen.add(str(key))
             group_of[i] = g
     return ids, names, group_of, group_names
 
@@ -463,6 +465,7 @@ def make_problem(
     group_of: list[int] = []
     group_index: dict[Any, int] = {}
     group_names: list[str] = []
+    group_spelled: set[str] = set()
     allowed: list[tuple[int, ...] | None] = []
     node_meta: list[dict[str, Any]] = []
 
@@ -520,10 +523,11 @@ def make_problem(
         else:
             grp = _key(grp, f"node {nid!r} field 'colocate'")
             if grp not in group_index:
-                if str(grp) in group_names:
+                if str(grp) in group_spelled:
                     raise ProblemError(f"node {nid!r}: colocation key {str(grp)!r} is used both as an integer and as a string")
                 group_index[grp] = len(group_names)
                 group_names.append(str(grp))
+                group_spelled.add(str(grp))
             group_of.append(group_index[grp])
         devs_allowed = rec.get("devices")
         if devs_allowed is None:

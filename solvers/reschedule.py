@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from placement import kernels
 from placement.bounds import bottom_levels
 from placement.evaluator import Evaluation, edge_delay, evaluate
 from placement.problem import Problem
@@ -70,6 +71,16 @@ def list_schedule_start(problem: Problem, placement: np.ndarray, priority: np.nd
     n, k = problem.n, problem.k
     delay = edge_delay(problem, placement)
     ptr, nbr, eid = problem.succ_ptr
+    fast = kernels.for_size(n)
+    if fast is not None:
+        dev_a = np.asarray(placement, dtype=np.int64)
+        seq, start_a = fast.list_schedule(ptr, nbr, delay[eid], np.bincount(problem.dst, minlength=n), problem.topo_rank,
+                                          -np.asarray(priority, dtype=float), problem.time, dev_a, k)
+        if seq.size != n:  # cannot happen for a validated DAG
+            raise RuntimeError("priority_order: simulation stalled (the graph is not a DAG)")
+        by_dev = seq[np.argsort(dev_a[seq], kind="stable")]  # each device's nodes in the order they start
+        cut = np.searchsorted(dev_a[by_dev], np.arange(k + 1))
+        return [by_dev[cut[d]:cut[d + 1]].tolist() for d in range(k)], start_a
     ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
     delay_e = delay[eid].tolist()
     indeg = np.bincount(problem.dst, minlength=n).tolist()

@@ -1,0 +1,708 @@
+"""Compiled versions of the hot loops of the evaluator and the search, on flat numpy arrays.
+
+Why: at 40K-200K nodes refine, window LNS and the evaluator spend most of their time in a few
+pure-Python passes over every node and edge (the list simulations, bottom levels, the kept-order
+re-timing, the tails of the incremental schedule: bench/results_scale.md, "Session 11"). With the
+optional extra ``fast`` (numba) installed, :func:`for_size` returns compiled versions of them;
+without it, or on small graphs where loading them costs more than it saves, it returns None and the
+callers run their own Python loops, which stay the reference: every kernel here gives the same
+floats (the same sums and maxima, in the same order) and the same tie-breaking, bit for bit
+(tests/test_kernels.py checks that against the Python loops on random graphs).
+
+Costs: numba is imported only by the first :func:`for_size` call on a graph of at least
+``THRESHOLD`` nodes, in a background thread (the caller goes on with its Python loops until the
+kernels are ready); all kernels are then compiled at once and cached on disk (``cache=True``), so
+later processes only load them; ``python -m placement.kernels`` compiles them ahead (the install
+line of the README runs it); docs/scale.md has the times. ``PLACEMENT_KERNELS=off`` never uses
+them, ``=on`` uses them at every size and loads them in the caller's thread (tests, benchmarks),
+``auto`` (default) from ``THRESHOLD`` nodes.
+
+The heaps below order entries by (k0, k1, k2) of float, float, int keys. Every heap of the Python
+loops they replace orders tuples whose last fields are unique (a node's topological rank, a
+device and its offer's version), so the order is total and any correct heap pops the same
+sequence.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+THRESHOLD = 5000  # nodes; below it the Python loops win (bench/results_scale.md, "Session 11")
+MODE_VAR = "PLACEMENT_KERNELS"
+_loaded: SimpleNamespace | bool | None = None  # the compiled kernels, False when numba is missing
+_lock = threading.RLock()
+_loader: threading.Thread | None = None
+
+
+def mode() -> str:
+    """The ``PLACEMENT_KERNELS`` setting: "auto", "on" or "off"."""
+    value = os.environ.get(MODE_VAR, "auto").strip().lower() or "auto"
+    if value not in ("auto", "on", "off"):
+        raise ValueError(f"{MODE_VAR} must be auto, on or off, got {value!r}")
+    return value
+
+
+def for_size(n: int) -> SimpleNamespace | None:
+    """The compiled kernels for a graph of ``n`` nodes, or None: numba missing, ``PLACEMENT_KERNELS``
+    off, or (auto) a graph below ``THRESHOLD`` nodes, or (auto) the kernels not loaded yet.
+
+    In auto mode the first call starts loading them in a background thread and the caller goes on
+    with its Python loops (the same results) until they are ready: a run never waits for numba's
+    import (0.3-0.5 s) or a first compile (4-8 s), so its time limit and Ctrl-C hold as before."""
+    setting = mode()
+    if setting == "off" or (setting == "auto" and n < THRESHOLD):
+        return None
+    if setting == "on":
+        return load()
+    if _loaded is None:
+        _load_in_background()
+        return None
+    return _loaded or None
+
+
+def _one_signature(kernel):
+    """``kernel`` called with its arrays as contiguous float64 / int64 and its numbers as int:
+    the one signature compiled ahead, whatever dtypes a caller's problem holds (another would be
+    compiled in the middle of a run)."""
+    def call(*args):
+        return kernel(*[_normal(a) for a in args])
+
+    call.kernel = kernel
+    return call
+
+
+def _normal(a):
+    if isinstance(a, np.ndarray):  # already right (the common case): the same array, so kernels may write into it
+        kind = a.dtype.kind
+        return np.ascontiguousarray(a, dtype=np.float64 if kind == "f" else np.bool_ if kind == "b" else np.int64)
+    return float(a) if isinstance(a, float) else int(a)
+
+
+def _load_in_background() -> None:
+    global _loader
+    with _lock:
+        if _loader is None:
+            _loader = threading.Thread(target=_load_quietly, name="placement.kernels", daemon=True)
+            _loader.start()
+
+
+def _load_quietly() -> None:
+    """:func:`load` for the background thread: a failure means no kernels (load leaves them off),
+    never a failed run: the Python loops give the same results."""
+    try:
+        load()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def load() -> SimpleNamespace | None:
+    """Import numba and compile every kernel (or load it from the disk cache), then return them;
+    None without numba. Thread-safe: a second caller waits for the first."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            try:
+                import numba
+            except ImportError:
+                _loaded = False
+            else:
+                _loaded = False  # until they are all ready; for good if compiling fails (raised to the caller)
+                module = globals()
+                for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
+                    module[name] = numba.njit(inline="always")(module[name])
+                for name in _KERNELS:
+                    module[name] = numba.njit(cache=True, nogil=True)(module[name])
+                fast = SimpleNamespace(**{name: _one_signature(module[name]) for name in _KERNELS})
+                _call_each(fast)  # compile (or load) them all now, not one by one in the middle of a search
+                _loaded = fast
+    return _loaded or None
+
+
+# ----- heaps on index arrays: h[lo:lo + size] holds item ids, ordered by (k0, k1, k2) of the id ----
+
+def _before(a, b, k0, k1, k2):
+    if k0[a] != k0[b]:
+        return k0[a] < k0[b]
+    if k1[a] != k1[b]:
+        return k1[a] < k1[b]
+    return k2[a] < k2[b]
+
+
+def _push(h, lo, size, x, k0, k1, k2):
+    """Add item ``x`` to the heap h[lo:lo + size] (the caller counts it)."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        y = h[lo + parent]
+        if not _before(x, y, k0, k1, k2):
+            break
+        h[lo + i] = y
+        i = parent
+    h[lo + i] = x
+
+
+def _pop(h, lo, size, k0, k1, k2):
+    """Remove and return the first item of the heap h[lo:lo + size] (the caller counts it)."""
+    top = h[lo]
+    size -= 1
+    last = h[lo + size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _before(h[lo + c + 1], h[lo + c], k0, k1, k2):
+            c += 1
+        if not _before(h[lo + c], last, k0, k1, k2):
+            break
+        h[lo + i] = h[lo + c]
+        i = c
+    if size > 0:
+        h[lo + i] = last
+    return top
+
+
+def _ipush(h, size, x):
+    """Add ``x`` to the min-heap of integers h[:size] (the caller counts it)."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        y = h[parent]
+        if y <= x:
+            break
+        h[i] = y
+        i = parent
+    h[i] = x
+
+
+def _ipop(h, size):
+    """Remove and return the smallest integer of the heap h[:size] (the caller counts it)."""
+    top = h[0]
+    size -= 1
+    last = h[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[c + 1] < h[c]:
+            c += 1
+        if h[c] >= last:
+            break
+        h[i] = h[c]
+        i = c
+    if size > 0:
+        h[i] = last
+    return top
+
+
+def _segments(dev, k):
+    """Per device, the start of its slice of an n-long array (slices sized by its node count)."""
+    lo = np.zeros(k + 1, dtype=np.int64)
+    for v in range(dev.size):
+        lo[dev[v] + 1] += 1
+    for d in range(k):
+        lo[d + 1] += lo[d]
+    return lo
+
+
+# ----- kernels -------------------------------------------------------------------------------------
+
+def bottom_levels(ptr, nbr, delay_e, dur, topo_order):
+    """placement.bounds.bottom_levels: longest path to a sink, successors in CSR order."""
+    n = dur.size
+    bl = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        v = topo_order[i]
+        best = 0.0
+        for j in range(ptr[v], ptr[v + 1]):
+            x = delay_e[j] + bl[nbr[j]]
+            if x > best:
+                best = x
+        bl[v] = best + dur[v]
+    return bl
+
+
+def kept_order_start(at, prev, ptr, nbr, delay_e, dur):
+    """placement.incremental.kept_order_start's pass: each node in position order ``at``, after its
+    inputs (predecessor CSR) and its device predecessor ``prev``."""
+    n = dur.size
+    start = np.zeros(n)
+    fin = np.zeros(n)
+    for i in range(n):
+        v = at[i]
+        p = prev[v]
+        t = 0.0 if p < 0 else fin[p]
+        for j in range(ptr[v], ptr[v + 1]):
+            a = fin[nbr[j]] + delay_e[j]
+            if a > t:
+                t = a
+        start[v] = t
+        fin[v] = t + dur[v]
+    return start
+
+
+def tails(seq, pl, dur, ptr, nbr, comm_e, nxt):
+    """IncrementalSchedule._tails: in reverse position order, the longest path from each finish to
+    the end (device successor first, then successors in CSR order, strictly longer wins)."""
+    n = dur.size
+    tail = np.zeros(n)
+    tail_next = np.full(n, -1, dtype=np.int64)
+    through = np.zeros(n)
+    for i in range(seq.size - 1, -1, -1):
+        v = seq[i]
+        best = 0.0
+        arg = -1
+        x = nxt[v]
+        if x >= 0:
+            best = through[x]
+            arg = x
+        dv = pl[v]
+        for j in range(ptr[v], ptr[v + 1]):
+            x = nbr[j]
+            t = through[x] + comm_e[j] if pl[x] != dv else through[x]
+            if t > best:
+                best = t
+                arg = x
+        tail[v] = best
+        tail_next[v] = arg
+        through[v] = dur[v] + best
+    return tail, tail_next
+
+
+def _avoids(v, tin, lo, hi):
+    """placement.incremental._Avoids.__call__: v's root path meets none of the intervals."""
+    t = tin[v]
+    a, b = 0, lo.size  # bisect_right(lo, t)
+    while a < b:
+        mid = (a + b) >> 1
+        if t < lo[mid]:
+            b = mid
+        else:
+            a = mid + 1
+    i = a - 1
+    return i < 0 or t >= hi[i]
+
+
+def cone(seeds, at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr, pcomm, sptr, snbr, prev_c, next_c, tail,
+         moved, has_lb, t_lb, tin, lo, hi, cutoff, by_finish, queued, changed):
+    """IncrementalSchedule.try_move's cone: the nodes re-timed in position order from ``seeds``,
+    with the move's devices ``dev``, chains ``prev_c`` / ``next_c`` and the base finish times in
+    ``fin`` (scratch arrays: ``fin``, ``queued`` and ``changed`` are restored before returning).
+    Returns (stopped at the cutoff, makespan or its bound, nodes visited, the re-timed nodes in
+    the order they were re-timed, their new starts)."""
+    n = dur.size
+    heap = np.empty(n, dtype=np.int64)
+    hsize = 0
+    listed = np.empty(n, dtype=np.int64)  # every node queued, to clear the flags
+    nq = 0
+    for i in range(seeds.size):
+        v = seeds[i]
+        queued[v] = True
+        listed[nq] = v
+        nq += 1
+        _ipush(heap, hsize, pos[v])
+        hsize += 1
+    nodes = np.empty(n, dtype=np.int64)
+    starts = np.empty(n)
+    k = 0
+    count = 0
+    stopped = False
+    value = 0.0
+    while hsize > 0:
+        w = at[_ipop(heap, hsize)]
+        hsize -= 1
+        count += 1
+        dw = dev[w]
+        p = prev_c[w]
+        t = 0.0 if p < 0 else fin[p]
+        for j in range(pptr[w], pptr[w + 1]):
+            u = pnbr[j]
+            a = fin[u]
+            if dev[u] != dw:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if t == base_s[w]:
+            if fin[w] + tail[w] >= cutoff and not moved[w] and _avoids(w, tin, lo, hi):
+                stopped, value = True, fin[w] + tail[w]
+                break
+        else:
+            nodes[k] = w
+            starts[k] = t
+            k += 1
+            changed[w] = True
+            fw = t + dur[w]
+            fin[w] = fw
+            if fw + tail[w] >= cutoff and _avoids(w, tin, lo, hi):
+                stopped, value = True, fw + tail[w]
+                break
+            for j in range(sptr[w], sptr[w + 1]):
+                x = snbr[j]
+                if not queued[x]:
+                    queued[x] = True
+                    listed[nq] = x
+                    nq += 1
+                    _ipush(heap, hsize, pos[x])
+                    hsize += 1
+            x = next_c[w]
+            if x >= 0 and not queued[x]:
+                queued[x] = True
+                listed[nq] = x
+                nq += 1
+                _ipush(heap, hsize, pos[x])
+                hsize += 1
+        if has_lb[w] and t + dur[w] + t_lb[w] >= cutoff:  # a moved node: its new start is exact here
+            stopped, value = True, t + dur[w] + t_lb[w]
+            break
+    if not stopped:
+        value = 0.0
+        for i in range(k):  # the first largest, as Python's max over the changed nodes
+            if i == 0 or fin[nodes[i]] > value:
+                value = fin[nodes[i]]
+        for i in range(by_finish.size):  # the latest finish among unchanged nodes
+            v = by_finish[i]
+            if not changed[v]:
+                if fin[v] > value:
+                    value = fin[v]
+                break
+    for i in range(k):
+        fin[nodes[i]] = base_f[nodes[i]]
+        changed[nodes[i]] = False
+    for i in range(nq):
+        queued[listed[i]] = False
+    return stopped, value, count, nodes[:k].copy(), starts[:k].copy()
+
+
+def forest_intervals(seq, parent):
+    """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
+    of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
+    nodes sorted by (parent, rank): roots first); the same integers as its pointer doubling."""
+    n = parent.size
+    count = np.zeros(n, dtype=np.int64)  # children per node
+    first = np.full(n, -1, dtype=np.int64)  # where a node's children start in seq
+    roots = 0
+    for i in range(n - 1, -1, -1):
+        p = parent[seq[i]]
+        if p < 0:
+            roots += 1
+        else:
+            count[p] += 1
+            first[p] = i
+    tin = np.empty(n, dtype=np.int64)
+    walk = np.empty(n, dtype=np.int64)  # the nodes in preorder
+    stack = np.empty(n, dtype=np.int64)
+    t = 0
+    for r in range(roots):
+        stack[0] = seq[r]
+        top = 1
+        while top > 0:
+            top -= 1
+            v = stack[top]
+            tin[v] = t
+            walk[t] = v
+            t += 1
+            for j in range(first[v] + count[v] - 1, first[v] - 1, -1):  # the first child on top
+                stack[top] = seq[j]
+                top += 1
+    size = np.ones(n, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        v = walk[i]
+        if parent[v] >= 0:
+            size[parent[v]] += size[v]
+    return tin, tin + size
+
+
+def ordered_times(ptr, nbr, dly, indeg, dur):
+    """placement.evaluator._ordered_schedule's Kahn pass (stack order) over the graph plus the
+    device chains given as one CSR; ``done`` < n when the order contradicts the graph."""
+    n = dur.size
+    indeg = indeg.copy()
+    start = np.zeros(n)
+    finish = np.zeros(n)
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            stack[top] = v
+            top += 1
+    done = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        finish[v] = start[v] + dur[v]
+        done += 1
+        for j in range(ptr[v], ptr[v + 1]):
+            w = nbr[j]
+            t = finish[v] + dly[j]
+            if t > start[w]:
+                start[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack[top] = w
+                top += 1
+    return start, finish, done
+
+
+def fifo_schedule(ptr, nbr, delay_e, indeg, rank, dur, dev, k):
+    """placement.evaluator._ready_simulation: each device runs its earliest-ready node (ties: rank)
+    whenever idle; offers (start, head's rank, device, version) in one global heap."""
+    n = dur.size
+    m = nbr.size
+    indeg = indeg.copy()
+    ready = np.zeros(n)
+    start = np.zeros(n)
+    finish = np.zeros(n)
+    rank_f = np.zeros(n)  # queues order by (ready, rank): k1 unused
+    lo = _segments(dev, k)
+    queue = np.empty(n, dtype=np.int64)
+    qsize = np.zeros(k, dtype=np.int64)
+    free = np.zeros(k)
+    version = np.zeros(k, dtype=np.int64)
+    cap = n + m + k + 1  # one offer per device at the start, then at most one per scheduled node and per edge
+    big = cap + 1
+    o_s = np.empty(cap)
+    o_tie = np.empty(cap)
+    o_key = np.empty(cap, dtype=np.int64)  # device * big + version: (device, version) in order
+    o_dev = np.empty(cap, dtype=np.int64)
+    o_ver = np.empty(cap, dtype=np.int64)
+    offers = np.empty(cap, dtype=np.int64)
+    n_off = 0
+    hsize = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            d = dev[v]
+            _push(queue, lo[d], qsize[d], v, ready, rank_f, rank)
+            qsize[d] += 1
+    for d in range(k):
+        if qsize[d] > 0:
+            version[d] += 1
+            h = queue[lo[d]]
+            o_s[n_off] = ready[h]
+            o_tie[n_off] = rank[h]
+            o_key[n_off] = d * big + version[d]
+            o_dev[n_off] = d
+            o_ver[n_off] = version[d]
+            _push(offers, 0, hsize, n_off, o_s, o_tie, o_key)
+            hsize += 1
+            n_off += 1
+    done = 0
+    while hsize > 0:
+        e = _pop(offers, 0, hsize, o_s, o_tie, o_key)
+        hsize -= 1
+        d = o_dev[e]
+        if o_ver[e] != version[d]:
+            continue
+        s = o_s[e]
+        v = _pop(queue, lo[d], qsize[d], ready, rank_f, rank)
+        qsize[d] -= 1
+        f = s + dur[v]
+        start[v] = s
+        finish[v] = f
+        free[d] = f
+        done += 1
+        for j in range(ptr[v], ptr[v + 1]):
+            w = nbr[j]
+            arrive = f + delay_e[j]
+            if arrive > ready[w]:
+                ready[w] = arrive
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                dw = dev[w]
+                _push(queue, lo[dw], qsize[dw], w, ready, rank_f, rank)
+                qsize[dw] += 1
+                if dw != d and queue[lo[dw]] == w:  # a new head on another device changes its offer
+                    version[dw] += 1
+                    fr = free[dw]
+                    o_s[n_off] = ready[w] if ready[w] > fr else fr
+                    o_tie[n_off] = rank[w]
+                    o_key[n_off] = dw * big + version[dw]
+                    o_dev[n_off] = dw
+                    o_ver[n_off] = version[dw]
+                    _push(offers, 0, hsize, n_off, o_s, o_tie, o_key)
+                    hsize += 1
+                    n_off += 1
+        if qsize[d] > 0:  # this device is free again at f: offer its head
+            version[d] += 1
+            h = queue[lo[d]]
+            r = ready[h]
+            o_s[n_off] = r if r > f else f
+            o_tie[n_off] = rank[h]
+            o_key[n_off] = d * big + version[d]
+            o_dev[n_off] = d
+            o_ver[n_off] = version[d]
+            _push(offers, 0, hsize, n_off, o_s, o_tie, o_key)
+            hsize += 1
+            n_off += 1
+    return start, finish, done
+
+
+def _reoffer(d, arrived_size, waiting, w_lo, waiting_size, ready, free, has_offer, offer_at, version,
+             o_s, o_zero, o_key, o_dev, o_ver, offers, hsize, n_off, big):
+    """solvers.reschedule.list_schedule_start's reoffer: returns the new (heap size, offers made)."""
+    if arrived_size[d] > 0:
+        s = free[d]
+    elif waiting_size[d] > 0:
+        r = ready[waiting[w_lo[d]]]
+        s = r if r > free[d] else free[d]
+    else:
+        has_offer[d] = False
+        return hsize, n_off
+    if has_offer[d] and offer_at[d] <= s:
+        return hsize, n_off
+    version[d] += 1
+    has_offer[d] = True
+    offer_at[d] = s
+    o_s[n_off] = s
+    o_zero[n_off] = 0.0
+    o_key[n_off] = d * big + version[d]
+    o_dev[n_off] = d
+    o_ver[n_off] = version[d]
+    _push(offers, 0, hsize, n_off, o_s, o_zero, o_key)
+    return hsize + 1, n_off + 1
+
+
+def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
+    """solvers.reschedule.list_schedule_start: non-delay list scheduling by ``key`` (= -priority);
+    returns the nodes in the order they start, and the start times."""
+    n = dur.size
+    m = nbr.size
+    indeg = indeg.copy()
+    ready = np.zeros(n)
+    start = np.zeros(n)
+    zero = np.zeros(n)
+    lo = _segments(dev, k)
+    waiting = np.empty(n, dtype=np.int64)  # by (arrival, key, rank)
+    arrived = np.empty(n, dtype=np.int64)  # by (key, rank)
+    w_size = np.zeros(k, dtype=np.int64)
+    a_size = np.zeros(k, dtype=np.int64)
+    free = np.zeros(k)
+    version = np.zeros(k, dtype=np.int64)
+    has_offer = np.zeros(k, dtype=np.bool_)
+    offer_at = np.zeros(k)
+    cap = n + m + k + 1
+    big = cap + 1
+    o_s = np.empty(cap)
+    o_zero = np.empty(cap)
+    o_key = np.empty(cap, dtype=np.int64)
+    o_dev = np.empty(cap, dtype=np.int64)
+    o_ver = np.empty(cap, dtype=np.int64)
+    offers = np.empty(cap, dtype=np.int64)
+    n_off = 0
+    hsize = 0
+    seq = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        if indeg[v] == 0:
+            d = dev[v]
+            _push(waiting, lo[d], w_size[d], v, ready, key, rank)
+            w_size[d] += 1
+    for d in range(k):
+        hsize, n_off = _reoffer(d, a_size, waiting, lo, w_size, ready, free, has_offer, offer_at, version,
+                                o_s, o_zero, o_key, o_dev, o_ver, offers, hsize, n_off, big)
+    done = 0
+    while hsize > 0:
+        e = _pop(offers, 0, hsize, o_s, o_zero, o_key)
+        hsize -= 1
+        d = o_dev[e]
+        if o_ver[e] != version[d]:
+            continue
+        s = o_s[e]
+        has_offer[d] = False
+        while w_size[d] > 0 and ready[waiting[lo[d]]] <= s:
+            x = _pop(waiting, lo[d], w_size[d], ready, key, rank)
+            w_size[d] -= 1
+            _push(arrived, lo[d], a_size[d], x, key, zero, rank)
+            a_size[d] += 1
+        v = _pop(arrived, lo[d], a_size[d], key, zero, rank)
+        a_size[d] -= 1
+        start[v] = s
+        f = s + dur[v]
+        free[d] = f
+        seq[done] = v
+        done += 1
+        for j in range(ptr[v], ptr[v + 1]):
+            w = nbr[j]
+            t = f + delay_e[j]
+            if t > ready[w]:
+                ready[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                dw = dev[w]
+                if ready[w] <= free[dw]:
+                    _push(arrived, lo[dw], a_size[dw], w, key, zero, rank)
+                    a_size[dw] += 1
+                else:
+                    _push(waiting, lo[dw], w_size[dw], w, ready, key, rank)
+                    w_size[dw] += 1
+                if dw != d:
+                    hsize, n_off = _reoffer(dw, a_size, waiting, lo, w_size, ready, free, has_offer, offer_at,
+                                            version, o_s, o_zero, o_key, o_dev, o_ver, offers, hsize, n_off, big)
+        hsize, n_off = _reoffer(d, a_size, waiting, lo, w_size, ready, free, has_offer, offer_at, version,
+                                o_s, o_zero, o_key, o_dev, o_ver, offers, hsize, n_off, big)
+    return seq[:done], start
+
+
+_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids"]
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "ordered_times",
+            "fifo_schedule", "list_schedule"]
+
+
+def warm_up() -> dict[str, float]:
+    """Compile (or load from the cache) every kernel; seconds per kernel (of the first load in this
+    process: 0 when they were already loaded)."""
+    fresh = _loaded is None
+    if load() is None:
+        raise RuntimeError("numba is not installed: pip install 'dnn-placement[fast]'")
+    return dict(_took) if fresh else {name: 0.0 for name in _KERNELS}
+
+
+_took: dict[str, float] = {}
+
+
+def _call_each(fast: SimpleNamespace) -> None:
+    """Call every kernel once on a tiny graph (numba compiles a kernel at its first call, or loads
+    it from its disk cache); the seconds each took go to ``_took``."""
+    i64 = np.int64
+    ptr = np.array([0, 1, 2, 2], dtype=i64)
+    nbr = np.array([1, 2], dtype=i64)
+    dly = np.array([0.5, 0.0])
+    dur = np.array([1.0, 2.0, 0.0])
+    order = np.arange(3, dtype=i64)
+    dev = np.array([0, 1, 1], dtype=i64)
+    indeg = np.array([0, 1, 1], dtype=i64)
+    calls = {
+        "bottom_levels": lambda: fast.bottom_levels(ptr, nbr, dly, dur, order),
+        "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
+        "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
+        "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
+        "cone": lambda: fast.cone(order[:1], order, order, dev.copy(), dur.copy(), dur, dur, dur, ptr, nbr, dly, ptr, nbr,
+                                  np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dur, np.zeros(3, dtype=np.bool_),
+                                  np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
+                                  np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
+        "ordered_times": lambda: fast.ordered_times(ptr, nbr, dly, indeg, dur),
+        "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
+        "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),
+    }
+    for name, call in calls.items():
+        t = time.perf_counter()
+        call()
+        _took[name] = time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    # Through the package's module, not __main__: numba's disk cache is keyed by the module's name.
+    from placement import kernels as _package_module
+
+    t0 = time.perf_counter()
+    try:
+        times = _package_module.warm_up()
+    except RuntimeError as exc:
+        print(f"placement.kernels: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"placement.kernels: {len(times)} kernels ready in {time.perf_counter() - t0:.1f}s "
+          f"(" + ", ".join(f"{k} {v:.2f}s" for k, v in times.items()) + ")")

@@ -1,0 +1,249 @@
+"""The compiled kernels (placement/kernels.py) equal the Python loops they replace, bit for bit.
+
+Each check runs a public function twice on the same input, with ``PLACEMENT_KERNELS=off`` (the
+Python loops) and ``=on`` (the compiled kernels at every size), and compares every float exactly.
+The graphs are random DAGs whose node indices are not in topological order (so the tie-breaking
+by topological rank is exercised), with integer and zero times and transfers (many ties).
+
+These tests need the extra ``fast`` (numba). Without it they fail, naming the extra, unless
+``PLACEMENT_KERNELS=off`` says it is deliberately absent: then they are skipped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from heuristics.list_scheduling import etf
+from placement import kernels
+from placement.bounds import bottom_levels
+from placement.evaluator import edge_delay, evaluate
+from placement.generate import generate
+from placement.incremental import IncrementalSchedule, _forest_intervals, device_order, kept_order_start
+from placement.problem import Problem, make_problem
+from placement.solution import SolveOptions
+from solvers.refine import RefineStats, refine
+from solvers.reschedule import list_schedule_start
+
+
+def require_compiled() -> None:
+    """Fail (or skip, when PLACEMENT_KERNELS=off says so) unless numba is there to compile."""
+    if os.environ.get(kernels.MODE_VAR, "").strip().lower() == "off":
+        pytest.skip("PLACEMENT_KERNELS=off: the extra 'fast' (numba) is deliberately absent")
+    if kernels.load() is None:
+        pytest.fail("numba is not installed: the compiled kernels cannot be tested. Install the extra "
+                    "(pip install '.[fast]'), or set PLACEMENT_KERNELS=off to say it is deliberately absent")
+
+
+@contextmanager
+def kernel_mode(value: str):
+    old = os.environ.get(kernels.MODE_VAR)
+    os.environ[kernels.MODE_VAR] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[kernels.MODE_VAR]
+        else:
+            os.environ[kernels.MODE_VAR] = old
+
+
+def both(call):
+    """``call()`` with the Python loops and with the compiled kernels."""
+    with kernel_mode("off"):
+        plain = call()
+    with kernel_mode("on"):
+        fast = call()
+    return plain, fast
+
+
+def random_dag(seed: int, n: int, k: int, zero_p: float) -> Problem:
+    """A random DAG on shuffled labels: edges go forward in a hidden random order, not by index."""
+    rng = random.Random(seed)
+    hidden = list(range(n))
+    rng.shuffle(hidden)  # hidden[i]: the node at place i of the hidden order
+    nodes = [{"id": v, "time": 0.0 if rng.random() < zero_p else float(rng.randint(1, 4)),
+              "out_bytes": rng.randint(0, 30), "param_bytes": rng.randint(0, 10)} for v in range(n)]
+    density = rng.choice([0.1, 0.3, 0.6])
+    edges = [{"src": hidden[i], "dst": hidden[j], "comm": float(rng.randint(0, 3))}
+             for i in range(n) for j in range(i + 1, n) if rng.random() < density]
+    return make_problem(nodes, edges, devices=k, name=f"dag{seed}")
+
+
+graphs = st.builds(random_dag, seed=st.integers(0, 10**6), n=st.integers(1, 40), k=st.integers(1, 5),
+                   zero_p=st.sampled_from([0.0, 0.3, 0.8]))
+
+
+def placement_of(prob: Problem, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, prob.k, size=prob.n)
+
+
+def assert_same_floats(a, b) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert a.tobytes() == b.tobytes()  # bit for bit (also tells -0.0 from 0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), memory_model=st.sampled_from(["static", "peak"]))
+def test_fifo_and_ordered_schedules_equal_the_python_loops(prob, seed, memory_model):
+    require_compiled()
+    pl = placement_of(prob, seed)
+    plain, fast = both(lambda: evaluate(prob, pl, memory_model=memory_model))
+    for field in ("start", "finish", "static_memory", "peak_memory"):
+        assert_same_floats(getattr(plain, field), getattr(fast, field))
+    assert plain.makespan == fast.makespan
+    # The ordered schedule of an order by (a shuffled reference, rank): not the FIFO's.
+    ref = np.random.default_rng(seed + 1).permutation(prob.n).astype(float) if seed % 2 else plain.start
+    order = device_order(prob, pl, ref)
+    try:
+        plain_o = evaluate(prob, pl, order=order, memory_model=memory_model)
+    except ValueError as exc:  # an order against the graph: both must say so, in the same words
+        with kernel_mode("on"), pytest.raises(ValueError) as fast_exc:
+            evaluate(prob, pl, order=order, memory_model=memory_model)
+        assert str(fast_exc.value) == str(exc)
+        return
+    with kernel_mode("on"):
+        fast_o = evaluate(prob, pl, order=order, memory_model=memory_model)
+    assert_same_floats(plain_o.start, fast_o.start)
+    assert_same_floats(plain_o.peak_memory, fast_o.peak_memory)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), comm=st.booleans())
+def test_bottom_levels_and_list_schedule_equal_the_python_loops(prob, seed, comm):
+    require_compiled()
+    pl = placement_of(prob, seed)
+    delay = edge_delay(prob, pl) if comm else None
+    plain, fast = both(lambda: bottom_levels(prob, delay))
+    assert_same_floats(plain, fast)
+    # Priorities with ties (rounded levels) and without (the levels themselves).
+    prio = np.floor(plain / 2) if seed % 2 else plain
+    (order_p, start_p), (order_f, start_f) = both(lambda: list_schedule_start(prob, pl, prio))
+    assert order_p == order_f
+    assert_same_floats(start_p, start_f)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6))
+def test_kept_order_and_incremental_tails_equal_the_python_loops(prob, seed):
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, placement_of(prob, seed + 1)).start  # a schedule of another placement
+    plain, fast = both(lambda: kept_order_start(prob, pl, ref))
+    assert_same_floats(plain, fast)
+    plain_i, fast_i = both(lambda: IncrementalSchedule(prob, pl, ref))
+    assert_same_floats(plain_i.start, fast_i.start)
+    assert plain_i._tail == fast_i._tail and plain_i._tail_next == fast_i._tail_next
+    assert [type(x) for x in fast_i._tail_next[:1]] == [type(x) for x in plain_i._tail_next[:1]]  # Python ints
+
+
+def test_kept_order_start_is_none_for_a_reference_that_is_not_a_schedule():
+    require_compiled()
+    prob = random_dag(5, 12, 3, 0.0)
+    assert prob.m > 0
+    ref = np.zeros(prob.n)
+    ref[prob.src[0]] = 5.0  # the source of an edge after its destination
+    assert both(lambda: kept_order_start(prob, np.zeros(prob.n, dtype=np.int64), ref)) == (None, None)
+
+
+def test_auto_uses_the_kernels_from_the_threshold_only(monkeypatch):
+    require_compiled()
+    kernels.load()  # in auto mode the first call on a big graph only starts loading them in the background
+    monkeypatch.setenv(kernels.MODE_VAR, "auto")
+    assert kernels.for_size(kernels.THRESHOLD - 1) is None
+    assert kernels.for_size(kernels.THRESHOLD) is not None
+    monkeypatch.setenv(kernels.MODE_VAR, "off")
+    assert kernels.for_size(10**6) is None
+    monkeypatch.setenv(kernels.MODE_VAR, "sometimes")
+    with pytest.raises(ValueError, match="PLACEMENT_KERNELS"):
+        kernels.for_size(10)
+
+
+@pytest.mark.parametrize("memory_model", ["static", "peak"])
+@pytest.mark.parametrize("family", ["cnn", "lstm"])
+def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_model):
+    """At a fixed evaluation budget refine reaches the same placement and start times."""
+    require_compiled()
+    prob = generate(family, 1500, seed=3, devices=4)
+    pl = np.asarray(etf(prob, SolveOptions(memory_model=memory_model)).placement)
+    fifo = evaluate(prob, pl, memory_model=memory_model)
+
+    def run():
+        stats = RefineStats()
+        got, ev = refine(prob, pl, SolveOptions(seed=1), deadline=time.monotonic() + 1e6, memory_model=memory_model,
+                         max_evals=300, keep_order=True, start=fifo.start, stats=stats, incremental=True)
+        answer = hashlib.sha1(np.asarray(got, dtype=np.int64).tobytes() + ev.start.tobytes()).hexdigest()
+        return answer, stats.evaluations, stats.accepted
+
+    plain, fast = both(run)
+    assert plain == fast
+    assert plain[2] > 0  # the path compared moved something
+
+
+def test_other_dtypes_and_strided_arrays_reuse_the_one_compiled_signature():
+    """A problem holding strided or other-typed arrays gets the same results, and no kernel is
+    compiled a second time for it (that would pause a run for seconds)."""
+    require_compiled()
+    base = random_dag(11, 30, 3, 0.3)
+    prob = dataclasses.replace(base, time=np.repeat(base.time, 2)[::2], comm=np.repeat(base.comm, 2)[::2].astype(np.float32))
+    assert not prob.time.flags["C_CONTIGUOUS"]
+    pl = placement_of(prob, 2).astype(np.int32)
+    plain, fast = both(lambda: (evaluate(prob, pl).start, bottom_levels(prob, edge_delay(prob, pl)),
+                                list_schedule_start(prob, pl, prob.time)[1], IncrementalSchedule(prob, pl, np.zeros(prob.n)).start))
+    for a, b in zip(plain, fast):
+        assert_same_floats(a, b)
+    compiled = kernels.load()
+    for name in kernels._KERNELS:
+        assert len(getattr(compiled, name).kernel.signatures) == 1, name
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 60), roots=st.integers(1, 5))
+def test_forest_intervals_equal_the_pointer_doubling(seed, n, roots):
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    parent = np.full(n, -1, dtype=np.int64)
+    hidden = rng.permutation(n)  # a parent comes earlier in a hidden order: a forest, not by index
+    for i in range(min(roots, n), n):
+        parent[hidden[i]] = hidden[rng.integers(0, i)]
+    rank = rng.permutation(n).astype(np.int64)
+    plain, fast = both(lambda: _forest_intervals(parent, rank))
+    assert plain == fast
+    tin, end = fast
+    for v in range(n):  # and they are Euler intervals: x on v's root path iff tin[x] <= tin[v] < end[x]
+        path, x = set(), v
+        while x >= 0:
+            path.add(x)
+            x = parent[x]
+        assert path == {x for x in range(n) if tin[x] <= tin[v] < end[x]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6),
+       steps=st.lists(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 4)), min_size=1, max_size=6),
+                      min_size=1, max_size=5))
+def test_the_incremental_cone_equals_the_python_loop(prob, seed, steps):
+    """try_move's re-timed cone, compiled: the same trial (makespan or bound, nodes visited, new
+    starts in the same order) for every cutoff, and the same schedule after accepted moves."""
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, pl).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    for move in steps:
+        moves = {v % prob.n: d % prob.k for v, d in move}
+        for cutoff in (float("inf"), inc.makespan, inc.makespan * (0.5 + (seed % 7) / 10)):
+            (a, b) = both(lambda: inc.try_move(moves, cutoff=cutoff))
+            assert (a.makespan, a.recomputed, a.complete) == (b.makespan, b.recomputed, b.complete)
+            assert list(a.start.items()) == list(b.start.items())
+        trial = inc.try_move(moves)
+        if trial.makespan <= inc.makespan:
+            inc.commit(trial)
