@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from placement import kernels
 from placement.evaluator import ScheduleError, check, evaluate
 from placement.problem import Problem
 from placement.report import OPTIMAL_GAP, within_optimal_gap
@@ -128,10 +129,18 @@ def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int
            release: np.ndarray | None = None) -> np.ndarray | None:
     """Earliest start times when each device runs its positive-time nodes in ``order`` (zero-time
     nodes start as soon as their inputs arrive), none before its ``release`` (default 0).
-    ``time``/``comm`` override the problem's data. None if the order contradicts the graph."""
+    ``time``/``comm`` override the problem's data. None if the order contradicts the graph.
+
+    With the compiled kernels (placement.kernels) the same pass runs compiled on the graph plus
+    the device chains as one CSR: the same floats (each start is the largest of the same sums)."""
     n = problem.n
-    dur = (problem.time if time is None else time).tolist()
     cm = problem.comm if comm is None else comm
+    fast = kernels.for_size(n)
+    if fast is not None:
+        start_a = _retime_compiled(fast, problem, placement, order, time, cm, release)
+        if start_a is not False:
+            return start_a
+    dur = (problem.time if time is None else time).tolist()
     delay = np.where(placement[problem.src] != placement[problem.dst], cm, 0).tolist()
     succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     indeg = [0] * n
@@ -144,6 +153,29 @@ def retime(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int
             indeg[c] += 1
     start = longest_starts(dur, succ, indeg, [0.0] * n if release is None else [float(r) for r in release])
     return None if start is None else np.asarray(start)
+
+
+def _retime_compiled(fast, problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int]],
+                     time: np.ndarray | None, cm: np.ndarray, release: np.ndarray | None) -> np.ndarray | None | bool:
+    """:func:`retime` by ``kernels.release_starts``; False when ``order`` names a node index outside
+    0..n-1 (the Python loop, the reference, then does what it does with it)."""
+    n = problem.n
+    seqs = [np.asarray(seq, dtype=np.int64).ravel() for seq in order]
+    a = np.concatenate([s[:-1] for s in seqs] + [np.zeros(0, dtype=np.int64)])
+    c = np.concatenate([s[1:] for s in seqs] + [np.zeros(0, dtype=np.int64)])
+    if a.size and (min(a.min(), c.min()) < 0 or max(a.max(), c.max()) >= n):
+        return False
+    pl = np.asarray(placement)
+    src = np.concatenate([problem.src, a])
+    dst = np.concatenate([problem.dst, c])
+    dly = np.concatenate([np.where(pl[problem.src] != pl[problem.dst], cm, 0).astype(np.float64), np.zeros(a.size)])
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    srt = np.argsort(src, kind="stable")  # each node's graph edges in edge order, then its chain edge (as the lists)
+    dur = np.asarray(problem.time if time is None else time, dtype=np.float64)
+    rel = np.zeros(n) if release is None else np.asarray(release, dtype=np.float64)
+    start, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), dur, rel)
+    return start if done == n else None
 
 
 def longest_starts(dur: Sequence[float], succ: list[list[tuple[int, float]]], indeg: list[int],

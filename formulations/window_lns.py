@@ -313,7 +313,10 @@ def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memor
     """The schedule running each device's positive-time nodes in ``order`` as early as possible
     (zero-time nodes start when their inputs arrive: the contract lets them coincide with anything),
     measured by the evaluator's checker; None if the order contradicts the graph."""
-    busy = [[v for v in seq if problem.time[v] > 0] for seq in order]
+    busy = []
+    for seq in order:
+        nodes = np.asarray(seq, dtype=np.int64)
+        busy.append(nodes[problem.time[nodes] > 0].tolist())
     start = retime(problem, placement, busy)
     return None if start is None else check(problem, placement, start, memory_model, check_memory=False)
 

@@ -449,6 +449,37 @@ def ordered_times(ptr, nbr, dly, indeg, dur):
     return start, finish, done
 
 
+def release_starts(ptr, nbr, dly, indeg, dur, release):
+    """formulations.common.longest_starts (as formulations.common.retime calls it): the Kahn pass
+    of :func:`ordered_times` (stack order) with each node starting no earlier than ``release``;
+    ``done`` < n when the order contradicts the graph."""
+    n = dur.size
+    indeg = indeg.copy()
+    start = release.copy()
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            stack[top] = v
+            top += 1
+    done = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        done += 1
+        f = start[v] + dur[v]
+        for j in range(ptr[v], ptr[v + 1]):
+            w = nbr[j]
+            t = f + dly[j]
+            if t > start[w]:
+                start[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack[top] = w
+                top += 1
+    return start, done
+
+
 def fifo_schedule(ptr, nbr, delay_e, indeg, rank, dur, dev, k):
     """placement.evaluator._ready_simulation: each device runs its earliest-ready node (ties: rank)
     whenever idle; offers (start, head's rank, device, version) in one global heap."""
@@ -649,7 +680,7 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids"]
 _KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "ordered_times",
-            "fifo_schedule", "list_schedule"]
+            "release_starts", "fifo_schedule", "list_schedule"]
 
 
 def warm_up() -> dict[str, float]:
@@ -685,6 +716,7 @@ def _call_each(fast: SimpleNamespace) -> None:
                                   np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
                                   np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
         "ordered_times": lambda: fast.ordered_times(ptr, nbr, dly, indeg, dur),
+        "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),
     }

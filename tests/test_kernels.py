@@ -192,13 +192,16 @@ def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_
 def test_other_dtypes_and_strided_arrays_reuse_the_one_compiled_signature():
     """A problem holding strided or other-typed arrays gets the same results, and no kernel is
     compiled a second time for it (that would pause a run for seconds)."""
+    from formulations.common import retime
+
     require_compiled()
     base = random_dag(11, 30, 3, 0.3)
     prob = dataclasses.replace(base, time=np.repeat(base.time, 2)[::2], comm=np.repeat(base.comm, 2)[::2].astype(np.float32))
     assert not prob.time.flags["C_CONTIGUOUS"]
     pl = placement_of(prob, 2).astype(np.int32)
     plain, fast = both(lambda: (evaluate(prob, pl).start, bottom_levels(prob, edge_delay(prob, pl)),
-                                list_schedule_start(prob, pl, prob.time)[1], IncrementalSchedule(prob, pl, np.zeros(prob.n)).start))
+                                list_schedule_start(prob, pl, prob.time)[1], IncrementalSchedule(prob, pl, np.zeros(prob.n)).start,
+                                retime(prob, pl, device_order(prob, pl, np.zeros(prob.n)), release=np.arange(prob.n, dtype=np.int32))))
     for a, b in zip(plain, fast):
         assert_same_floats(a, b)
     compiled = kernels.load()
@@ -247,3 +250,105 @@ def test_the_incremental_cone_equals_the_python_loop(prob, seed, steps):
         trial = inc.try_move(moves)
         if trial.makespan <= inc.makespan:
             inc.commit(trial)
+
+
+def chains_from(prob: Problem, pl: np.ndarray, rng: np.random.Generator, how: str) -> list[list[int]]:
+    """Device orders for ``retime``: by a schedule's starts (follows the graph), or each device's
+    nodes shuffled (often against the graph); zero-time nodes left out half of the time, as
+    window LNS does."""
+    if how == "schedule":
+        order = device_order(prob, pl, evaluate(prob, pl).start)
+    else:
+        order = [rng.permutation(np.flatnonzero(pl == d)).tolist() for d in range(prob.k)]
+    if rng.random() < 0.5:
+        order = [[v for v in seq if prob.time[v] > 0] for seq in order]
+    return order
+
+
+@settings(max_examples=250, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), how=st.sampled_from(["schedule", "shuffled"]),
+       release=st.sampled_from([None, "int", "float"]), override=st.sampled_from([None, "int", "float"]))
+def test_retime_equals_the_python_loop(prob, seed, how, release, override):
+    """formulations.common.retime compiled: the same starts bit for bit, or None for both when the
+    device order contradicts the graph; releases and time / transfer overrides (integer arrays as
+    the CP-SAT model passes, and fractions) included."""
+    from formulations.common import retime
+
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    pl = placement_of(prob, seed)
+    order = chains_from(prob, pl, rng, how)
+    rel = None if release is None else rng.integers(0, 9, prob.n) if release == "int" else rng.random(prob.n) * 7
+    dur = comm = None
+    if override == "int":
+        dur, comm = rng.integers(0, 5, prob.n), rng.integers(0, 4, prob.m)
+    elif override == "float":
+        dur, comm = rng.random(prob.n) * 3, rng.random(prob.m) / 3
+    plain, fast = both(lambda: retime(prob, pl, order, time=dur, comm=comm, release=rel))
+    if how == "schedule":
+        assert plain is not None  # a schedule's own order never contradicts the graph
+    if plain is None:
+        assert fast is None
+        return
+    assert_same_floats(plain, fast)
+    # And the reference is right: every start is the latest of its release, its inputs' arrivals
+    # and its device predecessor's finish (0 when it has none of them).
+    d = prob.time if dur is None else dur
+    c = prob.comm if comm is None else comm
+    need = np.zeros(prob.n) if rel is None else rel.astype(float)
+    for e in range(prob.m):
+        u, v = prob.src[e], prob.dst[e]
+        need[v] = max(need[v], fast[u] + d[u] + (c[e] if pl[u] != pl[v] else 0))
+    for seq in order:
+        for a, b in zip(seq, seq[1:]):
+            need[b] = max(need[b], fast[a] + d[a])
+    assert np.array_equal(need, fast)
+
+
+def test_retime_with_an_order_naming_no_node_falls_back_to_the_python_loop():
+    """An index outside 0..n-1 is not handed to the compiled pass (no bounds checks there)."""
+    from formulations.common import retime
+
+    require_compiled()
+    prob = random_dag(3, 10, 2, 0.0)
+    pl = np.zeros(prob.n, dtype=np.int64)
+    with kernel_mode("on"), pytest.raises(IndexError):
+        retime(prob, pl, [list(range(prob.n)) + [prob.n]])
+    with kernel_mode("off"), pytest.raises(IndexError):
+        retime(prob, pl, [list(range(prob.n)) + [prob.n]])
+
+
+def test_window_lns_takes_the_same_path_with_and_without_the_kernels():
+    """A fixed number of windows (each solved to optimality by one CP-SAT worker: deterministic)
+    reaches the same placement and start times with the compiled re-timing and without."""
+    from formulations import window_lns as wl
+
+    require_compiled()
+    prob = generate("cnn", 200, seed=2, devices=3)
+    pl = np.asarray(etf(prob, SolveOptions()).placement)
+    start = evaluate(prob, pl).start
+
+    def run():
+        search = wl.WindowSearch(prob, pl, start, SolveOptions(workers=1, seed=4), window=20, window_seconds=60.0)
+        real = wl.solve_window
+        calls = []
+
+        def counted(*args, **kwargs):
+            got = real(*args, **kwargs)
+            calls.append(1)
+            if len(calls) >= 10:
+                search.opts.stop.set()  # the run ends after this window, before re-timing it
+            return got
+
+        wl.solve_window = counted
+        try:
+            ev = search.run(time.monotonic() + 1e6)
+        finally:
+            wl.solve_window = real
+        s = search.stats
+        return (hashlib.sha1(np.asarray(ev.placement, dtype=np.int64).tobytes() + ev.start.tobytes()).hexdigest(),
+                s.windows, s.improved, s.closed)
+
+    plain, fast = both(run)
+    assert plain == fast
+    assert plain[1] == 10 and plain[2] > 0 and plain[3] == 10  # every window closed; some improved the schedule
