@@ -135,9 +135,10 @@ def chain_devices(problem: Problem, chains: list[Chain]) -> list[tuple[int, ...]
     return allowed
 
 
-def fifo_order(ev: Evaluation) -> list[list[int]]:
-    """The per-device order a schedule ran (by start time, then node index)."""
-    order: list[list[int]] = [[] for _ in range(int(ev.placement.max(initial=-1)) + 1)]
+def fifo_order(ev: Evaluation, k: int) -> list[list[int]]:
+    """The order each of the ``k`` devices ran in a schedule (by start time, then node index); a
+    device with no node gets an empty list."""
+    order: list[list[int]] = [[] for _ in range(k)]
     for v in np.lexsort((np.arange(ev.start.size), ev.start)).tolist():
         order[int(ev.placement[v])].append(v)
     return order
@@ -170,7 +171,7 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     if sched.bad >= 0:
         return unknown(f"node {problem.ids[sched.bad]!r} has no allowed device")
     model = opts.memory_model
-    cap = np.where(np.isfinite(problem.memory), problem.memory, 1.0)
+    cap = np.where(np.isfinite(problem.memory), problem.memory, np.inf)  # a device without a limit is never over
     tried: list[dict] = []
     best: tuple[Evaluation, list[list[int]]] | None = None
     least: tuple[float, Evaluation] | None = None
@@ -217,7 +218,7 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
             deadline_rounds(moved, ref, "moved-")
     if best is None and model == "peak" and least is not None and least[0] <= REPAIR and not opts.out_of_time():
         got = lower_peak_order(problem, least[1].placement, fifo=None, stop=opts.out_of_time)
-        consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(got.evaluation),
+        consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(got.evaluation, problem.k),
                  got.evaluation)
     info = {"chains": len(chains), "chain_lengths": [int(c.size) for c, _ in chains], "tried": tried,
             "moved_params": moves}

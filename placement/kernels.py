@@ -96,8 +96,9 @@ def _load_quietly() -> None:
     never a failed run: the Python loops give the same results."""
     try:
         load()
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception as exc:  # noqa: BLE001
+        print(f"placement.kernels: not compiled ({type(exc).__name__}: {exc}); running the Python loops "
+              f"(the same results, slower)", file=sys.stderr)
 
 
 def load() -> SimpleNamespace | None:
