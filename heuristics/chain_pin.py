@@ -52,6 +52,7 @@ from .memory_order import lower_peak_order
 
 MIN_FRACTION = 0.002  # a chain's tensors carry at least this fraction of the smallest capacity
 MIN_LENGTH = 8  # an unrolled loop of a few steps at least; a CNN's residual sums give runs of 3
+UNLIMITED_FRACTION = 0.5  # with unlimited memory: a chain's tensors carry at least this fraction of the largest one
 ROUNDS = 3
 # Parameter moves and memory_order's rules only when the best order is at most this much over:
 # they mend small overflows (the 50K LSTM at K = 8: 1.047 -> 0.964 with one move) and cost up to
@@ -153,9 +154,16 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
         return Solution(name, "unknown", reason=f"{name}: {why}", seconds=time.monotonic() - t0, info=info or {})
 
     finite = problem.memory[np.isfinite(problem.memory)]
-    if not finite.size:  # auto from ETF's or chain-split's placement ends faster (200K LSTM, K = 8: 1883.7 vs 2411.6)
-        return unknown("memory is unlimited (the method trades makespan for memory)")
-    min_bytes = MIN_FRACTION * float(finite.min())
+    # With unlimited memory a chain's tensors are measured against the largest tensor instead:
+    # the output layer's chain only on the generated LSTM (static, unlimited memory: 10K K = 4
+    # 197.22 against ETF's 207.81; with every layer's chain, 211.08; bench/results_scale.md,
+    # session 12); the portfolio keeps ETF's where it loses (K >= 8, 200K nodes).
+    if finite.size:
+        min_bytes = MIN_FRACTION * float(finite.min())
+    else:
+        min_bytes = UNLIMITED_FRACTION * float(problem.out_bytes.max(initial=0.0))
+        if min_bytes <= 0.0:
+            return unknown("no weight-gradient accumulation chain in the graph")
     chains = accumulation_chains(problem, min_bytes)
     if not chains:
         return unknown("no weight-gradient accumulation chain in the graph")

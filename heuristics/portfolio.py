@@ -108,6 +108,11 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # mem-repair too: each repair step is one evaluation and a pass over the peak's holders (0.5-3 s at 200K nodes).
 MEMBER_SHARE = {"chain-pin": 0.3, "mem-repair": 0.25, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
+# The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
+# (solvers/pipeline.py): at most CANDIDATES, best first; a member's placement counts as a
+# near-copy of a kept one when fewer than DISTINCT of the nodes differ (devices matched first).
+CANDIDATES = 3
+DISTINCT = 0.1
 # Peak-model list schedulers track live bytes and retry with headroom: measured slowdown over static.
 PEAK_SLOWDOWN = {"etf": 6.0, "heft": 6.0, "m-etf": 6.0, "critical-path": 15.0}
 
@@ -164,10 +169,40 @@ def _reordered(problem: Problem, sol: Solution, stop: Callable[[], bool] | None 
                     objective=got.evaluation.makespan, seconds=sol.seconds, info={"memory_order": got.rule})
 
 
+def placement_distance(a: np.ndarray, b: np.ndarray, k: int) -> float:
+    """The fraction of nodes on different devices in placements ``a`` and ``b`` once ``b``'s devices
+    are renamed to match ``a``'s (greedily, the largest overlap first): relabelled copies are at 0."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if a.size == 0:
+        return 0.0
+    overlap = np.zeros((k, k), dtype=np.int64)
+    np.add.at(overlap, (a, b), 1)
+    same = 0
+    for _ in range(k):
+        i, j = np.unravel_index(int(np.argmax(overlap)), overlap.shape)
+        if overlap[i, j] <= 0:
+            break
+        same += int(overlap[i, j])
+        overlap[i, :] = -1
+        overlap[:, j] = -1
+    return 1.0 - same / a.size
+
+
+def keep_candidate(kept: list[Solution], sol: Solution, k: int, limit: int = CANDIDATES) -> list[Solution]:
+    """``kept`` (best first, pairwise distinct) with ``sol`` added: it replaces the near-copies
+    it beats, is dropped when a near-copy is at least as good, and only ``limit`` stay."""
+    for other in kept:
+        if placement_distance(other.placement, sol.placement, k) < DISTINCT and other.objective <= sol.objective:
+            return kept
+    rest = [o for o in kept if placement_distance(o.placement, sol.placement, k) >= DISTINCT]
+    return sorted(rest + [sol], key=lambda o: o.objective)[:limit]  # stable: ties keep the earlier member
+
+
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     members: list[dict] = []
     best: Solution | None = None
+    kept: list[Solution] = []
     names, mlb = member_order(problem, opts)
     for name in names:
         rem = opts.remaining()
@@ -191,6 +226,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
         ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
         members.append({"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
                         "seconds": time.monotonic() - t, "reason": sol.reason})
+        if ok:
+            kept = keep_candidate(kept, sol, problem.k)
         if ok and (best is None or sol.objective < best.objective):
             best = sol
             opts.best_so_far.publish_answer(problem, sol)  # kept if a later member overruns the limit
@@ -199,6 +236,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
         return Solution("portfolio", "unknown", reason="portfolio: no member found a memory-feasible placement",
                         seconds=time.monotonic() - t0, info=info)
     info["best"] = best.method
+    info["candidates"] = kept  # the best first (Solutions: not for a report)
     info["best_info"] = {k: v for k, v in best.info.items() if k != "placement"}
     return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, start=best.start, objective=best.objective,
                     seconds=time.monotonic() - t0, info=info)

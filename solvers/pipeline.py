@@ -26,6 +26,7 @@ ETF and HEFT fit, refine REFINE_SHARE at the end, the exact phase what lies betw
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -115,6 +116,17 @@ BASELINES: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
 # The warm start's methods by name (which of them run: warm_start_methods).
 WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split,
                                                                       "held-split": held_split}
+# The probe (big graphs, alternating search): the portfolio's distinct placements (at most
+# PROBE_CANDIDATES, heuristics/portfolio.py CANDIDATES) each re-scheduled and refined for the same
+# PROBE_SECONDS, the search going on from the one that leads; all probes together take at most
+# PROBE_SHARE of the time left, each at least PROBE_MIN_SECONDS of refine after its re-schedule,
+# else fewer candidates (none: the re-schedule phase alone). Why: the placement that starts
+# lowest is not always the one that refines furthest (50K LSTM, K = 8: ETF's 591.83 gained 0.001%
+# in 8 s of refine, HEFT's 627.65 reached 580.81; bench/results_scale.md, session 12).
+PROBE_CANDIDATES = 3
+PROBE_SECONDS = 8.0
+PROBE_SHARE = 0.3
+PROBE_MIN_SECONDS = 2.0
 RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
@@ -141,6 +153,15 @@ class PipelineResult:
     reasons: list[str] = field(default_factory=list)
     used_exact: bool = False
     infeasible: bool = False  # proved for the original problem (never by a coarsened graph)
+
+
+@dataclass
+class Probe:
+    """The leading probe (see :func:`_probe_phase`): its refine search, which the alternating search
+    goes on with, and that search's rate (makespan fraction gained per second of refine)."""
+    search: RefineSearch | None
+    stats: RefineStats
+    rate: float
 
 
 class Incumbent:
@@ -238,11 +259,13 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     ph = Phase("warm-start")
     t = time.monotonic()
     warm_end = None if usable is None else t + warm_seconds(problem, usable, warm_share, opts.memory_model)
+    candidates: list[Solution] = []  # the portfolio's distinct placements, best first (the probe's)
     for name in warm_start_methods(problem):
         budget = until(warm_end)
         if budget is not None and budget <= 0.0:
             break  # topo-split would not watch the clock
         sol = WARM_START[name](problem, sub(budget))
+        candidates.extend(sol.info.get("candidates", []) if sol.info else [])
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
                                   [sol.reason], infeasible=True)
@@ -260,6 +283,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                 reasons.append(sol.reason)
         if inc.best is None:
             sol = portfolio(problem, sub(until(end)))
+            candidates.extend(sol.info.get("candidates", []))
             if inc.offer(sol) is None and sol.reason:
                 reasons.append(sol.reason)
     if inc.best is None:
@@ -274,19 +298,24 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     ph.note = _method_name(inc.best[0]) if inc.best else "no feasible warm start"
     phases.append(ph)
     progress("warm-start")
-    hb.enter("reschedule")
-    _reschedule_phase(problem, opts, inc, phases, until(end))
+    alternate = coarse and str(opts.extra.get("big_exact", BIG_EXACT)) == "lns" and \
+        str(opts.extra.get("big_search", BIG_SEARCH)) == "alternate"
+    probed: Probe | None = None
+    if alternate and inc.best is not None and not opts.stop.is_set() and \
+            inc.makespan > bound * (1 + 1e-9):
+        probed = _probe_phase(problem, opts, inc, candidates, phases, until(end), hb)
+    if probed is None:
+        hb.enter("reschedule")
+        _reschedule_phase(problem, opts, inc, phases, until(end))
     rescheduled_from = None if inc.best is None else inc.best[0]  # the exact phase may replace it
 
     # 2. Exact phase.
     proved = inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
     used_exact = False
-    alternate = coarse and str(opts.extra.get("big_exact", BIG_EXACT)) == "lns" and \
-        str(opts.extra.get("big_search", BIG_SEARCH)) == "alternate"
     if alternate and not proved and not opts.stop.is_set() and inc.best is not None:
         # 2+3. Window LNS and refine in turns until the end (docs/scale.md, "Alternating search").
         budget = until(None if end is None else end - inc.check_seconds)
-        done = _alternate_phase(problem, opts, inc, bound, budget, hb)
+        done = _alternate_phase(problem, opts, inc, bound, budget, hb, probed)
         used_exact = any(ph.name == "exact-lns" and ph.status == "feasible" for ph in done)
         phases.extend(done)
         progress("search")
@@ -406,6 +435,75 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
                         note=f"{before:.6g} -> {inc.makespan:.6g} ({won})"))
 
 
+def probe_plan(problem: Problem, count: int, left: float | None) -> tuple[int, float]:
+    """How many of ``count`` candidates the probe takes and the seconds of refine each gets, with
+    ``left`` seconds to the end: PROBE_SECONDS each, less when all probes with their re-schedules
+    would take more than PROBE_SHARE of ``left``, fewer candidates when that leaves less than
+    PROBE_MIN_SECONDS; (0, 0.0) when not even two fit."""
+    resched = RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
+    for c in range(min(count, PROBE_CANDIDATES), 1, -1):
+        each = PROBE_SECONDS if left is None else min(PROBE_SECONDS, PROBE_SHARE * left / c - resched)
+        if each >= PROBE_MIN_SECONDS:
+            return c, each
+    return 0, 0.0
+
+
+def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidates: list[Solution], phases: list[Phase],
+                 left: float | None, hb: Heartbeat) -> Probe | None:
+    """Each of the portfolio's distinct placements (best first) re-scheduled by priority lists
+    (solvers/reschedule.py) and refined for the same seconds (:func:`probe_plan`); every answer
+    better than the incumbent is offered, so the incumbent is the leading probe's answer (or a
+    better one found before). Returns the leading probe's refine search for the search to go on
+    with, or None when there is no time for two probes or fewer than two candidates (the
+    re-schedule phase then runs as before)."""
+    most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
+    count, seconds = probe_plan(problem, min(most, len(candidates)), left)
+    if count < 2:
+        return None
+    evals = opts.extra.get("probe_evals")  # refine's evaluations per probe instead of seconds (tests: deterministic)
+    t0 = time.monotonic()
+    model = opts.memory_model
+    keep: bool | str = True if problem.n > int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES)) else "auto"
+    resched_s = RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
+    runs: list[tuple[float, int, str, float, RefineSearch, RefineStats, float]] = []
+    for i, cand in enumerate(candidates[:count]):
+        if opts.stop.is_set():
+            break
+        t = time.monotonic()
+        ev = inc.offer(cand)  # the evaluator's schedule of the member's answer (or of an order that fits)
+        if ev is None:
+            continue
+        starts = [ev]
+        for name, order, rev in reschedule(problem, ev.placement, model,
+                                           stop=lambda: opts.stop.is_set() or time.monotonic() > t + resched_s):
+            if rev.feasible(problem):
+                starts.append(rev)
+                if rev.makespan < inc.makespan * (1 - 1e-12):
+                    inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=rev.placement, order=order,
+                                       objective=rev.makespan))
+        start = min(starts, key=lambda e: e.makespan)
+        stats = RefineStats()
+        hb.enter(f"probe {i + 1}/{count}", moves=lambda st=stats: st.evaluations, best=lambda st=stats: st.best_makespan)
+        search = RefineSearch(problem, start.placement, opts, memory_model=model, stats=stats, keep_order=keep,
+                              start=start.start, max_evals=None if evals is None else int(evals))
+        t_run = time.monotonic()
+        placement, got = search.run(t_run + seconds - inc.check_seconds if evals is None else math.inf)
+        run_s = time.monotonic() - t_run
+        if got.makespan < inc.makespan * (1 - 1e-12):
+            inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=got.start, objective=got.makespan))
+        gain = (start.makespan - got.makespan) / start.makespan
+        runs.append((got.makespan, i, _method_name(cand), start.makespan, search, stats, gain / max(run_s, 1e-3)))
+    if not runs:
+        return None
+    lead = min(runs, key=lambda r: (r[0], r[1]))
+    notes = ", ".join(f"{r[2]} {candidates[r[1]].objective:.6g} -> {r[3]:.6g} -> {r[0]:.6g}" for r in runs)
+    phases.append(Phase("probe", time.monotonic() - t0, inc.makespan, status="heuristic",
+                        note=f"{len(runs)} starts, {seconds:.1f}s of refine each: {notes}; on from {lead[2]}"))
+    rate = 0.0 if lead[5].stopped == "converged" else lead[6]
+    # a search bounded by evaluations would stay bounded: the alternating search then starts its own
+    return Probe(lead[4] if evals is None else None, lead[5], rate)
+
+
 def _method_name(sol: Solution) -> str:
     """The method behind an answer: the portfolio's winning member too (e.g. "portfolio:etf")."""
     member = sol.info.get("best") if sol.info else None
@@ -459,7 +557,7 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 
 
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
-                     hb: Heartbeat) -> list[Phase]:
+                     hb: Heartbeat, probed: Probe | None = None) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on static
     graphs of SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py)
@@ -474,7 +572,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     then LNS. Both keep their state between slices and take over the incumbent when the other
     improved it.
     A search that stops early (refine converged) hands the rest of its slice back. Every answer
-    is offered to the incumbent, so the result is never worse than it."""
+    is offered to the incumbent, so the result is never worse than it. ``probed``: the leading
+    probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
     t0 = time.monotonic()
     end = t0 + (budget if budget is not None else 60.0)
     slice_s = max(min(SEARCH_SLICE_SECONDS, (end - t0) / 4), (end - t0) / SEARCH_SLICES)  # short budgets: 4 slices
@@ -484,12 +583,14 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
     lns_stats, ref_stats, seg_stats = LnsStats(), RefineStats(), SegmentStats()
     arms: dict[str, Any] = {}
+    if probed is not None and probed.search is not None:
+        arms["refine"], ref_stats = probed.search, probed.stats
     names = ["refine", "exact-lns"]  # the order of their first slices
     seg_nodes = int(opts.extra.get("segment_graph_nodes", SEGMENT_GRAPH_NODES))
     if problem.n >= seg_nodes and opts.memory_model == "static":
         names.append("segments")
     spent = {name: 0.0 for name in names}
-    rate: dict[str, float] = {}
+    rate: dict[str, float] = {} if probed is None else {"refine": probed.rate}
     log: list[str] = []
     start_makespan = inc.makespan
 
