@@ -119,14 +119,18 @@ WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio
 # The probe (big graphs, alternating search): the portfolio's distinct placements (at most
 # PROBE_CANDIDATES, heuristics/portfolio.py CANDIDATES) each re-scheduled and refined for the same
 # PROBE_SECONDS, the search going on from the one that leads; all probes together take at most
-# PROBE_SHARE of the time left, each at least PROBE_MIN_SECONDS of refine after its re-schedule,
-# else fewer candidates (none: the re-schedule phase alone). Why: the placement that starts
-# lowest is not always the one that refines furthest (50K LSTM, K = 8: ETF's 591.83 gained 0.001%
-# in 8 s of refine, HEFT's 627.65 reached 580.81; bench/results_scale.md, session 12).
+# PROBE_SHARE of the time left, else fewer candidates (fewer than two: the re-schedule phase alone).
+# Why: the placement that starts lowest is not always the one that refines furthest (8 s of
+# refine each, session 12, bench/results_scale.md: 50K LSTM K = 8, ETF 591.83 -> 591.82, HEFT
+# 627.65 -> 580.81; 50K CNN K = 4, ETF 1272.78 -> 1259.62, pardnn-balanced 1304.11 -> 1215.25).
+# At 200K nodes ETF led on all three graphs measured (100-1000 moves in 8 s), so a shorter probe
+# there would only cost: at 120 s the share leaves no room and the search starts as before.
 PROBE_CANDIDATES = 3
 PROBE_SECONDS = 8.0
 PROBE_SHARE = 0.3
-PROBE_MIN_SECONDS = 2.0
+# A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
+# the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
+PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
 RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
@@ -435,17 +439,13 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
                         note=f"{before:.6g} -> {inc.makespan:.6g} ({won})"))
 
 
-def probe_plan(problem: Problem, count: int, left: float | None) -> tuple[int, float]:
-    """How many of ``count`` candidates the probe takes and the seconds of refine each gets, with
-    ``left`` seconds to the end: PROBE_SECONDS each, less when all probes with their re-schedules
-    would take more than PROBE_SHARE of ``left``, fewer candidates when that leaves less than
-    PROBE_MIN_SECONDS; (0, 0.0) when not even two fit."""
-    resched = RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
-    for c in range(min(count, PROBE_CANDIDATES), 1, -1):
-        each = PROBE_SECONDS if left is None else min(PROBE_SECONDS, PROBE_SHARE * left / c - resched)
-        if each >= PROBE_MIN_SECONDS:
-            return c, each
-    return 0, 0.0
+def probe_plan(problem: Problem, count: int, left: float | None, seconds: float = PROBE_SECONDS) -> tuple[int, float]:
+    """How many of ``count`` candidates the probe takes (at most PROBE_CANDIDATES) and the seconds
+    of refine each gets (``seconds``), with ``left`` seconds to the end: as many as fit, with
+    their re-schedules, in PROBE_SHARE of ``left``; (0, 0.0) when not even two fit."""
+    each = seconds + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
+    fit = min(count, PROBE_CANDIDATES) if left is None else min(count, PROBE_CANDIDATES, int(PROBE_SHARE * left / each))
+    return (fit, seconds) if fit >= 2 else (0, 0.0)
 
 
 def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidates: list[Solution], phases: list[Phase],
@@ -457,14 +457,15 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     with, or None when there is no time for two probes or fewer than two candidates (the
     re-schedule phase then runs as before)."""
     most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
-    count, seconds = probe_plan(problem, min(most, len(candidates)), left)
+    count, seconds = probe_plan(problem, min(most, len(candidates)), left,
+                                float(opts.extra.get("probe_seconds", PROBE_SECONDS)))
     if count < 2:
         return None
     evals = opts.extra.get("probe_evals")  # refine's evaluations per probe instead of seconds (tests: deterministic)
     t0 = time.monotonic()
     model = opts.memory_model
     keep: bool | str = True if problem.n > int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES)) else "auto"
-    resched_s = RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
+    resched_s = 2 * PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)  # then no further list
     runs: list[tuple[float, int, str, float, RefineSearch, RefineStats, float]] = []
     for i, cand in enumerate(candidates[:count]):
         if opts.stop.is_set():

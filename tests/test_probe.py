@@ -18,7 +18,7 @@ from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import Solution, SolveOptions
 from solvers import pipeline as pipeline_mod
-from solvers.pipeline import (PROBE_CANDIDATES, PROBE_MIN_SECONDS, PROBE_SECONDS, PROBE_SHARE, RESCHEDULE_SECONDS_PER_ELEMENT,
+from solvers.pipeline import (PROBE_CANDIDATES, PROBE_SECONDS, PROBE_SHARE, PROBE_RESCHEDULE_SECONDS_PER_ELEMENT,
                               Incumbent, Phase, _probe_phase, probe_plan)
 from solvers.progress import Heartbeat
 from solvers.refine import RefineStats
@@ -72,16 +72,15 @@ def test_portfolio_candidates_are_distinct_members_with_the_evaluators_makespans
 
 # -- the probe -----------------------------------------------------------------------------------
 
-def test_probe_plan_shares_the_time_and_needs_two_starts():
+def test_probe_plan_takes_as_many_full_probes_as_fit_in_the_share():
     prob = independent([1.0] * 10)
     assert probe_plan(prob, 3, None) == (3, PROBE_SECONDS)
     assert probe_plan(prob, 1, None) == (0, 0.0)
-    resched = RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
-    count, each = probe_plan(prob, 3, 30.0)  # 9 s for three probes
-    assert count == 3 and each == pytest.approx(PROBE_SHARE * 30.0 / 3 - resched)
-    count, each = probe_plan(prob, 3, 2 * (PROBE_MIN_SECONDS + resched) / PROBE_SHARE)  # room for two only
-    assert count == 2 and each >= PROBE_MIN_SECONDS
-    assert probe_plan(prob, 3, 1.0) == (0, 0.0)
+    each = PROBE_SECONDS + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
+    assert probe_plan(prob, 3, 3 * each / PROBE_SHARE + 0.01) == (3, PROBE_SECONDS)
+    assert probe_plan(prob, 3, 3 * each / PROBE_SHARE - 0.01) == (2, PROBE_SECONDS)
+    assert probe_plan(prob, 5, 100 * each) == (PROBE_CANDIDATES, PROBE_SECONDS)
+    assert probe_plan(prob, 3, 2 * each / PROBE_SHARE - 0.01) == (0, 0.0)
 
 
 class ScriptedRefine:
@@ -146,7 +145,7 @@ def test_auto_on_the_big_graph_path_is_never_worse_than_any_member():
     """Thresholds lowered so that a 500-node graph takes the 10K+ path (probe, then LNS and refine
     in turns); every member alone, judged by the evaluator, is at least auto's answer."""
     prob = generate("cnn", 500, seed=4, devices=4, memory_fraction=None)
-    res = run(prob, "auto", SolveOptions(time_limit=20, workers=1, extra={"exact_max_nodes": 100}))
+    res = run(prob, "auto", SolveOptions(time_limit=6, workers=1, extra={"exact_max_nodes": 100, "probe_seconds": 0.5}))
     assert res.feasible
     names = [p["name"] for p in res.history]
     assert "probe" in names and "reschedule" not in names
