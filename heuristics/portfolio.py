@@ -14,6 +14,8 @@ member is skipped when the estimate exceeds the time left. The answer is the mem
 evaluator makespan (ties: earlier member). Every member's outcome is in info["members"]: method,
 status, makespan (None without a feasible answer), feasible, seconds, and why it was skipped or
 failed. A member that raises is recorded with its error and the portfolio goes on.
+info["candidates"] holds the best pairwise-distinct member answers (at most CANDIDATES, best
+first: :func:`keep_candidate`), for the pipeline's probe of where its search should start.
 """
 from __future__ import annotations
 
