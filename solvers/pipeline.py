@@ -117,16 +117,18 @@ BASELINES: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
 WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio": portfolio, "topo-split": topo_split,
                                                                       "held-split": held_split}
 # The probe (big graphs, alternating search): the portfolio's distinct placements (at most
-# PROBE_CANDIDATES, heuristics/portfolio.py CANDIDATES) each re-scheduled and refined for the same
-# PROBE_SECONDS, the search going on from the one that leads; all probes together take at most
-# PROBE_SHARE of the time left, else fewer candidates (fewer than two: the re-schedule phase alone).
-# Why: the placement that starts lowest is not always the one that refines furthest (8 s of
-# refine each, session 12, bench/results_scale.md: 50K LSTM K = 8, ETF 591.83 -> 591.82, HEFT
-# 627.65 -> 580.81; 50K CNN K = 4, ETF 1272.78 -> 1259.62, pardnn-balanced 1304.11 -> 1215.25).
-# At 200K nodes ETF led on all three graphs measured (100-1000 moves in 8 s), so a shorter probe
-# there would only cost: at 120 s the share leaves no room and the search starts as before.
+# PROBE_CANDIDATES, heuristics/portfolio.py CANDIDATES) each re-scheduled by the priority lists
+# (and refined for the same PROBE_SECONDS when that is above 0), the search going on from the
+# one that leads; all probes together take at most PROBE_SHARE of the time left, else fewer
+# candidates (fewer than two: the re-schedule phase of the incumbent alone, as before).
+# Why: the placement that starts lowest is not always the one that re-schedules lowest (50K CNN,
+# K = 4: ETF's 1272.78 re-scheduled to 1263.59, pardnn-balanced's 1304.11 to 1226.17;
+# bench/results_scale.md, session 12). Refine in the probe (8 s each) is off: on the 50K LSTM at
+# K = 8 it chose HEFT's placement (580.66 after 8 s, ETF's stuck at 591.82), but refine from ETF's
+# gained 11.9% in its third 10 s slice after kicks, and the 120 s run ended at 564.88 against
+# 515.09 from ETF's: 8 s of refine does not tell which start refines furthest.
 PROBE_CANDIDATES = 3
-PROBE_SECONDS = 8.0
+PROBE_SECONDS = 0.0
 PROBE_SHARE = 0.3
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
@@ -163,9 +165,9 @@ class PipelineResult:
 class Probe:
     """The leading probe (see :func:`_probe_phase`): its refine search, which the alternating search
     goes on with, and that search's rate (makespan fraction gained per second of refine)."""
-    search: RefineSearch | None
+    search: RefineSearch | None  # None: the probe did not refine, or its refine was bounded by evaluations
     stats: RefineStats
-    rate: float
+    rate: float | None
 
 
 class Incumbent:
@@ -450,12 +452,13 @@ def probe_plan(problem: Problem, count: int, left: float | None, seconds: float 
 
 def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidates: list[Solution], phases: list[Phase],
                  left: float | None, hb: Heartbeat) -> Probe | None:
-    """Each of the portfolio's distinct placements (best first) re-scheduled by priority lists
-    (solvers/reschedule.py) and refined for the same seconds (:func:`probe_plan`); every answer
-    better than the incumbent is offered, so the incumbent is the leading probe's answer (or a
-    better one found before). Returns the leading probe's refine search for the search to go on
-    with, or None when there is no time for two probes or fewer than two candidates (the
-    re-schedule phase then runs as before)."""
+    """Each of the portfolio's distinct placements (best first) judged by the evaluator,
+    re-scheduled by priority lists (solvers/reschedule.py) and, with probe seconds above 0,
+    refined from its best schedule for the same seconds (:func:`probe_plan`). Every answer better
+    than the incumbent is offered, so the incumbent is the leading probe's answer (or a better one
+    found before): the search starts from it. Returns the leading probe (with refine: its search,
+    which the alternating search goes on with), or None when there is no time for two probes or
+    fewer than two candidates (the re-schedule phase then runs as before)."""
     most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
     count, seconds = probe_plan(problem, min(most, len(candidates)), left,
                                 float(opts.extra.get("probe_seconds", PROBE_SECONDS)))
@@ -466,11 +469,12 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     model = opts.memory_model
     keep: bool | str = True if problem.n > int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES)) else "auto"
     resched_s = 2 * PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)  # then no further list
-    runs: list[tuple[float, int, str, float, RefineSearch, RefineStats, float]] = []
+    runs: list[tuple[float, int, str, float, RefineSearch | None, RefineStats, float]] = []
     for i, cand in enumerate(candidates[:count]):
         if opts.stop.is_set():
             break
         t = time.monotonic()
+        hb.enter(f"probe {i + 1}/{count}")
         ev = inc.offer(cand)  # the evaluator's schedule of the member's answer (or of an order that fits)
         if ev is None:
             continue
@@ -484,6 +488,9 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
                                        objective=rev.makespan))
         start = min(starts, key=lambda e: e.makespan)
         stats = RefineStats()
+        if seconds <= 0.0 or opts.stop.is_set():
+            runs.append((start.makespan, i, _method_name(cand), start.makespan, None, stats, 0.0))
+            continue
         hb.enter(f"probe {i + 1}/{count}", moves=lambda st=stats: st.evaluations, best=lambda st=stats: st.best_makespan)
         search = RefineSearch(problem, start.placement, opts, memory_model=model, stats=stats, keep_order=keep,
                               start=start.start, max_evals=None if evals is None else int(evals))
@@ -497,12 +504,14 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     if not runs:
         return None
     lead = min(runs, key=lambda r: (r[0], r[1]))
-    notes = ", ".join(f"{r[2]} {candidates[r[1]].objective:.6g} -> {r[3]:.6g} -> {r[0]:.6g}" for r in runs)
+    notes = ", ".join(f"{r[2]} {candidates[r[1]].objective:.6g} -> {r[3]:.6g}" + (f" -> {r[0]:.6g}" if r[4] is not None else "")
+                      for r in runs)
+    what = f"{seconds:.1f}s of refine each" if seconds > 0.0 else "re-scheduled"
     phases.append(Phase("probe", time.monotonic() - t0, inc.makespan, status="heuristic",
-                        note=f"{len(runs)} starts, {seconds:.1f}s of refine each: {notes}; on from {lead[2]}"))
-    rate = 0.0 if lead[5].stopped == "converged" else lead[6]
-    # a search bounded by evaluations would stay bounded: the alternating search then starts its own
-    return Probe(lead[4] if evals is None else None, lead[5], rate)
+                        note=f"{len(runs)} starts, {what}: {notes}; on from {lead[2]}"))
+    if lead[4] is None or evals is not None:  # a search bounded by evaluations would stay bounded
+        return Probe(None, lead[5], None)
+    return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6])
 
 
 def _method_name(sol: Solution) -> str:
@@ -591,7 +600,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     if problem.n >= seg_nodes and opts.memory_model == "static":
         names.append("segments")
     spent = {name: 0.0 for name in names}
-    rate: dict[str, float] = {} if probed is None else {"refine": probed.rate}
+    rate: dict[str, float] = {} if probed is None or probed.search is None else {"refine": probed.rate}
     log: list[str] = []
     start_makespan = inc.makespan
 

@@ -72,15 +72,38 @@ def test_portfolio_candidates_are_distinct_members_with_the_evaluators_makespans
 
 # -- the probe -----------------------------------------------------------------------------------
 
-def test_probe_plan_takes_as_many_full_probes_as_fit_in_the_share():
+def test_probe_plan_takes_as_many_probes_as_fit_in_the_share():
     prob = independent([1.0] * 10)
     assert probe_plan(prob, 3, None) == (3, PROBE_SECONDS)
     assert probe_plan(prob, 1, None) == (0, 0.0)
-    each = PROBE_SECONDS + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
-    assert probe_plan(prob, 3, 3 * each / PROBE_SHARE + 0.01) == (3, PROBE_SECONDS)
-    assert probe_plan(prob, 3, 3 * each / PROBE_SHARE - 0.01) == (2, PROBE_SECONDS)
-    assert probe_plan(prob, 5, 100 * each) == (PROBE_CANDIDATES, PROBE_SECONDS)
-    assert probe_plan(prob, 3, 2 * each / PROBE_SHARE - 0.01) == (0, 0.0)
+    each = 8.0 + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
+    assert probe_plan(prob, 3, 3 * each / PROBE_SHARE + 0.01, 8.0) == (3, 8.0)
+    assert probe_plan(prob, 3, 3 * each / PROBE_SHARE - 0.01, 8.0) == (2, 8.0)
+    assert probe_plan(prob, 5, 100 * each, 8.0) == (PROBE_CANDIDATES, 8.0)
+    assert probe_plan(prob, 3, 2 * each / PROBE_SHARE - 0.01, 8.0) == (0, 0.0)
+
+
+def test_the_search_starts_from_the_placement_that_reschedules_lowest():
+    # x (5) and a (1) on device 0, b (5) on device 1, a -> b costs 1 across devices. B, in the
+    # member's order x then a: b starts at 7, makespan 12; its bottom-level re-schedule runs a
+    # first: 7. A, everything on device 0: 11 in any order. A starts lower, B re-schedules lower.
+    nodes = [{"id": x, "time": t, "out_bytes": 0.0, "param_bytes": 0.0} for x, t in (("x", 5.0), ("a", 1.0), ("b", 5.0))]
+    prob = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 1.0}], devices=2)
+    a, b = np.array([0, 0, 0]), np.array([0, 0, 1])
+    assert evaluate(prob, a, order=[[1, 2, 0], []]).makespan == 11.0
+    assert evaluate(prob, b, order=[[0, 1], [2]]).makespan == 12.0
+    cands = [Solution("a-member", "heuristic", placement=a, order=[[1, 2, 0], []], objective=11.0),
+             Solution("b-member", "heuristic", placement=b, order=[[0, 1], [2]], objective=12.0)]
+    inc = Incumbent(prob, "static", verify)
+    inc.offer(cands[0])
+    phases: list[Phase] = []
+    with Heartbeat(None, lambda: inc.makespan, 0.0) as hb:
+        probe = _probe_phase(prob, STATIC, inc, cands, phases, None, hb)
+    assert probe is not None and probe.search is None  # no refine by default
+    sol, ev = inc.best
+    assert ev.makespan == 7.0 and list(ev.placement) == [0, 0, 1]
+    assert evaluate(prob, ev.placement, order=sol.order).makespan == 7.0
+    assert phases[-1].note.endswith("on from b-member")
 
 
 class ScriptedRefine:
@@ -101,7 +124,7 @@ class ScriptedRefine:
         return to, evaluate(self.problem, to)
 
 
-def test_the_search_goes_on_from_the_start_whose_probe_leads(monkeypatch):
+def test_with_refine_the_search_goes_on_from_the_start_whose_probe_leads(monkeypatch):
     # four independent nodes of 4, 3, 2, 1 on two devices. A: {4, 2} {3, 1}, makespan 6, refine
     # finds nothing better; B: {4, 3} {2, 1}, makespan 7, refine reaches {4, 1} {3, 2}, makespan 5
     prob = independent([4.0, 3.0, 2.0, 1.0])
@@ -116,7 +139,7 @@ def test_the_search_goes_on_from_the_start_whose_probe_leads(monkeypatch):
     inc.offer(cands[0])  # the warm start's answer: the lowest start
     phases: list[Phase] = []
     with Heartbeat(None, lambda: inc.makespan, 0.0) as hb:
-        probe = _probe_phase(prob, STATIC, inc, cands, phases, None, hb)
+        probe = _probe_phase(prob, SolveOptions(extra={"probe_seconds": 1.0}), inc, cands, phases, None, hb)
     assert probe is not None and probe.search is ScriptedRefine.made[1] and probe.search.from_ == tuple(b)
     assert inc.makespan == evaluate(prob, inc.best[1].placement).makespan == 5.0
     assert placement_distance(inc.best[1].placement, best, 2) == 0.0
@@ -127,7 +150,7 @@ def test_probe_with_real_refine_never_loses_a_candidate_and_is_deterministic():
     prob = generate("lstm", 800, seed=3, devices=4, memory_fraction=None)
     cands = portfolio(prob, SolveOptions(time_limit=20, memory_model="static")).info["candidates"]
     assert len(cands) >= 2
-    opts = SolveOptions(memory_model="static", extra={"probe_evals": 150})
+    opts = SolveOptions(memory_model="static", extra={"probe_evals": 150, "probe_seconds": 8.0})
     answers = []
     for _ in range(2):
         inc = Incumbent(prob, "static", verify)
@@ -145,7 +168,7 @@ def test_auto_on_the_big_graph_path_is_never_worse_than_any_member():
     """Thresholds lowered so that a 500-node graph takes the 10K+ path (probe, then LNS and refine
     in turns); every member alone, judged by the evaluator, is at least auto's answer."""
     prob = generate("cnn", 500, seed=4, devices=4, memory_fraction=None)
-    res = run(prob, "auto", SolveOptions(time_limit=6, workers=1, extra={"exact_max_nodes": 100, "probe_seconds": 0.5}))
+    res = run(prob, "auto", SolveOptions(time_limit=6, workers=1, extra={"exact_max_nodes": 100}))
     assert res.feasible
     names = [p["name"] for p in res.history]
     assert "probe" in names and "reschedule" not in names
