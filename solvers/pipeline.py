@@ -13,7 +13,10 @@
 
 Between them, the incumbent's placement is re-scheduled by priority lists (solvers/reschedule.py:
 FIFO on a placement that holds a long critical chain on one device, as PARDNN's does, delays
-critical nodes), after the warm start and again when the exact phase changed the incumbent.
+critical nodes), after the warm start and again when the exact phase changed the incumbent. When
+the search alternates (big graphs), the probe re-schedules the portfolio's best distinct
+placements instead, and the search starts from the one that schedules lowest (docs/scale.md,
+"Where the search starts").
 
 A status line is printed at least every HEARTBEAT_SECONDS in every phase (solvers/progress.py).
 
