@@ -134,7 +134,7 @@ def ordered_evaluation(problem: Problem, placement: np.ndarray, order: list[list
                       peak_memory=peak_memory(problem, placement, start, finish), memory_model=memory_model)
 
 
-def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], list[int]]:
+def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Euler intervals of a forest given by parent pointers (-1 at a root): ``x`` lies on the path
     from ``v`` to its root iff ``tin[x] <= tin[v] < end[x]``. Children take their slots in order
     of ``rank`` (any order would do; this one is the preorder of a walk in that order).
@@ -146,11 +146,10 @@ def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], 
     over descendants is its transpose, a bincount on A_k per round: log2(depth) rounds."""
     n = parent.size
     if n == 0:
-        return [], []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     fast = kernels.for_size(n)
     if fast is not None:  # the same walk, node by node, compiled
-        tin, end = fast.forest_intervals(np.lexsort((rank, parent)), parent)
-        return tin.tolist(), end.tolist()
+        return fast.forest_intervals(np.lexsort((rank, parent)), parent)
     jumps = []  # per round: the nodes with a 2^k-th ancestor, and that ancestor
     up = parent.astype(np.int64, copy=True)
     live = np.flatnonzero(up >= 0)
@@ -176,7 +175,7 @@ def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], 
         tin[live] += tin[anc]
     tin = tin.astype(np.int64)
     size = size.astype(np.int64)
-    return tin.tolist(), (tin + size).tolist()
+    return tin, tin + size
 
 
 class _Avoids:
@@ -255,6 +254,13 @@ class IncrementalSchedule:
         self._succ_comm = [scomm_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
         self._dur = p.time.tolist()
         self._rank = p.topo_rank.tolist()
+        i64, f64 = np.int64, np.float64
+        # The graph as flat arrays for the compiled trial (kernels.move_trial), in the dtypes it was compiled for.
+        self._csr = (np.ascontiguousarray(ptr, dtype=i64), np.ascontiguousarray(nbr, dtype=i64),
+                     np.ascontiguousarray(comm, dtype=f64), np.ascontiguousarray(sptr, dtype=i64),
+                     np.ascontiguousarray(snbr, dtype=i64), np.ascontiguousarray(p.comm[seid], dtype=f64))
+        self._time = np.ascontiguousarray(p.time, dtype=f64)
+        self._flags: tuple | None = None  # the compiled trial's scratch flags and values, all clear between trials
         self.reset(placement, ref_start)
 
     def reset(self, placement: np.ndarray, ref_start: np.ndarray) -> None:
@@ -269,6 +275,7 @@ class IncrementalSchedule:
             start = kept_order_start(p, pl, ref)
             if start is None:
                 start = evaluate(p, pl, order=order).start
+        start = np.ascontiguousarray(start, dtype=np.float64)
         finish = start + p.time
         self.placement, self.start, self.finish = pl, start, finish
         self.makespan = float(finish.max()) if p.n else 0.0
@@ -292,9 +299,10 @@ class IncrementalSchedule:
             self._keys.append(pos[a].tolist())
         self._prev, self._next = prev.tolist(), nxt.tolist()
         self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
+        self._next_a = nxt
         by_finish = np.argsort(-finish, kind="stable")
         self._by_finish, self._by_finish_a = by_finish.tolist(), by_finish
-        self._scratch: tuple | None = None  # the compiled cone's working arrays (_cone_compiled)
+        self._scratch: tuple | None = None  # the compiled trial's copies of the base (_try_compiled)
         self._tails(at, nxt)
         self._last = self._by_finish[0] if n else -1
         self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
@@ -307,7 +315,7 @@ class IncrementalSchedule:
         at, pos, prev = self._arrays
         self._head_tin, self._head_end = _forest_intervals(self._heads(prev), pos)
         self._tail_tin, self._tail_end = _forest_intervals(self._tail_next_a, -pos)
-        self._tail_tin_a = None  # as an array, made by the compiled cone when it needs it
+        self._bound_lists: dict[str, list] | None = None  # their Python lists, made by the Python path
         self._avoiding(at, pos, prev)
         # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
         # miss a witness's head and tail paths leaves a path of the old makespan in place.
@@ -315,7 +323,15 @@ class IncrementalSchedule:
         crit = at[through[at] >= self.makespan]
         pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
         self._witness = [(int(w), float(through[w])) for w in pick]
+        self._witness_a = (np.ascontiguousarray(pick, dtype=np.int64), np.ascontiguousarray(through[pick], dtype=np.float64))
         self._bounds_ready = True
+
+    def _lists(self) -> dict[str, list]:
+        """The bound's structures as Python lists, for the Python path (made once per base)."""
+        if self._bound_lists is None:
+            self._bound_lists = {name: getattr(self, name).tolist() for name in
+                                 ("_head_tin", "_head_end", "_tail_tin", "_tail_end", "_avoid", "_before", "_after")}
+        return self._bound_lists
 
     def _tails(self, at: np.ndarray, nxt_a: np.ndarray) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
@@ -391,8 +407,7 @@ class IncrementalSchedule:
         avoid_at = np.maximum(np.maximum(before[:n], after[1:n + 1]), jump)
         avoid = np.empty(n)
         avoid[at] = avoid_at
-        self._avoid = avoid.tolist()
-        self._before, self._after = before.tolist(), after.tolist()
+        self._avoid, self._before, self._after = avoid, before, after
 
     def _heads(self, prev: np.ndarray) -> np.ndarray:
         """Per node v, its head parent: an input or the device predecessor whose arrival fixed v's start
@@ -438,6 +453,9 @@ class IncrementalSchedule:
         moves = {v: d for v, d in moves.items() if pl[v] != d}
         if cutoff != float("inf") and moves and not self._bounds_ready:
             self._prepare_bounds()
+        fast = kernels.for_size(self.problem.n)
+        if fast is not None:
+            return self._try_compiled(fast, moves, cutoff)
         prev_o: dict[int, int] = {}
         next_o: dict[int, int] = {}
         head_o: dict[int, int] = {}
@@ -494,16 +512,14 @@ class IncrementalSchedule:
             last[d] = (v, anchor)
             seeds.add(v)
             seeds.update(self._succs[v])
-        tail_free = _Avoids(moves, self._tail_tin, self._tail_end) if self._bounds_ready and moves else None
+        lists = self._lists() if self._bounds_ready else {}
+        tail_free = _Avoids(moves, lists["_tail_tin"], lists["_tail_end"]) if self._bounds_ready and moves else None
         if cutoff != float("inf") and moves:
             bound, visited, t_lb = self._bound(moves, in_order, prev_of, next_of, bridged, tail_free, cutoff)
             if bound >= cutoff:
                 return Trial(self, moves, {}, bound, visited, complete=False)
         else:
             t_lb = {}
-        fast = kernels.for_size(self.problem.n)
-        if fast is not None:
-            return self._cone_compiled(fast, moves, seeds, prev_o, next_o, t_lb, tail_free, cutoff)
         # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
         # devices and finish times (two list copies) keep the loop to plain indexing.
         dev = pl.copy()
@@ -563,52 +579,40 @@ class IncrementalSchedule:
                 break
         return Trial(self, moves, s_new, makespan, count)
 
-    def _cone_compiled(self, fast, moves: dict[int, int], seeds: set[int], prev_o: dict[int, int],
-                       next_o: dict[int, int], t_lb: dict[int, float], tail_free: _Avoids | None, cutoff: float) -> Trial:
-        """The cone loop of :meth:`try_move`, compiled (placement.kernels.cone, the same steps in the
-        same order): the move's devices, chain links and tail bounds are written into working copies
-        of the base arrays for the call and taken out again after it."""
-        p = self.problem
-        n = p.n
+    def _try_compiled(self, fast, moves: dict[int, int], cutoff: float) -> Trial:
+        """:meth:`try_move` compiled (placement.kernels.move_trial: the same overlay, bound and cone,
+        step for step, on flat arrays): the move is written into working copies of the base arrays
+        for the call and taken out again by it."""
+        n = self.problem.n
         if self._scratch is None:
             at, pos, prev = self._arrays
-            nxt = np.asarray(self._next, dtype=np.int64)
-            self._scratch = (self.placement.copy(), self.finish.copy(), prev.copy(), nxt.copy(), np.zeros(n, dtype=bool),
-                             np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
-                             prev, nxt, p.comm[p.pred_ptr[2]], np.zeros(n, dtype=np.int64))
-        (dev, fin, prev_c, next_c, moved, has_lb, lb, queued, changed, prev_base, next_base, pcomm,
-         no_tin) = self._scratch
-        at, pos, _ = self._arrays
-        mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
-        links_p = np.fromiter(prev_o.keys(), dtype=np.int64, count=len(prev_o))
-        links_n = np.fromiter(next_o.keys(), dtype=np.int64, count=len(next_o))
-        bounded = np.fromiter(t_lb.keys(), dtype=np.int64, count=len(t_lb))
-        if tail_free is None:
-            tin, lo, hi = no_tin, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            self._scratch = (self.placement.astype(np.int64), prev.copy(), self._next_a.copy(), self.finish.copy())
+            seq = np.concatenate([np.asarray(s, dtype=np.int64) for s in self._seq]) if n else np.zeros(0, dtype=np.int64)
+            lo = np.zeros(self.problem.k + 1, dtype=np.int64)
+            np.cumsum([len(s) for s in self._seq], out=lo[1:])
+            self._base = (at, pos, self._scratch[0].copy(), self.start, self.finish, self._time, *self._csr, prev,
+                          self._next_a, seq, lo, self._tail_a, self._by_finish_a)
+        if self._flags is None:
+            b = np.zeros(n, dtype=np.bool_)
+            self._flags = (b, np.zeros(n), b.copy(), np.zeros(n), b.copy(), b.copy(), b.copy(), b.copy())
+        moved, t_lb, has_tlb, lbv, has_lb, queued, changed, mark = self._flags
+        dev, prev_c, next_c, fin = self._scratch
+        if self._bounds_ready:
+            bounds = (self._head_tin, self._head_end, self._tail_tin, self._tail_end, *self._witness_a, self._before,
+                      self._after, self._avoid, self._last, self.makespan)
         else:
-            if self._tail_tin_a is None:
-                self._tail_tin_a = np.asarray(self._tail_tin, dtype=np.int64)
-            tin, lo, hi = self._tail_tin_a, np.asarray(tail_free.lo, dtype=np.int64), np.asarray(tail_free.hi, dtype=np.int64)
-        pptr, pnbr, _ = p.pred_ptr
-        sptr, snbr, _ = p.succ_ptr
-        try:
-            dev[mv] = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
-            moved[mv] = True
-            prev_c[links_p] = np.fromiter(prev_o.values(), dtype=np.int64, count=len(prev_o))
-            next_c[links_n] = np.fromiter(next_o.values(), dtype=np.int64, count=len(next_o))
-            lb[bounded] = np.fromiter(t_lb.values(), dtype=float, count=len(t_lb))
-            has_lb[bounded] = True
-            stopped, value, count, nodes, starts = fast.cone(
-                np.fromiter(seeds, dtype=np.int64, count=len(seeds)), at, pos, dev, fin, self.start, self.finish, p.time,
-                pptr, pnbr, pcomm, sptr, snbr, prev_c, next_c, self._tail_a, moved, has_lb, lb, tin, lo, hi,
-                float(cutoff), self._by_finish_a, queued, changed)
-        finally:  # back to the base
-            dev[mv] = self.placement[mv]
-            moved[mv] = False
-            prev_c[links_p] = prev_base[links_p]
-            next_c[links_n] = next_base[links_n]
-            has_lb[bounded] = False
-        return Trial(self, moves, dict(zip(nodes.tolist(), starts.tolist())), value, count, complete=not stopped)
+            none = np.zeros(n, dtype=np.int64)
+            bounds = (none, none, none, none, none[:0], np.zeros(0), np.zeros(n + 1), np.zeros(n + 1), np.zeros(n),
+                      -1, 0.0)
+        mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
+        md = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+        kind, value, count, nodes, starts = fast.move_trial.kernel(
+            mv, md, float(cutoff), int(cutoff != float("inf")), int(self._bounds_ready),
+            BOUND_VISITS[0] * len(moves) + BOUND_VISITS[1],
+            *self._base, *bounds, dev, prev_c, next_c, moved, t_lb, has_tlb, lbv, has_lb, fin, queued, changed, mark)
+        if kind == 1:
+            return Trial(self, moves, {}, value, count, complete=False)
+        return Trial(self, moves, dict(zip(nodes.tolist(), starts.tolist())), value, count, complete=kind == 0)
 
     def _drop(self, m: int, dm: int, start_lb: float, moves: dict[int, int], prev_of, lb: dict[int, float],
               drop: float, base_next: list[int]) -> float:
@@ -674,7 +678,8 @@ class IncrementalSchedule:
         is exact: such a move is rejected at once whenever the longest path through it reaches
         the cutoff."""
         pl, dur, f, s, tail = self._pl, self._dur, self._f, self._s, self._tail
-        head_free = _Avoids(moves, self._head_tin, self._head_end)
+        lists = self._lists()
+        head_free = _Avoids(moves, lists["_head_tin"], lists["_head_end"])
         best = self.makespan if head_free(self._last) else 0.0
         if best < cutoff:  # a longest path of the base that the move leaves in place
             for w, length in self._witness:
@@ -683,9 +688,9 @@ class IncrementalSchedule:
         # Paths before the first or after the last moved node in position order, or for one moved
         # node any path avoiding it (one that used the chain link it now sits in only got longer).
         first, last = self._pos[in_order[0]], self._pos[in_order[-1]]
-        best = max(best, self._before[first], self._after[last + 1])
+        best = max(best, lists["_before"][first], lists["_after"][last + 1])
         if len(in_order) == 1:
-            best = max(best, self._avoid[in_order[0]])
+            best = max(best, lists["_avoid"][in_order[0]])
         for b in bridged:
             a = prev_of(b)
             if a >= 0 and a not in moves and head_free(a) and tail_free(b):

@@ -390,6 +390,393 @@ def cone(seeds, at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr, pcomm, sptr,
     return stopped, value, count, nodes[:k].copy(), starts[:k].copy()
 
 
+def _outer(nodes, tin, end, lo, hi):
+    """placement.incremental._Avoids.__init__: the outermost of the (nested or disjoint) Euler
+    intervals of ``nodes``, sorted, written to lo / hi; returns how many."""
+    m = nodes.size
+    key = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        key[i] = tin[nodes[i]]
+    order = np.argsort(key)  # preorder numbers are unique: any sort gives this order
+    cnt = 0
+    for i in range(m):
+        v = nodes[order[i]]
+        if cnt == 0 or tin[v] >= hi[cnt - 1]:
+            lo[cnt] = tin[v]
+            hi[cnt] = end[v]
+            cnt += 1
+    return cnt
+
+
+def _dropped(m, dm, start_lb, drop, pl, dev, dur, f, sptr, snbr, scomm, moved, prev_c, next_b, lbv, has_lb):
+    """IncrementalSchedule._drop: how much earlier than in the base a constraint leaving moved node
+    ``m`` can let a node start (the same sums and comparisons)."""
+    old_f = f[m]
+    new_f = start_lb + dur[m]
+    worst = 0.0
+    for j in range(sptr[m], sptr[m + 1]):
+        x = snbr[j]
+        if moved[x]:
+            continue
+        c = scomm[j]
+        dx = pl[x]
+        gone = old_f + (c if dx != pl[m] else 0.0) - new_f - (c if dx != dm else 0.0)
+        if gone > worst:
+            worst = gone
+    q = next_b[m]
+    if q >= 0 and not moved[q]:
+        y = prev_c[q]
+        if y < 0:
+            got = 0.0
+        elif has_lb[y]:
+            got = lbv[y] + dur[y]
+        elif moved[y]:
+            got = dur[y]
+        else:
+            got = f[y] - drop
+            if not got > dur[y]:  # Python's max(dur[y], f[y] - drop)
+                got = dur[y]
+        if old_f - got > worst:
+            worst = old_f - got
+    return worst
+
+
+def _early(u, drop, f, dur, tin, lo, hi):
+    """A lower bound of unmoved node u's new finish: its old finish if its head path avoids the
+    moved nodes (``lo`` / ``hi``), else that less ``drop`` (at least its duration)."""
+    if _avoids(u, tin, lo, hi):
+        return f[u]
+    a = f[u] - drop
+    return a if a > dur[u] else dur[u]
+
+
+def move_bound(order, pos, at, pl, dev, base_s, f, dur, pptr, pnbr, pcomm, sptr, snbr, scomm, prev_c, next_c, next_b,
+               tail, moved, t_lb, has_tlb, lbv, has_lb, queued, head_tin, hlo, hhi, tail_tin, tlo, thi, witness,
+               wlen, before, after, avoid, last_node, makespan, bridged, budget, cutoff):
+    """IncrementalSchedule._bound on arrays, the moved nodes in position order ``order``, the
+    move written into ``dev`` / ``moved`` / ``prev_c`` / ``next_c``: (bound, nodes visited), the
+    moved nodes' tail bounds left in ``t_lb`` (flags ``has_tlb``) when the bound stays below the
+    cutoff. The same sums, maxima and visiting order; ``lbv`` / ``has_lb`` / ``queued`` are
+    scratch, cleared before returning."""
+    n = dur.size
+    nm = order.size
+    best = makespan if _avoids(last_node, head_tin, hlo, hhi) else 0.0
+    if best < cutoff:
+        for i in range(witness.size):
+            w = witness[i]
+            if wlen[i] >= cutoff and not moved[w] and _avoids(w, head_tin, hlo, hhi) and _avoids(w, tail_tin, tlo, thi):
+                return wlen[i], 0
+    x = before[pos[order[0]]]
+    if x > best:
+        best = x
+    x = after[pos[order[nm - 1]] + 1]
+    if x > best:
+        best = x
+    if nm == 1:
+        x = avoid[order[0]]
+        if x > best:
+            best = x
+    for i in range(bridged.size):
+        b = bridged[i]
+        a = prev_c[b]
+        if a >= 0 and not moved[a] and _avoids(a, head_tin, hlo, hhi) and _avoids(b, tail_tin, tlo, thi):
+            x = f[a] + dur[b] + tail[b]
+            if x > best:
+                best = x
+    if best >= cutoff:
+        return best, 0
+    for i in range(nm - 1, -1, -1):  # the moved nodes' new tails, from below, backward
+        m = order[i]
+        dm = dev[m]
+        t = 0.0
+        x = next_c[m]
+        if x >= 0:
+            t = dur[x] + (t_lb[x] if moved[x] else (tail[x] if _avoids(x, tail_tin, tlo, thi) else 0.0))
+        for j in range(sptr[m], sptr[m + 1]):
+            x = snbr[j]
+            if moved[x]:
+                b = dur[x] + t_lb[x]
+            else:
+                b = dur[x] + (tail[x] if _avoids(x, tail_tin, tlo, thi) else 0.0)
+            if dev[x] != dm:
+                b += scomm[j]
+            if b > t:
+                t = b
+        t_lb[m] = t
+        has_tlb[m] = True
+    if nm > 1:  # the paths through each moved node alone, in position order
+        drop = 0.0
+        stop = False
+        for i in range(nm):
+            m = order[i]
+            dm = dev[m]
+            u = prev_c[m]
+            if u < 0:
+                t = 0.0
+            elif moved[u]:
+                t = lbv[u] + dur[u] if has_lb[u] else dur[u]
+            elif drop == 0.0:
+                t = f[u]
+            else:
+                t = _early(u, drop, f, dur, head_tin, hlo, hhi)
+            for j in range(pptr[m], pptr[m + 1]):
+                u = pnbr[j]
+                if moved[u]:
+                    a = lbv[u] + dur[u] if has_lb[u] else dur[u]
+                    if dev[u] != dm:
+                        a += pcomm[j]
+                else:
+                    a = f[u] if drop == 0.0 else _early(u, drop, f, dur, head_tin, hlo, hhi)
+                    if pl[u] != dm:
+                        a += pcomm[j]
+                if a > t:
+                    t = a
+            lbv[m] = t
+            has_lb[m] = True
+            if t + dur[m] + t_lb[m] > best:
+                best = t + dur[m] + t_lb[m]
+                if best >= cutoff:
+                    stop = True
+                    break
+            if i < nm - 1:
+                drop += _dropped(m, dm, t, drop, pl, dev, dur, f, sptr, snbr, scomm, moved, prev_c, next_b, lbv, has_lb)
+        for i in range(nm):
+            has_lb[order[i]] = False
+        if stop:
+            return best, 0
+    # Forward from the moved nodes through the nodes they push later (a heap of positions).
+    heap = np.empty(n, dtype=np.int64)
+    hsize = 0
+    listed = np.empty(n, dtype=np.int64)  # nodes given a bound, to clear the flags
+    nl = 0
+    queue_list = np.empty(n, dtype=np.int64)
+    nq = 0
+    for i in range(nm):
+        heap[hsize] = pos[order[i]]  # increasing: already a heap
+        hsize += 1
+        queued[order[i]] = True
+        queue_list[nq] = order[i]
+        nq += 1
+    count = 0
+    drop = 0.0
+    while hsize > 0 and count < budget:
+        w = at[_ipop(heap, hsize)]
+        hsize -= 1
+        count += 1
+        dw = dev[w]
+        if moved[w]:
+            t = 0.0
+        else:
+            t = base_s[w] if _avoids(w, head_tin, hlo, hhi) else base_s[w] - drop
+        u = prev_c[w]
+        if u >= 0:
+            if has_lb[u]:
+                a = lbv[u] + dur[u]
+            elif moved[u]:
+                a = dur[u]
+            else:
+                a = _early(u, drop, f, dur, head_tin, hlo, hhi)
+            if a > t:
+                t = a
+        for j in range(pptr[w], pptr[w + 1]):
+            u = pnbr[j]
+            if has_lb[u]:
+                a = lbv[u] + dur[u]
+            elif moved[u]:
+                a = dur[u]
+            else:
+                a = _early(u, drop, f, dur, head_tin, hlo, hhi)
+            if dev[u] != dw:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if moved[w]:
+            through = t + dur[w] + t_lb[w]
+            lbv[w] = t
+            if not has_lb[w]:
+                has_lb[w] = True
+                listed[nl] = w
+                nl += 1
+            drop += _dropped(w, dw, t, drop, pl, dev, dur, f, sptr, snbr, scomm, moved, prev_c, next_b, lbv, has_lb)
+        elif t > base_s[w]:
+            through = t + dur[w] + tail[w] if _avoids(w, tail_tin, tlo, thi) else 0.0
+            lbv[w] = t
+            has_lb[w] = True
+            listed[nl] = w
+            nl += 1
+        else:
+            continue
+        if through > best:
+            best = through
+            if best >= cutoff:
+                break
+        for j in range(sptr[w], sptr[w + 1]):
+            x = snbr[j]
+            if not queued[x]:
+                queued[x] = True
+                queue_list[nq] = x
+                nq += 1
+                _ipush(heap, hsize, pos[x])
+                hsize += 1
+        x = next_c[w]
+        if x >= 0 and not queued[x]:
+            queued[x] = True
+            queue_list[nq] = x
+            nq += 1
+            _ipush(heap, hsize, pos[x])
+            hsize += 1
+    for i in range(nl):
+        has_lb[listed[i]] = False
+    for i in range(nq):
+        queued[queue_list[i]] = False
+    return best, count
+
+
+def move_trial(mv, md, cutoff, bounded, ready, budget, at, pos, pl, base_s, base_f, dur, pptr, pnbr, pcomm, sptr, snbr,
+               scomm, prev_b, next_b, dseq, dlo, tail, by_finish, head_tin, head_end, tail_tin, tail_end, witness, wlen,
+               before, after, avoid, last_node, makespan, dev, prev_c, next_c, moved, t_lb, has_tlb, lbv, has_lb, fin,
+               queued, changed, mark):
+    """IncrementalSchedule.try_move on arrays (its Python code is the reference): the moved nodes
+    ``mv`` (each to device ``md``, all off their base device) unlinked from their chains and
+    linked into their new ones, then :func:`move_bound` when ``bounded`` (a finite cutoff), then
+    :func:`cone`. The move is written into the scratch arrays ``dev`` / ``moved`` / ``prev_c`` /
+    ``next_c`` (copies of the base) and taken out again before returning. Returns (0 complete,
+    1 stopped by the bound, 2 stopped in the cone; makespan or its bound; nodes visited; the
+    re-timed nodes in order; their new starts)."""
+    nm = mv.size
+    k = dlo.size - 1
+    head_c = np.empty(k, dtype=np.int64)
+    for d in range(k):
+        head_c[d] = dseq[dlo[d]] if dlo[d] < dlo[d + 1] else -1
+    touched = np.empty(6 * nm + 1, dtype=np.int64)
+    nt = 0
+    for i in range(nm):
+        v = mv[i]
+        dev[v] = md[i]
+        moved[v] = True
+    seeds = np.empty(dur.size, dtype=np.int64)
+    ns = 0
+    bridged = np.empty(nm, dtype=np.int64)
+    nb = 0
+    for i in range(nm):  # unlink them from their old chains (any order gives the same chains)
+        v = mv[i]
+        a = prev_c[v]
+        b = next_c[v]
+        if a >= 0:
+            next_c[a] = b
+            touched[nt] = a
+            nt += 1
+        else:
+            head_c[pl[v]] = b
+        if b >= 0:
+            prev_c[b] = a
+            touched[nt] = b
+            nt += 1
+            if not mark[b]:
+                mark[b] = True
+                seeds[ns] = b
+                ns += 1
+    for i in range(ns):
+        if not moved[seeds[i]]:
+            bridged[nb] = seeds[i]
+            nb += 1
+    key = np.empty(nm, dtype=np.int64)
+    for i in range(nm):
+        key[i] = pos[mv[i]]
+    order = mv[np.argsort(key)]  # positions are unique
+    last_v = np.full(k, -1, dtype=np.int64)
+    last_anchor = np.full(k, -1, dtype=np.int64)
+    has_last = np.zeros(k, dtype=np.bool_)
+    for i in range(nm):  # link them into their new chains in position order
+        v = order[i]
+        d = dev[v]
+        a, b = dlo[d], dlo[d + 1]  # bisect_left over the positions of d's base chain
+        pv = pos[v]
+        while a < b:
+            mid = (a + b) >> 1
+            if pos[dseq[mid]] < pv:
+                a = mid + 1
+            else:
+                b = mid
+        j = a - 1
+        while j >= dlo[d] and moved[dseq[j]]:
+            j -= 1
+        anchor = dseq[j] if j >= dlo[d] else -1
+        if has_last[d] and last_anchor[d] == anchor:
+            left = last_v[d]
+        else:
+            left = anchor
+        right = next_c[left] if left >= 0 else head_c[d]
+        prev_c[v] = left
+        next_c[v] = right
+        touched[nt] = v
+        nt += 1
+        if left >= 0:
+            next_c[left] = v
+            touched[nt] = left
+            nt += 1
+        else:
+            head_c[d] = v
+        if right >= 0:
+            prev_c[right] = v
+            touched[nt] = right
+            nt += 1
+            if not mark[right]:
+                mark[right] = True
+                seeds[ns] = right
+                ns += 1
+        has_last[d] = True
+        last_v[d] = v
+        last_anchor[d] = anchor
+        if not mark[v]:
+            mark[v] = True
+            seeds[ns] = v
+            ns += 1
+        for j in range(sptr[v], sptr[v + 1]):
+            x = snbr[j]
+            if not mark[x]:
+                mark[x] = True
+                seeds[ns] = x
+                ns += 1
+    for i in range(ns):
+        mark[seeds[i]] = False
+    hlo = np.empty(nm, dtype=np.int64)
+    hhi = np.empty(nm, dtype=np.int64)
+    tlo = np.empty(nm, dtype=np.int64)
+    thi = np.empty(nm, dtype=np.int64)
+    n_tail = _outer(mv, tail_tin, tail_end, tlo, thi) if ready and nm > 0 else 0
+    kind = 0
+    value = 0.0
+    count = 0
+    nodes = np.empty(0, dtype=np.int64)
+    starts = np.empty(0)
+    if bounded and nm > 0:
+        n_head = _outer(mv, head_tin, head_end, hlo, hhi)
+        value, count = move_bound(order, pos, at, pl, dev, base_s, base_f, dur, pptr, pnbr, pcomm, sptr, snbr, scomm,
+                                  prev_c, next_c, next_b, tail, moved, t_lb, has_tlb, lbv, has_lb, queued, head_tin,
+                                  hlo[:n_head], hhi[:n_head], tail_tin, tlo[:n_tail], thi[:n_tail], witness, wlen,
+                                  before, after, avoid, last_node, makespan, bridged[:nb], budget, cutoff)
+        if value >= cutoff:
+            kind = 1
+    if kind == 0:
+        stopped, value, count, nodes, starts = cone(seeds[:ns], at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr,
+                                                    pcomm, sptr, snbr, prev_c, next_c, tail, moved, has_tlb, t_lb,
+                                                    tail_tin, tlo[:n_tail], thi[:n_tail], cutoff, by_finish, queued,
+                                                    changed)
+        if stopped:
+            kind = 2
+    for i in range(nt):  # back to the base
+        x = touched[i]
+        prev_c[x] = prev_b[x]
+        next_c[x] = next_b[x]
+    for i in range(nm):
+        v = mv[i]
+        dev[v] = pl[v]
+        moved[v] = False
+        has_tlb[v] = False
+    return kind, value, count, nodes, starts
+
+
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -660,8 +1047,10 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
     return seq[:done], start
 
 
-_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids"]
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "release_starts",
+_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids", "_outer", "_dropped",
+            "_early"]
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "move_bound", "move_trial",
+            "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -697,6 +1086,13 @@ def _call_each(fast: SimpleNamespace) -> None:
                                   np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dur, np.zeros(3, dtype=np.bool_),
                                   np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
                                   np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
+        "move_trial": lambda: fast.move_trial(
+            order[:1], order[1:2], 1.5, 1, 1, 10, order, order, dev, dur, dur, dur, ptr, nbr, dly, ptr, nbr, dly,
+            np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), order, np.array([0, 1, 3], dtype=i64), dur, order, order,
+            order + 1, order, order + 1, order[:1], dur[:1], np.zeros(4), np.zeros(4), dur, 0, 1.0, dev.copy(),
+            np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), np.zeros(3, dtype=np.bool_), np.zeros(3),
+            np.zeros(3, dtype=np.bool_), np.zeros(3), np.zeros(3, dtype=np.bool_), dur.copy(), np.zeros(3, dtype=np.bool_),
+            np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),
