@@ -777,6 +777,197 @@ def move_trial(mv, md, cutoff, bounded, ready, budget, at, pos, pl, base_s, base
     return kind, value, count, nodes, starts
 
 
+def _root(parent, i):
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+def spread_pieces(ch, devc, sptr, snbr, units_of, dur, need, where):
+    """solvers.refine.spread_runs' pieces: the chain ``ch`` (first node first, ``devc`` its
+    devices) cut into runs on one device, each run's nodes grouped by the connected components of
+    the graph edges among them (pieces in order of their first node, nodes in run order); only
+    runs of two pieces or more. Returns (per run: its first and last chain index; per piece: its
+    run, its nodes (CSR), its sorted distinct units (CSR), the sum of its nodes' ``dur`` and of
+    its units' ``need``, each summed one after the other, as Python's ``sum``). ``where``: an
+    n-long scratch array of -1, left so."""
+    m = ch.size
+    run_first = np.empty(m, dtype=np.int64)
+    run_last = np.empty(m, dtype=np.int64)
+    piece_run = np.empty(m, dtype=np.int64)
+    piece_ptr = np.zeros(m + 1, dtype=np.int64)
+    nodes = np.empty(m, dtype=np.int64)
+    unit_ptr = np.zeros(m + 1, dtype=np.int64)
+    units = np.empty(m, dtype=np.int64)
+    length = np.empty(m)
+    size = np.empty(m)
+    parent = np.empty(m, dtype=np.int64)
+    label = np.full(m, -1, dtype=np.int64)
+    fill = np.empty(m, dtype=np.int64)
+    nr = 0
+    npc = 0
+    nn = 0
+    nu = 0
+    i = 0
+    while i < m:
+        j = i
+        while j + 1 < m and devc[j + 1] == devc[i]:
+            j += 1
+        lo, hi = i, j + 1
+        i = j + 1
+        if hi - lo < 2:
+            continue
+        for t in range(lo, hi):
+            where[ch[t]] = t
+            parent[t] = t
+        for t in range(lo, hi):
+            v = ch[t]
+            for e in range(sptr[v], sptr[v + 1]):
+                s = where[snbr[e]]
+                if s >= 0:
+                    parent[_root(parent, s)] = _root(parent, t)
+        comps = 0
+        for t in range(lo, hi):
+            where[ch[t]] = -1
+            r = _root(parent, t)
+            if label[r] < 0:
+                label[r] = comps
+                comps += 1
+        if comps >= 2:
+            run_first[nr] = lo
+            run_last[nr] = hi - 1
+            count = np.zeros(comps + 1, dtype=np.int64)
+            for t in range(lo, hi):
+                count[label[_root(parent, t)] + 1] += 1
+            for c in range(comps):
+                count[c + 1] += count[c]
+                piece_ptr[npc + c + 1] = nn + count[c + 1]
+                piece_run[npc + c] = nr
+            for c in range(comps):
+                fill[c] = nn + count[c]
+            for t in range(lo, hi):
+                c = label[_root(parent, t)]
+                nodes[fill[c]] = ch[t]
+                fill[c] += 1
+            for c in range(comps):
+                a, b = piece_ptr[npc + c], piece_ptr[npc + c + 1]
+                total = 0.0
+                for x in range(a, b):
+                    total += dur[nodes[x]]
+                length[npc + c] = total
+                us = np.empty(b - a, dtype=np.int64)
+                for x in range(a, b):
+                    us[x - a] = units_of[nodes[x]]
+                us.sort()
+                total = 0.0
+                for x in range(b - a):
+                    if x == 0 or us[x] != us[x - 1]:
+                        units[nu] = us[x]
+                        nu += 1
+                        total += need[us[x]]
+                unit_ptr[npc + c + 1] = nu
+                size[npc + c] = total
+            nn = piece_ptr[npc + comps]
+            npc += comps
+            nr += 1
+        for t in range(lo, hi):
+            label[t] = -1
+    return (run_first[:nr].copy(), run_last[:nr].copy(), piece_run[:npc].copy(), piece_ptr[:npc + 1].copy(),
+            nodes[:nn].copy(), unit_ptr[:npc + 1].copy(), units[:nu].copy(), length[:npc].copy(), size[:npc].copy())
+
+
+def _busy_before(d, t, blo, bs, bf, bcum):
+    """How long device d computes before time t (solvers.refine._window_busy's ``before``): its
+    nodes ``bs`` / ``bf`` (start, finish) from ``blo[d]``, ``bcum`` their running sums of
+    durations (one more entry per device, from ``blo[d] + d``)."""
+    a, b = blo[d], blo[d + 1]
+    lo, hi = a, b  # bisect_right(bs[a:b], t)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if t < bs[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    i = lo - a
+    if i == 0:
+        return 0.0
+    x = bf[a + i - 1]
+    if not x < t:  # Python's min(t, f)
+        x = t
+    x = x - bs[a + i - 1]
+    if not x > 0.0:  # Python's max(0.0, x)
+        x = 0.0
+    return bcum[a + d + i - 1] + x
+
+
+def spread_assign(run_first, run_last, piece_run, unit_ptr, units, length, size, ch, devc, start, finish, mask,
+                  blo, bs, bf, bcum, load, cap, static, moved):
+    """solvers.refine.spread_runs' greedy loop over the pieces of :func:`spread_pieces` (their
+    lengths and sizes as the caller summed them): per run, each piece, longest first (stable),
+    goes to the allowed device whose window holds the least compute so far (the run's own device
+    first among equals), within capacity under the static model. ``load`` is updated; ``moved``
+    (per unit, all False) is scratch, left so. Returns the moved units and their devices, in the
+    order the Python loop adds them."""
+    k = load.size
+    out_u = np.empty(units.size, dtype=np.int64)
+    out_d = np.empty(units.size, dtype=np.int64)
+    no = 0
+    window = np.empty(k)
+    p0 = 0
+    for r in range(run_first.size):
+        p1 = p0
+        while p1 < piece_run.size and piece_run[p1] == r:
+            p1 += 1
+        first, last = run_first[r], run_last[r]
+        a = devc[first]
+        lo, hi = start[ch[first]], finish[ch[last]]
+        for d in range(k):
+            window[d] = _busy_before(d, hi, blo, bs, bf, bcum) - _busy_before(d, lo, blo, bs, bf, bcum)
+        total = 0.0
+        for c in range(p0, p1):
+            total += length[c]
+        window[a] -= total
+        order = np.argsort(-length[p0:p1], kind="mergesort")
+        for oi in range(order.size):
+            c = p0 + order[oi]
+            u0, u1 = unit_ptr[c], unit_ptr[c + 1]
+            skip = False
+            for x in range(u0, u1):
+                if moved[units[x]]:
+                    skip = True
+                    break
+            if skip:
+                continue
+            sz = size[c]
+            best = -1
+            for d in range(k):
+                ok = True
+                for x in range(u0, u1):
+                    if not mask[units[x], d]:
+                        ok = False
+                        break
+                if not ok or not (d == a or not static or load[d] + sz <= cap[d]):
+                    continue
+                if best < 0 or window[d] < window[best] or (window[d] == window[best] and d == a and best != a):
+                    best = d
+            if best < 0:
+                raise ValueError("spread_runs: a piece has no allowed device")
+            window[best] += length[c]
+            if best != a:
+                load[best] += sz
+                load[a] -= sz
+                for x in range(u0, u1):
+                    moved[units[x]] = True
+                    out_u[no] = units[x]
+                    out_d[no] = best
+                    no += 1
+        p0 = p1
+    for i in range(no):
+        moved[out_u[i]] = False
+    return out_u[:no].copy(), out_d[:no].copy()
+
+
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -1048,9 +1239,9 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 
 
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids", "_outer", "_dropped",
-            "_early"]
+            "_early", "_root", "_busy_before"]
 _KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "move_bound", "move_trial",
-            "release_starts",
+            "spread_pieces", "spread_assign", "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -1093,6 +1284,11 @@ def _call_each(fast: SimpleNamespace) -> None:
             np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), np.zeros(3, dtype=np.bool_), np.zeros(3),
             np.zeros(3, dtype=np.bool_), np.zeros(3), np.zeros(3, dtype=np.bool_), dur.copy(), np.zeros(3, dtype=np.bool_),
             np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
+        "spread_pieces": lambda: fast.spread_pieces(order, dev, ptr, nbr, order, dur, dur, np.full(3, -1, dtype=i64)),
+        "spread_assign": lambda: fast.spread_assign(
+            order[:1], order[2:], order[:2], np.array([0, 1, 2], dtype=i64), order[1:], dur[:2], dur[:2], order, dev, dur,
+            dur, np.ones((3, 2), dtype=np.bool_), np.array([0, 1, 3], dtype=i64), dur, dur, np.zeros(5), np.zeros(2),
+            np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

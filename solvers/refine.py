@@ -42,6 +42,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from heuristics.memory_order import memory_aware_order
+from placement import kernels
 from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import SolveOptions
@@ -218,6 +219,9 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     ``lists``: Python views of ``units_of``, ``need``, ``mask``, the node times and successors,
     made at the first run with pieces; a caller that passes the same arrays every time (refine's
     search) keeps them across calls by passing the same dict."""
+    fast = kernels.for_size(problem.n)
+    if fast is not None and chain:
+        return _spread_compiled(fast, problem, ev, chain, units_of, need, mask, memory_model)
     pl = ev.placement
     ch = chain[::-1]
     dev = pl[ch].tolist() if ch else []
@@ -272,6 +276,35 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
                 load[a] -= size
                 moves.update((u, d) for u in us)
     return moves
+
+
+def _spread_compiled(fast, problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
+                     mask: np.ndarray, memory_model: str) -> dict[int, int]:
+    """:func:`spread_runs` compiled (placement.kernels.spread_pieces and spread_assign: the same
+    runs, pieces, windows and choices). Sums of 8 values or more are numpy's, as the Python loop's
+    (numpy adds those pairwise, not one after the other), so they are taken here between the two."""
+    pl = ev.placement
+    ch = np.asarray(chain[::-1], dtype=np.int64)
+    devc = pl[ch].astype(np.int64)
+    sptr, snbr, _ = problem.succ_ptr
+    run_first, run_last, piece_run, piece_ptr, nodes, unit_ptr, units, length, size = fast.spread_pieces(
+        ch, devc, sptr, snbr, units_of, problem.time, need, np.full(problem.n, -1, dtype=np.int64))
+    if run_first.size == 0:
+        return {}
+    for c in np.flatnonzero(np.diff(piece_ptr) >= 8).tolist():
+        length[c] = float(problem.time[nodes[piece_ptr[c]:piece_ptr[c + 1]]].sum())
+    for c in np.flatnonzero(np.diff(unit_ptr) >= 8).tolist():
+        size[c] = float(need[units[unit_ptr[c]:unit_ptr[c + 1]]].sum())
+    seq = np.lexsort((ev.start, pl))  # each device's nodes by start, as _window_busy
+    blo = np.searchsorted(pl[seq], np.arange(problem.k + 1)).astype(np.int64)
+    bs, bf = ev.start[seq], ev.finish[seq]
+    bcum = np.concatenate([np.r_[0.0, np.cumsum(bf[blo[d]:blo[d + 1]] - bs[blo[d]:blo[d + 1]])] for d in range(problem.k)])
+    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).astype(np.float64)
+    cap = problem.memory * (1 + 1e-12) + 1e-9
+    moved_u, moved_d = fast.spread_assign(run_first, run_last, piece_run, unit_ptr, units, length, size, ch, devc, ev.start,
+                                          ev.finish, mask, blo, bs, bf, bcum, load, cap, memory_model == "static",
+                                          np.zeros(len(need), dtype=np.bool_))
+    return dict(zip(moved_u.tolist(), moved_d.tolist()))
 
 
 class _Search:

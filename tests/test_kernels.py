@@ -372,3 +372,66 @@ def test_window_lns_takes_the_same_path_with_and_without_the_kernels():
     plain, fast = both(run)
     assert plain == fast
     assert plain[1] == 10 and plain[2] > 0 and plain[3] == 10  # every window closed; some improved the schedule
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), group=st.integers(1, 4), static=st.booleans())
+def test_spread_runs_equals_the_python_loop(prob, seed, group, static):
+    """spread_runs compiled: the same batch move (units and devices, in the same order) for any
+    chain (here a random sequence of distinct nodes: long runs on few devices, pieces of 8 nodes
+    and more, whose sums numpy adds pairwise), colocation units, masks and capacities."""
+    from solvers.refine import spread_runs
+
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, min(prob.k, 2), size=prob.n)  # two devices at most: long runs
+    ev = evaluate(prob, pl)
+    chain = rng.permutation(prob.n)[:rng.integers(0, prob.n + 1)].tolist()
+    units_of = (np.arange(prob.n) // group).astype(np.int64)  # consecutive nodes share a unit
+    count = int(units_of.max()) + 1
+    need = rng.random(count) * 10
+    mask = rng.random((count, prob.k)) < 0.8
+    mask[units_of, pl] = True  # every unit allowed where its nodes are
+    if not static:
+        need = need * 0.1
+    plain, fast = both(lambda: spread_runs(prob, ev, chain, units_of, need, mask, "static" if static else "peak"))
+    assert list(plain.items()) == list(fast.items())
+
+
+@settings(max_examples=150, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), width=st.integers(1, 12), steps=st.integers(1, 4))
+def test_bounded_trials_equal_the_python_loop_and_the_evaluator(prob, seed, width, steps):
+    """try_move compiled (overlay, bound, cone) on blocks of neighbours in one device's order and
+    scattered nodes: the same trial as the Python loop at every cutoff; a complete trial's
+    schedule is the evaluator's, an incomplete one's bound never above the true makespan."""
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, pl).start  # the reference: its order (start, rank) is what the trials keep
+    inc = IncrementalSchedule(prob, pl, ref)
+    for _ in range(steps):
+        seq = inc.order[int(rng.integers(0, prob.k))]
+        if seq and rng.random() < 0.5:
+            lo = int(rng.integers(0, len(seq)))
+            nodes = seq[lo:lo + width]
+        else:
+            nodes = rng.choice(prob.n, size=min(width, prob.n), replace=False).tolist()
+        moves = {int(v): int(rng.integers(0, prob.k)) for v in nodes}
+        new_pl = inc.placement.copy()
+        for v, d in moves.items():
+            new_pl[v] = d
+        truth = evaluate(prob, new_pl, order=device_order(prob, new_pl, ref))
+        for cutoff in (float("inf"), inc.makespan, truth.makespan, truth.makespan * 1.01, inc.makespan * 0.7):
+            a, b = both(lambda: inc.try_move(moves, cutoff=cutoff))
+            assert (a.makespan, a.recomputed, a.complete) == (b.makespan, b.recomputed, b.complete)
+            assert list(a.start.items()) == list(b.start.items())
+            if b.complete:
+                start, _ = b.times()
+                assert_same_floats(start, truth.start)
+                assert b.makespan == truth.makespan
+            else:
+                assert cutoff <= b.makespan <= truth.makespan
+        trial = inc.try_move(moves)
+        if rng.random() < 0.7:
+            ref = trial.times()[0]  # before the commit: a trial's times are changes over its base
+            inc.commit(trial)
