@@ -73,6 +73,17 @@ def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, ord
     return bool(np.array_equal(need, start))
 
 
+def _chains_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, prev: np.ndarray) -> bool:
+    """:func:`_is_fixpoint` with the device chains given as each node's predecessor (-1: none)."""
+    finish = start + problem.time
+    need = np.zeros(problem.n)
+    arrive = finish[problem.src] + edge_delay(problem, placement)
+    np.maximum.at(need, problem.dst, arrive)
+    has = np.flatnonzero(prev >= 0)
+    need[has] = np.maximum(need[has], finish[prev[has]])
+    return bool(np.array_equal(need, start))
+
+
 def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndarray) -> np.ndarray | None:
     """The start times of the evaluator's ordered schedule of ``placement`` with each device's
     nodes in (``ref_start``, topological rank) order (``device_order``), in one pass.
@@ -233,6 +244,22 @@ class Trial:
                           memory_model=memory_model)
 
 
+_LAZY = {  # IncrementalSchedule's Python lists of its base, made from its arrays on first use
+    "_pl": lambda s: s.placement.tolist(),
+    "_s": lambda s: s.start.tolist(),
+    "_f": lambda s: s.finish.tolist(),
+    "_at": lambda s: s._arrays[0].tolist(),
+    "_pos": lambda s: s._arrays[1].tolist(),
+    "_prev": lambda s: s._arrays[2].tolist(),
+    "_next": lambda s: s._next_a.tolist(),
+    "_seq": lambda s: s._device_lists(),
+    "_keys": lambda s: [s._arrays[1][np.asarray(q, dtype=np.int64)].tolist() for q in s._seq],
+    "_by_finish": lambda s: s._by_finish_a.tolist(),
+    "_tail": lambda s: s._tail_a.tolist(),
+    "_tail_next": lambda s: s._tail_next_a.tolist(),
+}
+
+
 class IncrementalSchedule:
     """A placement with a reference schedule; :meth:`try_move` re-times the affected cone only.
 
@@ -264,48 +291,60 @@ class IncrementalSchedule:
         self.reset(placement, ref_start)
 
     def reset(self, placement: np.ndarray, ref_start: np.ndarray) -> None:
-        """Make (placement, the ordered schedule by ``ref_start``) the base."""
+        """Make (placement, the ordered schedule by ``ref_start``) the base.
+
+        The base is kept as numpy arrays; the Python lists of the Python path (``_pl``, ``_s``,
+        ``_at``, ``_seq``, ...: :data:`_LAZY`) are made on first use (the compiled path never uses
+        them: at 40K nodes they were a third of a re-base)."""
         p = self.problem
+        n = p.n
+        for name in _LAZY:
+            self.__dict__.pop(name, None)
         pl = as_placement(p, placement)
         ref = np.asarray(ref_start, dtype=float)
-        order = device_order(p, pl, ref)
-        if _is_fixpoint(p, pl, ref, order):
-            start = ref
-        else:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
-            start = kept_order_start(p, pl, ref)
-            if start is None:
-                start = evaluate(p, pl, order=order).start
-        start = np.ascontiguousarray(start, dtype=np.float64)
-        finish = start + p.time
-        self.placement, self.start, self.finish = pl, start, finish
-        self.makespan = float(finish.max()) if p.n else 0.0
-        self._pl = pl.tolist()
-        self._s = start.tolist()
-        self._f = finish.tolist()
-        n = p.n
         # Positions in (ref start, rank) order: a topological order of the graph plus the chains of
         # any placement ordered this way; the cone is re-timed in it (a heap of positions).
         at = np.lexsort((p.topo_rank, ref))
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
-        self._at, self._pos = at.tolist(), pos.tolist()
+        # Each device's nodes by (ref start, rank): device_order's order (a stable sort of that by device).
+        seq = at[np.argsort(pl[at], kind="stable")]
+        lo = np.searchsorted(pl[seq], np.arange(p.k + 1)).astype(np.int64)
         prev = np.full(n, -1, dtype=np.int64)
         nxt = np.full(n, -1, dtype=np.int64)
-        self._seq: list[list[int]] = order
-        self._keys: list[list[int]] = []  # per device: the positions of its nodes, increasing
-        for seq in order:
-            a = np.asarray(seq, dtype=np.int64)
-            nxt[a[:-1]], prev[a[1:]] = a[1:], a[:-1]
-            self._keys.append(pos[a].tolist())
-        self._prev, self._next = prev.tolist(), nxt.tolist()
+        same = pl[seq[1:]] == pl[seq[:-1]]
+        nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
+        self._seq_a, self._seq_lo = seq, lo
+        if _chains_fixpoint(p, pl, ref, prev):
+            start = ref
+        else:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
+            start = kept_order_start(p, pl, ref)
+            if start is None:
+                start = evaluate(p, pl, order=self._device_lists()).start
+        start = np.ascontiguousarray(start, dtype=np.float64)
+        finish = start + p.time
+        self.placement, self.start, self.finish = pl, start, finish
+        self.makespan = float(finish.max()) if n else 0.0
         self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
         self._next_a = nxt
-        by_finish = np.argsort(-finish, kind="stable")
-        self._by_finish, self._by_finish_a = by_finish.tolist(), by_finish
+        self._by_finish_a = np.argsort(-finish, kind="stable")
         self._scratch: tuple | None = None  # the compiled trial's copies of the base (_try_compiled)
         self._tails(at, nxt)
-        self._last = self._by_finish[0] if n else -1
+        self._last = int(self._by_finish_a[0]) if n else -1
         self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
+
+    def _device_lists(self) -> list[list[int]]:
+        seq, lo = self._seq_a, self._seq_lo
+        return [seq[lo[d]:lo[d + 1]].tolist() for d in range(self.problem.k)]
+
+    def __getattr__(self, name: str):
+        """The Python path's lists of the base (:data:`_LAZY`), made on first use per base."""
+        make = _LAZY.get(name)
+        if make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = make(self)
+        self.__dict__[name] = value
+        return value
 
     def _prepare_bounds(self) -> None:
         """Head parents, the Euler intervals of the head and tail forests, the avoid array and the
@@ -342,9 +381,7 @@ class IncrementalSchedule:
         if fast is not None:
             p = self.problem
             ptr, nbr, eid = p.succ_ptr
-            tail, tail_next = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
-            self._tail, self._tail_next = tail.tolist(), tail_next.tolist()
-            self._tail_a, self._tail_next_a = tail, tail_next
+            self._tail_a, self._tail_next_a = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
             return
         pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
         comm = self._succ_comm
@@ -363,7 +400,6 @@ class IncrementalSchedule:
                     best, arg = t, x
             tail[v], tail_next[v] = best, arg
             through[v] = dur[v] + best
-        self._tail, self._tail_next = tail, tail_next
         self._tail_a, self._tail_next_a = np.asarray(tail), np.asarray(tail_next, dtype=np.int64)
 
     def _avoiding(self, at: np.ndarray, pos: np.ndarray, prev: np.ndarray) -> None:
@@ -436,7 +472,7 @@ class IncrementalSchedule:
     def tail(self) -> np.ndarray:
         """Per node: the longest path from its finish to the end of the base schedule (graph edges
         with their transfer times on this placement, and device-chain edges)."""
-        return np.asarray(self._tail)
+        return self._tail_a.copy()
 
     def commit(self, trial: Trial) -> None:
         """Make the trial's schedule the base, its start times the reference."""
@@ -449,13 +485,19 @@ class IncrementalSchedule:
         With a ``cutoff``, stop as soon as the new makespan is proved at least ``cutoff``: the
         trial is then not ``complete`` and its makespan is that lower bound (see :meth:`_bound`
         and the check in the cone below)."""
+        fast = kernels.for_size(self.problem.n)
+        if fast is not None:
+            mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
+            md = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+            keep = self.placement[mv] != md
+            mv, md = mv[keep], md[keep]
+            if cutoff != float("inf") and mv.size and not self._bounds_ready:
+                self._prepare_bounds()
+            return self._try_compiled(fast, dict(zip(mv.tolist(), md.tolist())), mv, md, cutoff)
         pl = self._pl
         moves = {v: d for v, d in moves.items() if pl[v] != d}
         if cutoff != float("inf") and moves and not self._bounds_ready:
             self._prepare_bounds()
-        fast = kernels.for_size(self.problem.n)
-        if fast is not None:
-            return self._try_compiled(fast, moves, cutoff)
         prev_o: dict[int, int] = {}
         next_o: dict[int, int] = {}
         head_o: dict[int, int] = {}
@@ -579,7 +621,7 @@ class IncrementalSchedule:
                 break
         return Trial(self, moves, s_new, makespan, count)
 
-    def _try_compiled(self, fast, moves: dict[int, int], cutoff: float) -> Trial:
+    def _try_compiled(self, fast, moves: dict[int, int], mv: np.ndarray, md: np.ndarray, cutoff: float) -> Trial:
         """:meth:`try_move` compiled (placement.kernels.move_trial: the same overlay, bound and cone,
         step for step, on flat arrays): the move is written into working copies of the base arrays
         for the call and taken out again by it."""
@@ -587,11 +629,8 @@ class IncrementalSchedule:
         if self._scratch is None:
             at, pos, prev = self._arrays
             self._scratch = (self.placement.astype(np.int64), prev.copy(), self._next_a.copy(), self.finish.copy())
-            seq = np.concatenate([np.asarray(s, dtype=np.int64) for s in self._seq]) if n else np.zeros(0, dtype=np.int64)
-            lo = np.zeros(self.problem.k + 1, dtype=np.int64)
-            np.cumsum([len(s) for s in self._seq], out=lo[1:])
             self._base = (at, pos, self._scratch[0].copy(), self.start, self.finish, self._time, *self._csr, prev,
-                          self._next_a, seq, lo, self._tail_a, self._by_finish_a)
+                          self._next_a, self._seq_a, self._seq_lo, self._tail_a, self._by_finish_a)
         if self._flags is None:
             b = np.zeros(n, dtype=np.bool_)
             self._flags = (b, np.zeros(n), b.copy(), np.zeros(n), b.copy(), b.copy(), b.copy(), b.copy())
@@ -604,8 +643,6 @@ class IncrementalSchedule:
             none = np.zeros(n, dtype=np.int64)
             bounds = (none, none, none, none, none[:0], np.zeros(0), np.zeros(n + 1), np.zeros(n + 1), np.zeros(n),
                       -1, 0.0)
-        mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
-        md = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
         kind, value, count, nodes, starts = fast.move_trial.kernel(
             mv, md, float(cutoff), int(cutoff != float("inf")), int(self._bounds_ready),
             BOUND_VISITS[0] * len(moves) + BOUND_VISITS[1],

@@ -116,7 +116,7 @@ def load() -> SimpleNamespace | None:
                 module = globals()
                 for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
                     module[name] = numba.njit(inline="always")(module[name])
-                for name in _KERNELS:
+                for name in _INNER + _KERNELS:
                     module[name] = _jit(numba, module[name])
                 fast = SimpleNamespace(**{name: _one_signature(module[name]) for name in _KERNELS})
                 _call_each(fast)  # compile (or load) them all now, not one by one in the middle of a search
@@ -968,6 +968,43 @@ def spread_assign(run_first, run_last, piece_run, unit_ptr, units, length, size,
     return out_u[:no].copy(), out_d[:no].copy()
 
 
+def chain_walk(v, start, finish, prev, pptr, pnbr, delay_e, eps):
+    """solvers.refine.critical_chain's walk from node ``v``: back through each node's decider (the
+    first input, in predecessor order, of latest arrival if it arrives by the start less ``eps``,
+    else the device predecessor ``prev`` if it finishes by then), until a node starting at 0, a
+    node without one, or a node already on the chain."""
+    n = start.size
+    seen = np.zeros(n, dtype=np.bool_)
+    chain = np.empty(n, dtype=np.int64)
+    chain[0] = v
+    seen[v] = True
+    k = 1
+    while start[v] > eps:
+        late = start[v] - eps
+        nxt = -1
+        p = prev[v]
+        if p >= 0 and finish[p] >= late:
+            nxt = p
+        a, b = pptr[v], pptr[v + 1]
+        if b > a:
+            top = finish[pnbr[a]] + delay_e[a]
+            first = a
+            for j in range(a + 1, b):
+                x = finish[pnbr[j]] + delay_e[j]
+                if x > top:
+                    top = x
+                    first = j
+            if top >= late:
+                nxt = pnbr[first]
+        if nxt < 0 or seen[nxt]:
+            break
+        v = nxt
+        seen[v] = True
+        chain[k] = v
+        k += 1
+    return chain[:k].copy()
+
+
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -1240,8 +1277,9 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids", "_outer", "_dropped",
             "_early", "_root", "_busy_before"]
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "move_bound", "move_trial",
-            "spread_pieces", "spread_assign", "release_starts",
+_INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "move_trial",
+            "spread_pieces", "spread_assign", "chain_walk", "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -1273,10 +1311,6 @@ def _call_each(fast: SimpleNamespace) -> None:
         "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
-        "cone": lambda: fast.cone(order[:1], order, order, dev.copy(), dur.copy(), dur, dur, dur, ptr, nbr, dly, ptr, nbr,
-                                  np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dur, np.zeros(3, dtype=np.bool_),
-                                  np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
-                                  np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
         "move_trial": lambda: fast.move_trial(
             order[:1], order[1:2], 1.5, 1, 1, 10, order, order, dev, dur, dur, dur, ptr, nbr, dly, ptr, nbr, dly,
             np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), order, np.array([0, 1, 3], dtype=i64), dur, order, order,
@@ -1289,6 +1323,7 @@ def _call_each(fast: SimpleNamespace) -> None:
             order[:1], order[2:], order[:2], np.array([0, 1, 2], dtype=i64), order[1:], dur[:2], dur[:2], order, dev, dur,
             dur, np.ones((3, 2), dtype=np.bool_), np.array([0, 1, 3], dtype=i64), dur, dur, np.zeros(5), np.zeros(2),
             np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
+        "chain_walk": lambda: fast.chain_walk(2, dur, dur + 1.0, np.full(3, -1, dtype=i64), ptr, nbr, dly, 1e-9),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

@@ -121,6 +121,11 @@ def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     prev = np.full(n, -1, dtype=np.int64)
     same = pl[order[1:]] == pl[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
+    fast = kernels.for_size(n)
+    if fast is not None:  # the deciders of the chain's nodes only, compiled
+        ptr, nbr, eid = problem.pred_ptr
+        return fast.chain_walk(int(np.argmax(finish)), start, finish, prev, ptr, nbr, edge_delay(problem, pl)[eid],
+                               eps).tolist()
     late = start - eps
     decider = np.full(n, -1, dtype=np.int64)
     has = prev >= 0
@@ -302,7 +307,7 @@ def _spread_compiled(fast, problem: Problem, ev: Evaluation, chain: list[int], u
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).astype(np.float64)
     cap = problem.memory * (1 + 1e-12) + 1e-9
     moved_u, moved_d = fast.spread_assign(run_first, run_last, piece_run, unit_ptr, units, length, size, ch, devc, ev.start,
-                                          ev.finish, mask, blo, bs, bf, bcum, load, cap, memory_model == "static",
+                                          ev.finish, np.asarray(mask, dtype=bool), blo, bs, bf, bcum, load, cap, memory_model == "static",
                                           np.zeros(len(need), dtype=np.bool_))
     return dict(zip(moved_u.tolist(), moved_d.tolist()))
 

@@ -204,6 +204,17 @@ def test_other_dtypes_and_strided_arrays_reuse_the_one_compiled_signature():
                                 retime(prob, pl, device_order(prob, pl, np.zeros(prob.n)), release=np.arange(prob.n, dtype=np.int32))))
     for a, b in zip(plain, fast):
         assert_same_floats(a, b)
+    ev = evaluate(prob, pl)
+    inc = IncrementalSchedule(prob, pl, ev.start)
+    trials = both(lambda: inc.try_move({0: (int(pl[0]) + 1) % 3, 5: int(pl[5])}, cutoff=inc.makespan))
+    assert (trials[0].makespan, trials[0].recomputed) == (trials[1].makespan, trials[1].recomputed)
+    from solvers.refine import critical_chain, spread_runs
+    units = np.arange(prob.n)
+    runs = both(lambda: spread_runs(prob, ev, list(range(prob.n)), units, prob.time.astype(np.float32),
+                                    np.ones((prob.n, 3), dtype=np.int8), "static"))
+    assert runs[0] == runs[1]
+    chains = both(lambda: critical_chain(prob, ev))
+    assert chains[0] == chains[1]
     compiled = kernels.load()
     for name in kernels._KERNELS:
         assert len(getattr(compiled, name).kernel.signatures) == 1, name
@@ -435,3 +446,21 @@ def test_bounded_trials_equal_the_python_loop_and_the_evaluator(prob, seed, widt
         if rng.random() < 0.7:
             ref = trial.times()[0]  # before the commit: a trial's times are changes over its base
             inc.commit(trial)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), ordered=st.booleans())
+def test_critical_chain_equals_the_python_loop(prob, seed, ordered):
+    """critical_chain's walk compiled: the same chain, on FIFO and kept-order schedules (zero-time
+    nodes: ties between an input's arrival and the device predecessor's finish)."""
+    from solvers.refine import critical_chain
+
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ev = evaluate(prob, pl)
+    if ordered:
+        other = evaluate(prob, placement_of(prob, seed + 1)).start  # a schedule of another placement: a valid order
+        ev = evaluate(prob, pl, order=device_order(prob, pl, other))
+    plain, fast = both(lambda: critical_chain(prob, ev))
+    assert plain == fast
+    assert plain and ev.finish[plain[0]] == ev.makespan
