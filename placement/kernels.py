@@ -1005,6 +1005,32 @@ def chain_walk(v, start, finish, prev, pptr, pnbr, delay_e, eps):
     return chain[:k].copy()
 
 
+def by_parent(ranked, parent):
+    """The nodes ``ranked`` (every node once, in rank order) stably sorted by ``parent`` (-1 first):
+    np.lexsort((rank, parent)) by counting, for :func:`forest_intervals`."""
+    n = parent.size
+    slot = np.zeros(n + 2, dtype=np.int64)
+    for v in range(n):
+        slot[parent[v] + 2] += 1
+    for i in range(n + 1):
+        slot[i + 1] += slot[i]
+    seq = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        v = ranked[i]
+        k = parent[v] + 1
+        seq[slot[k]] = v
+        slot[k] += 1
+    return seq
+
+
+def scatter_max(flat, idx, val):
+    """np.maximum.at(flat, idx, val) (maxima: the order does not matter)."""
+    for i in range(idx.size):
+        j = idx[i]
+        if val[i] > flat[j]:
+            flat[j] = val[i]
+
+
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -1279,7 +1305,7 @@ _HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffe
             "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
 _KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "move_trial",
-            "spread_pieces", "spread_assign", "chain_walk", "release_starts",
+            "spread_pieces", "spread_assign", "chain_walk", "by_parent", "scatter_max", "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -1324,6 +1350,8 @@ def _call_each(fast: SimpleNamespace) -> None:
             dur, np.ones((3, 2), dtype=np.bool_), np.array([0, 1, 3], dtype=i64), dur, dur, np.zeros(5), np.zeros(2),
             np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
         "chain_walk": lambda: fast.chain_walk(2, dur, dur + 1.0, np.full(3, -1, dtype=i64), ptr, nbr, dly, 1e-9),
+        "by_parent": lambda: fast.by_parent(order, np.array([-1, 0, 0], dtype=i64)),
+        "scatter_max": lambda: fast.scatter_max(np.zeros(3), order, dur),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

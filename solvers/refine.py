@@ -86,6 +86,8 @@ class _Units:
         order = np.argsort(self.of, kind="stable")
         bounds = np.searchsorted(self.of[order], np.arange(self.count + 1))
         self.members = [order[bounds[u]:bounds[u + 1]] for u in range(self.count)]
+        self.order, self.bounds = order, bounds  # the members of all units, unit by unit
+        self.first = order[bounds[:-1]] if self.count else np.zeros(0, dtype=np.int64)  # a member of each unit
         self.need = np.bincount(self.of, weights=problem.param_bytes + problem.out_bytes, minlength=self.count)
         self.time = np.bincount(self.of, weights=problem.time, minlength=self.count)
         mask = problem.allowed_mask()
@@ -508,7 +510,7 @@ class _Search:
         rejected without measuring memory)."""
         t0 = time.monotonic()
         self._current_inc()
-        moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
+        moves = self._node_moves(units, devs)
         feasible = self.cur_key[0] == 0.0
         need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
         trial = self._inc.try_move(moves, cutoff=need if feasible else float("inf"))
@@ -518,6 +520,17 @@ class _Search:
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return trial, ev
+
+    def _node_moves(self, units: list[int], devs: list[int]) -> dict[int, int]:
+        """{node: device} of a move of units, unit by unit, each unit's members in order."""
+        members = self.units.members
+        if len(units) <= 8:
+            return {int(v): d for u, d in zip(units, devs) for v in members[u].tolist()}
+        un = self.units
+        u = np.asarray(units, dtype=np.int64)
+        size = un.bounds[u + 1] - un.bounds[u]
+        nodes = un.order[np.repeat(un.bounds[u] - np.cumsum(size) + size, size) + np.arange(int(size.sum()))]
+        return dict(zip(nodes.tolist(), np.repeat(np.asarray(devs, dtype=np.int64), size).tolist()))
 
     def _current_inc(self) -> IncrementalSchedule:
         """The incremental schedule based on the current schedule (built or re-based if stale)."""
@@ -533,9 +546,15 @@ class _Search:
         un = self.units
         if self.mm == "static" and self.cur_key[0] == 0.0:
             load = self.cur_ev.static_memory.copy()
-            for u, d in zip(units, devs):
-                load[self.unit_dev[u]] -= un.need[u]
-                load[d] += un.need[u]
+            if len(units) <= 8:
+                for u, d in zip(units, devs):
+                    load[self.unit_dev[u]] -= un.need[u]
+                    load[d] += un.need[u]
+            else:  # the same additions in the same order per device (np.add.at applies them one by one)
+                u = np.asarray(units, dtype=np.int64)
+                need = un.need[u]
+                np.add.at(load, np.column_stack([self.unit_dev[u], np.asarray(devs, dtype=np.int64)]).ravel(),
+                          np.column_stack([-need, need]).ravel())
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
         trial = trial_ev = None
@@ -667,7 +686,7 @@ class _Search:
         return False
 
     def _unit_dev(self, pl: np.ndarray) -> np.ndarray:
-        return pl[[m[0] for m in self.units.members]] if self.units.count else np.zeros(0, dtype=np.int64)
+        return pl[self.units.first] if self.units.count else np.zeros(0, dtype=np.int64)
 
     def _kick(self) -> None:
         """Move a few random units to random allowed devices (keeping memory feasible) from the best."""

@@ -231,8 +231,9 @@ def test_forest_intervals_equal_the_pointer_doubling(seed, n, roots):
         parent[hidden[i]] = hidden[rng.integers(0, i)]
     rank = rng.permutation(n).astype(np.int64)
     plain, fast = both(lambda: _forest_intervals(parent, rank))
-    for a, b in zip(plain, fast):
-        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    _, ranked = both(lambda: _forest_intervals(parent, rank, np.argsort(rank)))  # children sorted by counting
+    for a, b, c in zip(plain, fast, ranked):
+        assert a.dtype == b.dtype == c.dtype == np.int64 and np.array_equal(a, b) and np.array_equal(a, c)
     tin, end = fast
     for v in range(n):  # and they are Euler intervals: x on v's root path iff tin[x] <= tin[v] < end[x]
         path, x = set(), v
