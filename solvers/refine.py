@@ -432,7 +432,9 @@ class _Search:
 
         def fresh(units: list[int], devs: list[int]) -> bool:
             key = (tuple(units), tuple(devs))
-            if key in seen or not all(un.mask[u, d] for u, d in zip(units, devs)):
+            if key in seen:
+                return False
+            if not (all(un.mask[u, d] for u, d in zip(units, devs)) if len(units) <= 8 else un.mask[units, devs].all()):
                 return False
             seen.add(key)
             return True
@@ -465,19 +467,17 @@ class _Search:
             # nothing (bench/results_scale.md, "Session 8").
             if batch != self.rejected_batch and fresh(units, devs):
                 yield units, devs, True  # a batch move: also judged re-ordered by priority
-        runs: list[tuple[list[int], list[int]]] = []
-        run: list[int] = []
-        chain_dev = pl[chain].tolist() if chain else []
-        for v, dv in zip(chain + [-1], chain_dev + [-1]):
-            if run and (v < 0 or dv != a):
-                if len(run) > 1:
-                    units = sorted({int(un.of[x]) for x in run})
+        runs: list[tuple[list[int], list[int]]] = []  # the chain's runs on one device, each to every other device
+        if chain:
+            chain_dev = pl[chain]
+            cut = np.flatnonzero(chain_dev[1:] != chain_dev[:-1]) + 1
+            first, end = np.r_[0, cut], np.r_[cut, len(chain)]
+            chain_units = un.of[chain]
+            for i, j in zip(first.tolist(), end.tolist()):
+                if j - i > 1:
+                    units = np.unique(chain_units[i:j]).tolist()
+                    a = int(chain_dev[i])
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
-                run = []
-            if v >= 0:
-                if not run:
-                    a = dv
-                run.append(v)
         runs = [runs[i] for i in self.rng.permutation(len(runs)).tolist()]
         for i, v in enumerate(self.rng.permutation(chain).tolist() if chain else []):
             if i < len(runs):
