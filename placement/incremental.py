@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -209,16 +208,31 @@ class _Avoids:
         return i < 0 or t >= self.hi[i]
 
 
-@dataclass
 class Trial:
-    """The schedule after a move, as changes over the base schedule it was tried on."""
+    """The schedule after a move, as changes over the base schedule it was tried on.
 
-    base: IncrementalSchedule
-    moves: dict[int, int]  # node -> new device
-    start: dict[int, float]  # nodes whose start changed -> new start
-    makespan: float  # when not complete: a lower bound of it, at least the cutoff
-    recomputed: int  # nodes re-timed (the size of the cone)
-    complete: bool = True  # False: stopped once the makespan was proved at least the cutoff
+    ``start``: the nodes whose start changed -> their new start, given as a dict (the Python
+    path) or as two arrays, nodes in the order they were re-timed and their starts (the compiled
+    path): then the dict is made only if asked for (a rejected move's cone can be the whole graph,
+    and building and freeing a dict of it cost more than re-timing it)."""
+
+    def __init__(self, base: IncrementalSchedule, moves: dict[int, int],
+                 start: dict[int, float] | tuple[np.ndarray, np.ndarray], makespan: float, recomputed: int,
+                 complete: bool = True) -> None:
+        self.base = base
+        self.moves = moves  # node -> new device
+        self._start = start
+        self.makespan = makespan  # when not complete: a lower bound of it, at least the cutoff
+        self.recomputed = recomputed  # nodes re-timed (the size of the cone)
+        self.complete = complete  # False: stopped once the makespan was proved at least the cutoff
+
+    @property
+    def start(self) -> dict[int, float]:
+        """The nodes whose start changed -> their new start."""
+        if isinstance(self._start, tuple):
+            nodes, values = self._start
+            self._start = dict(zip(nodes.tolist(), values.tolist()))
+        return self._start
 
     def placement(self) -> np.ndarray:
         pl = self.base.placement.copy()
@@ -229,7 +243,9 @@ class Trial:
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
         start = self.base.start.copy()
-        if self.start:
+        if isinstance(self._start, tuple):
+            start[self._start[0]] = self._start[1]
+        elif self.start:
             nodes = np.fromiter(self.start.keys(), dtype=np.int64, count=len(self.start))
             start[nodes] = np.fromiter(self.start.values(), dtype=float, count=len(self.start))
         return start, start + self.base.problem.time
@@ -656,7 +672,7 @@ class IncrementalSchedule:
             *self._base, *bounds, dev, prev_c, next_c, moved, t_lb, has_tlb, lbv, has_lb, fin, queued, changed, mark)
         if kind == 1:
             return Trial(self, moves, {}, value, count, complete=False)
-        return Trial(self, moves, dict(zip(nodes.tolist(), starts.tolist())), value, count, complete=kind == 0)
+        return Trial(self, moves, (nodes, starts), value, count, complete=kind == 0)
 
     def _drop(self, m: int, dm: int, start_lb: float, moves: dict[int, int], prev_of, lb: dict[int, float],
               drop: float, base_next: list[int]) -> float:
