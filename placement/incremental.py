@@ -31,8 +31,8 @@ pushed forward from the moved nodes through the nodes they delay only. For a sin
 that bound is exact. docs/scale.md has the proofs.
 
 Memory (static and peak) is measured by the evaluator's own functions on the materialised
-schedule, only when asked (:meth:`Trial.evaluation`): a search rejecting a move by its makespan
-never pays for it.
+schedule, only when asked (:meth:`Trial.evaluation`; the peak when first read): a search rejecting
+a move by its makespan never pays for it.
 """
 from __future__ import annotations
 
@@ -55,6 +55,37 @@ def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray)
     seq = np.lexsort((problem.topo_rank, ref_start, placement))
     bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
+
+
+class MeasuredOnRead(Evaluation):
+    """An Evaluation whose peak memory the evaluator measures (placement.evaluator.peak_memory, the
+    same function and arrays) when it is first read, not when the schedule is made.
+
+    Why: under the static model refine never reads the peak of the schedules it accepts, yet
+    measuring it (numpy sorts of every buffer and event) cost 12-14 ms per accepted move at 40K
+    nodes, as much as a hundred rejected moves; whoever reads it (a report, the peak model's
+    overflow) gets the same array. The arrays of an Evaluation are never changed in place. Pickled
+    or copied, it becomes a plain Evaluation with its peak measured."""
+
+    def __init__(self, problem: Problem | None = None, peak_memory: np.ndarray | None = None, **fields) -> None:
+        self._problem: Problem | None = problem  # None once measured, or when given (dataclasses.replace)
+        self._peak: np.ndarray | None = None
+        super().__init__(peak_memory=peak_memory, **fields)
+
+    @property
+    def peak_memory(self) -> np.ndarray:  # type: ignore[override]
+        if self._peak is None:
+            self._peak = peak_memory(self._problem, self.placement, self.start, self.finish)
+            self._problem = None
+        return self._peak
+
+    @peak_memory.setter
+    def peak_memory(self, value: np.ndarray | None) -> None:
+        self._peak = value
+
+    def __reduce__(self):
+        return Evaluation, (self.placement, self.start, self.finish, self.makespan, self.static_memory, self.peak_memory,
+                            self.memory_model)
 
 
 def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, order: list[list[int]]) -> bool:
@@ -138,10 +169,9 @@ def ordered_evaluation(problem: Problem, placement: np.ndarray, order: list[list
     if not _is_fixpoint(problem, placement, start, order):
         return None
     finish = start + problem.time
-    return Evaluation(placement=placement, start=start, finish=finish,
+    return MeasuredOnRead(problem, placement=placement, start=start, finish=finish,
                       makespan=float(finish.max()) if problem.n else 0.0,
-                      static_memory=static_memory(problem, placement),
-                      peak_memory=peak_memory(problem, placement, start, finish), memory_model=memory_model)
+                      static_memory=static_memory(problem, placement), memory_model=memory_model)
 
 
 def _forest_intervals(parent: np.ndarray, rank: np.ndarray, ranked: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -251,15 +281,15 @@ class Trial:
         return start, start + self.base.problem.time
 
     def evaluation(self, memory_model: str = "static") -> Evaluation:
-        """The full evaluation of the moved placement under this schedule (memory measured here)."""
+        """The full evaluation of the moved placement under this schedule (static memory measured
+        here, the peak when first read: :class:`MeasuredOnRead`)."""
         if not self.complete:
             raise ValueError("a trial stopped at its cutoff has no complete schedule")
         p = self.base.problem
         pl = self.placement()
         start, finish = self.times()
-        return Evaluation(placement=pl, start=start, finish=finish, makespan=self.makespan,
-                          static_memory=static_memory(p, pl), peak_memory=peak_memory(p, pl, start, finish),
-                          memory_model=memory_model)
+        return MeasuredOnRead(p, placement=pl, start=start, finish=finish, makespan=self.makespan,
+                              static_memory=static_memory(p, pl), memory_model=memory_model)
 
 
 _LAZY = {  # IncrementalSchedule's Python lists of its base, made from its arrays on first use
