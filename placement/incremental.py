@@ -292,6 +292,21 @@ class Trial:
                               static_memory=static_memory(p, pl), memory_model=memory_model)
 
 
+def _graph_lists(s: IncrementalSchedule) -> None:
+    """The graph as Python lists, for the Python path: per node its (input, transfer) pairs, its
+    successors and their transfers, and the node times and ranks."""
+    p = s.problem
+    pptr, pnbr, pcomm, sptr, snbr, scomm = (a.tolist() for a in s._csr)
+    d = s.__dict__
+    d["_preds"] = [list(zip(pnbr[pptr[v]:pptr[v + 1]], pcomm[pptr[v]:pptr[v + 1]])) for v in range(p.n)]
+    d["_succs"] = [snbr[sptr[v]:sptr[v + 1]] for v in range(p.n)]
+    d["_succ_comm"] = [scomm[sptr[v]:sptr[v + 1]] for v in range(p.n)]
+    d["_dur"] = p.time.tolist()
+    d["_rank"] = p.topo_rank.tolist()
+
+
+_GRAPH = ("_preds", "_succs", "_succ_comm", "_dur", "_rank")  # made once, by _graph_lists, on first use
+
 _LAZY = {  # IncrementalSchedule's Python lists of its base, made from its arrays on first use
     "_pl": lambda s: s.placement.tolist(),
     "_s": lambda s: s.start.tolist(),
@@ -320,15 +335,7 @@ class IncrementalSchedule:
         p = problem
         ptr, nbr, eid = p.pred_ptr
         comm = p.comm[eid]
-        ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), comm.tolist()
-        self._preds = [list(zip(nbr_l[ptr_l[v]:ptr_l[v + 1]], comm_l[ptr_l[v]:ptr_l[v + 1]])) for v in range(p.n)]
         sptr, snbr, seid = p.succ_ptr
-        sptr_l, snbr_l = sptr.tolist(), snbr.tolist()
-        self._succs = [snbr_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
-        scomm_l = p.comm[seid].tolist()
-        self._succ_comm = [scomm_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
-        self._dur = p.time.tolist()
-        self._rank = p.topo_rank.tolist()
         i64, f64 = np.int64, np.float64
         # The graph as flat arrays for the compiled trial (kernels.move_trial), in the dtypes it was compiled for.
         self._csr = (np.ascontiguousarray(ptr, dtype=i64), np.ascontiguousarray(nbr, dtype=i64),
@@ -387,6 +394,9 @@ class IncrementalSchedule:
 
     def __getattr__(self, name: str):
         """The Python path's lists of the base (:data:`_LAZY`), made on first use per base."""
+        if name in _GRAPH:
+            _graph_lists(self)
+            return self.__dict__[name]
         make = _LAZY.get(name)
         if make is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

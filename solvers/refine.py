@@ -236,8 +236,11 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
     cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
     if lists is None:
-        lists = {}
-    succs = lists.get("succs") or _Slices(*problem.succ_ptr[:2])
+        lists = {"succs": _Slices(*problem.succ_ptr[:2])}  # one call: slices on demand
+    if "succs" not in lists:
+        ptr_l, nbr_l = problem.succ_ptr[0].tolist(), problem.succ_ptr[1].tolist()
+        lists["succs"] = [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(problem.n)]
+    succs = lists["succs"]
 
     def total(values: str, array: np.ndarray, idx: list[int]) -> float:
         # numpy sums fewer than 8 values one after the other, as Python does: same floats, no call
@@ -333,9 +336,8 @@ class _Search:
         self.eval_seconds = 0.0
         self.full_seconds = 0.0  # the longest full evaluation so far: what a batch move or a kick costs
         self.succ = problem.succ_ptr
-        ptr_l, nbr_l = self.succ[0].tolist(), self.succ[1].tolist()
         # spread_runs' Python views of the units and of the graph, kept across rounds
-        self._spread_lists: dict[str, list] = {"succs": [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(problem.n)]}
+        self._spread_lists: dict[str, list] = {}  # the successor lists made by the first Python spread_runs
         self.pred = problem.pred_ptr
         self.cur = pl
         self.cur_ev = self._eval(pl, None)
