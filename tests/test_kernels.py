@@ -168,8 +168,8 @@ def test_auto_uses_the_kernels_from_the_threshold_only(monkeypatch):
         kernels.for_size(10)
 
 
-@pytest.mark.parametrize("memory_model", ["static", "peak"])
-@pytest.mark.parametrize("family", ["cnn", "lstm"])
+@pytest.mark.parametrize("family, memory_model", [("cnn", "static"), ("cnn", "peak"), ("lstm", "static"),
+                                                  ("lstm", "peak"), ("transformer", "static")])
 def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_model):
     """At a fixed evaluation budget refine reaches the same placement and start times."""
     require_compiled()
@@ -180,7 +180,7 @@ def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_
     def run():
         stats = RefineStats()
         got, ev = refine(prob, pl, SolveOptions(seed=1), deadline=time.monotonic() + 1e6, memory_model=memory_model,
-                         max_evals=300, keep_order=True, start=fifo.start, stats=stats, incremental=True)
+                         max_evals=1000, keep_order=True, start=fifo.start, stats=stats, incremental=True)
         answer = hashlib.sha1(np.asarray(got, dtype=np.int64).tobytes() + ev.start.tobytes()).hexdigest()
         return answer, stats.evaluations, stats.accepted
 
