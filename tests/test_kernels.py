@@ -465,3 +465,26 @@ def test_critical_chain_equals_the_python_loop(prob, seed, ordered):
     plain, fast = both(lambda: critical_chain(prob, ev))
     assert plain == fast
     assert plain and ev.finish[plain[0]] == ev.makespan
+
+
+@settings(max_examples=150, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6))
+def test_the_bounds_structures_equal_the_python_loops(prob, seed):
+    """The bound's structures of a base (forests sorted by counting, the avoid table filled by a
+    compiled scatter, the witnesses) are the Python path's, value for value."""
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, placement_of(prob, seed + 1)).start  # a schedule of another placement
+
+    def build():
+        inc = IncrementalSchedule(prob, pl, ref)
+        inc._prepare_bounds()
+        return inc
+
+    plain, fast = both(build)
+    for name in ("_head_tin", "_head_end", "_tail_tin", "_tail_end"):
+        a, b = getattr(plain, name), getattr(fast, name)
+        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b), name
+    for name in ("_avoid", "_before", "_after"):
+        assert_same_floats(getattr(plain, name), getattr(fast, name))
+    assert plain._witness == fast._witness
