@@ -98,7 +98,8 @@ def order_report(problem: Problem, ev: Evaluation, memory_model: str) -> dict[st
     inputs and its device allow?), with its peak per device; when it does not, the
     ``control_dependencies`` (pairs of node ids [u, v]: v does not start before u finishes) that with
     the order give back the answer's schedule (:func:`reproducing_waits`), and
-    ``control_dependencies_fit`` (checked here by the evaluator, with the makespan they give); and
+    ``control_dependencies_fit`` (checked here by the evaluator, with the makespan they give; when
+    False, ``control_dependencies_note`` says so plainly); and
     ``fits_fifo`` (does the placement also fit when the runtime runs it in FIFO order?), with FIFO's
     peak per device."""
     if memory_model != "peak":
@@ -118,6 +119,10 @@ def order_report(problem: Problem, ev: Evaluation, memory_model: str) -> dict[st
         rep["control_dependencies_fit"] = bool(got.feasible(problem))
         rep["control_dependencies_makespan"] = got.makespan
         rep["control_dependencies_peak_memory"] = got.peak_memory.tolist()
+        if not rep["control_dependencies_fit"]:
+            rep["control_dependencies_note"] = (
+                "the device order with these waits starts some nodes earlier than the answer's start times and does "
+                "not fit: only the start times (\"start\") fit; a runtime must hold each node until its start time")
     rep["fits_fifo"] = bool(fifo.feasible(problem))
     rep["fifo_peak_memory"] = fifo.peak_memory.tolist()
     return rep

@@ -217,3 +217,120 @@ def test_reproducing_waits_give_a_schedule_never_later_and_exact_for_idle_at_fin
     got = reproducing_waits(prob, ev)
     again = evaluate(prob, placement, order=device_orders(prob, ev), memory_model="peak", waits=got)
     assert np.all(again.start <= ev.start + 1e-9)
+
+
+@pytest.fixture(scope="module")
+def lstm_held():
+    """A generated LSTM (3000 nodes) at K = 8 and 3 x its memory bound: chain-pin's answer there
+    holds gradients back with waits, and its device order alone does not fit."""
+    from placement.generate import generate
+    from placement.memory_bounds import memory_lower_bound
+
+    p0 = generate("lstm", 3000, seed=0, memory_fraction=None)
+    return p0.with_devices(8, 3.0 * memory_lower_bound(p0, "peak", 8)["best"])
+
+
+def test_chain_pin_holds_gradients_with_waits_where_the_order_alone_overflows(lstm_held):
+    from heuristics.chain_pin import chain_pin
+    from placement.solution import SolveOptions
+
+    p = lstm_held
+    a = chain_pin(p, SolveOptions(memory_model="peak"))
+    assert a.status == "heuristic" and a.waits
+    ev = evaluate(p, a.placement, order=a.order, memory_model="peak", waits=a.waits)
+    assert ev.feasible(p) and np.allclose(ev.start, a.start) and a.objective == pytest.approx(ev.makespan, rel=1e-12)
+    check(p, a.placement, a.start, "peak")
+    assert not evaluate(p, a.placement, order=a.order, memory_model="peak").feasible(p)  # the waits are needed
+    without = chain_pin(p, SolveOptions(memory_model="peak", extra={"chain_pin_waits": False}))
+    assert without.waits is None and without.objective > a.objective
+    again = chain_pin(p, SolveOptions(memory_model="peak"))  # deterministic
+    assert again.waits == a.waits and again.order == a.order and again.objective == a.objective
+
+
+def test_report_control_dependencies_reproduce_a_feasible_schedule(lstm_held):
+    from placement.solution import SolveOptions
+    from solvers.run import run
+
+    p = lstm_held
+    res = run(p, "chain-pin", SolveOptions(memory_model="peak"))
+    rep = res.report(p, "peak")
+    assert rep["order_fits"] is False and rep["control_dependencies_fit"] is True
+    assert rep["control_dependencies_makespan"] == pytest.approx(rep["makespan"], rel=1e-9)
+    order = [rep["device_order"][name] for name in p.device_names]
+    placement = {nid: d for d, seq in enumerate(order) for nid in seq}
+    ev = evaluate(p, placement, order=order, memory_model="peak", waits=rep["control_dependencies"])
+    check(p, ev.placement, ev.start, "peak")  # raises if over capacity
+    assert ev.makespan == pytest.approx(rep["makespan"], rel=1e-9)
+
+
+def test_the_incumbent_rejects_the_schedule_re_timed_without_its_waits(lstm_held):
+    """refine and LNS re-time in kept order without waits: that schedule overflows here and the
+    incumbent (the answer with waits) stays."""
+    from heuristics.chain_pin import chain_pin
+    from placement.solution import SolveOptions
+    from solvers.pipeline import Incumbent
+
+    p = lstm_held
+    a = chain_pin(p, SolveOptions(memory_model="peak"))
+    inc = Incumbent(p, "peak", verify)
+    inc.offer(a)
+    kept = evaluate(p, a.placement, order=a.order, memory_model="peak")
+    assert kept.makespan <= a.objective and not kept.feasible(p)
+    inc.offer(Solution("refine", "heuristic", placement=a.placement, start=kept.start, objective=kept.makespan))
+    assert inc.best is not None and inc.best[1].feasible(p)
+    check(p, inc.best[1].placement, inc.best[1].start, "peak")
+
+
+def test_auto_answer_with_waits_stays_feasible(lstm_held):
+    from placement.solution import SolveOptions
+    from solvers.run import run
+
+    p = lstm_held
+    res = run(p, "auto", SolveOptions(memory_model="peak", time_limit=8.0))
+    assert res.feasible
+    check(p, res.evaluation.placement, res.evaluation.start, "peak")
+    rep = res.report(p, "peak")
+    assert rep["order_fits"] or rep["control_dependencies_fit"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_deadline_schedule_with_waits_runs_in_the_evaluator_as_simulated(seed):
+    from heuristics.deadline_order import deadline_schedule
+
+    prob, placement, _, waits = random_case(seed)
+    rng = np.random.default_rng(seed)
+    priority = rng.random(prob.n)
+    try:
+        order, start = deadline_schedule(prob, placement, priority, waits=waits)
+    except ValueError:  # the waits close a cycle with the graph
+        g = nx.DiGraph(list(zip(prob.src.tolist(), prob.dst.tolist())) + list(waits))
+        assert not nx.is_directed_acyclic_graph(g)
+        return
+    ev = evaluate(prob, placement, order=order, memory_model="peak", waits=waits)
+    np.testing.assert_allclose(ev.start, start)
+    lat = wait_delay(prob)
+    for u, v in waits:
+        assert ev.start[v] >= ev.finish[u] + (lat if placement[u] != placement[v] else 0.0) - 1e-9
+
+
+def test_report_says_plainly_when_derived_waits_do_not_reproduce_the_plan():
+    """Start times as an exact model may give them: y idles from 1 to 5, and no node of device 0
+    finishes at 5 (a at 4, b at 5.5). The derived wait (a, y) starts y at 4; received on device 0 at
+    5, it overlaps a's output (held until b finishes at 5.5): 200 bytes > 150. The plan itself
+    (y at 5, received at 6, after a is freed) holds 100 on each device."""
+    nodes = [{"id": "a", "time": 4, "out_bytes": 100, "param_bytes": 0},
+             {"id": "b", "time": 1.5, "out_bytes": 0, "param_bytes": 0},
+             {"id": "h", "time": 1, "out_bytes": 0, "param_bytes": 0},
+             {"id": "y", "time": 1, "out_bytes": 100, "param_bytes": 0},
+             {"id": "z", "time": 1, "out_bytes": 0, "param_bytes": 0}]
+    edges = [{"src": "a", "dst": "b", "comm": 0}, {"src": "h", "dst": "y", "comm": 0}, {"src": "y", "dst": "z", "comm": 0}]
+    p = make_problem(nodes, edges, devices=2, memory=150)
+    pl = {"a": 0, "b": 0, "z": 0, "h": 1, "y": 1}
+    plan = check(p, pl, {"a": 0, "b": 4, "h": 0, "y": 5, "z": 6}, "peak")
+    assert plan.peak_memory.tolist() == [100.0, 100.0]
+    rep = order_report(p, plan, "peak")
+    assert rep["order_fits"] is False and rep["order_peak_memory"][0] == 200.0
+    assert rep["control_dependencies"] == [["a", "y"]]
+    assert rep["control_dependencies_fit"] is False and rep["control_dependencies_peak_memory"] == [200.0, 100.0]
+    assert "only the start times" in rep["control_dependencies_note"]
+    assert rep["control_dependencies_makespan"] == 6.5
