@@ -28,8 +28,14 @@ How:
    (heuristics.deadline_order, each round's schedule the next one's reference; a gradient loses a
    tie with the running sum it joins). If none fits and the least overflow is at most REPAIR:
    layer_bands' ``move_params`` (param units off the peak device) on the order with the least
-   overflow and the deadline rounds again, then memory_order's ``lower_peak_order``. The feasible
-   schedule with the smallest makespan.
+   overflow and the deadline rounds again, then memory_order's ``lower_peak_order``.
+5. Held gradients (:func:`held_gradients`), on the best feasible answer under the peak model: a
+   share of the busiest chain's gradients made beside their step's loss gradient instead, each
+   held back by a wait (placement.evaluator, "v does not start before u finishes") on the chain
+   node that ends in time for it to arrive when the sum needs it; deadline orders with the waits.
+   An order alone cannot do this (a device with nothing else to run starts the gradient at once);
+   the answer carries its waits (``Solution.waits``) and start times.
+The feasible schedule with the smallest makespan.
 
 No randomness: the same problem gives the same answer.
 """
