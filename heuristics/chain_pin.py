@@ -285,12 +285,13 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
             ref = evaluate(problem, placement, order=order, memory_model=model)
             consider(f"{tag}deadline-{r + 1}", order, ref)
 
-    def held_share(base: Evaluation, chain: Chain, share: float, lead: float) -> bool | None:
-        """One share's deadline rounds: did one fit? (None: stop, out of time or nothing to hold)"""
+    def held_share(base: Evaluation, chain: Chain, share: float, lead: float) -> tuple[bool, float] | None:
+        """One share's deadline rounds: did one fit, and the shortest makespan, fitting or not
+        (None: stop, out of time or nothing to hold)."""
         plan = held_gradients(problem, chain, base.placement, share, lead)
         if plan is None:
             return None
-        ref, fitted = base, False
+        ref, fitted, fastest = base, False, math.inf
         for r in range(WAIT_ROUNDS):
             if opts.out_of_time():
                 return None
@@ -308,18 +309,22 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
             ref = evaluate(problem, plan.placement, order=got[0], memory_model=model, waits=plan.waits)
             consider(f"held-{share:g}-lead-{lead:g}-{r + 1}", got[0], ref, plan.waits)
             fitted = fitted or ref.feasible(problem)
-        return fitted
+            fastest = min(fastest, ref.makespan)
+        return fitted, fastest
 
     def held_rounds(base: Evaluation, chain: Chain) -> None:
         """Step 5, for each lead: the shares, the largest first, until one fits; then once the share
         halfway to the last one that did not (the 50K LSTM at K = 8: 0.6 fits, 0.7 is 1.002 x over,
-        0.65 fits)."""
+        0.65 fits). Nothing more when the largest share, fitting or not, is no faster than ``base``."""
         for lead in WAIT_LEADS:
             over = None
             for share in WAIT_SHARES:
-                fitted = held_share(base, chain, share, lead)
-                if fitted is None:
+                got = held_share(base, chain, share, lead)
+                if got is None:
                     return
+                fitted, fastest = got
+                if share == WAIT_SHARES[0] and fastest >= base.makespan:
+                    return  # even every gradient held elsewhere is no faster: fewer would not be (K = 4 LSTMs)
                 if fitted:
                     if over is not None:
                         held_share(base, chain, round((share + over) / 2, 4), lead)
