@@ -240,5 +240,5 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     info["best"] = best.method
     info["candidates"] = kept  # the best first (Solutions: not for a report)
     info["best_info"] = {k: v for k, v in best.info.items() if k != "placement"}
-    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, start=best.start, objective=best.objective,
-                    seconds=time.monotonic() - t0, info=info)
+    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, start=best.start, waits=best.waits,
+                    objective=best.objective, seconds=time.monotonic() - t0, info=info)
