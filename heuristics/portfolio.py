@@ -6,7 +6,8 @@ the best makespans on large generated graphs (etf, heft, critical-path), then pa
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
 chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
 devices, heuristics/fewer_devices.py). Under the peak model etf and heft run before PARDNN and chain-pin, chain-split
-and weight-bands right after them (PEAK_ORDER), and with tight memory band-split, chain-pin, min-memory, weight-bands,
+and weight-bands right after them (PEAK_ORDER; with no capacity on any device the members run as in the static
+model, which then constrains the same), and with tight memory band-split, chain-pin, min-memory, weight-bands,
 mem-repair, mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
@@ -202,6 +203,10 @@ def keep_candidate(kept: list[Solution], sol: Solution, k: int, limit: int = CAN
 
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
+    if opts.memory_model == "peak" and bool(np.isinf(problem.memory).all()):
+        # No capacity anywhere: the peak model constrains nothing, so the members run as in the
+        # static model, where the list schedulers do not pay for tracking live bytes (PEAK_SLOWDOWN).
+        opts = replace(opts, memory_model="static")
     members: list[dict] = []
     best: Solution | None = None
     kept: list[Solution] = []

@@ -234,3 +234,26 @@ def test_random_respects_memory_with_reserve():
     assert sol.status == "heuristic"
     ev = evaluate(p, sol.placement)
     assert np.all(ev.static_memory <= p.memory * 0.8 + 1e-9)
+
+
+@pytest.mark.parametrize("memory, seen", [(math.inf, "static"), (1e15, "peak")])
+def test_portfolio_runs_members_static_when_no_device_has_a_capacity(monkeypatch, memory, seen):
+    """Under the peak model with every capacity unlimited nothing is constrained, so the members
+    run in the static model (no live-byte tracking); with any finite capacity they see the peak
+    model. The answer is the same placement either way on this graph."""
+    import heuristics.portfolio as pf
+
+    p = generate("transformer", 250, seed=1, devices=3).with_devices(memory=memory)
+    models: list[str] = []
+    etf_member = pf.MEMBERS["etf"]
+
+    def spy(problem, opts):
+        models.append(opts.memory_model)
+        return etf_member(problem, opts)
+
+    monkeypatch.setitem(pf.MEMBERS, "etf", spy)
+    sol = pf.portfolio(p, SolveOptions(memory_model="peak"))
+    assert models == [seen]
+    ev = evaluate(p, sol.placement, sol.order, memory_model="peak")
+    assert ev.makespan == pytest.approx(sol.objective)
+    assert ev.feasible(p)
