@@ -25,8 +25,9 @@ profile over time (256 cells) with the band added peaks lowest. Only the cuts ad
 main line. The split schedule, when within REPAIR_WITHIN x the capacity, goes to mem-repair's
 repair (heuristics/memory_repair.py) with the same order.
 
-:func:`band_repair` does this for the fast schedules of :data:`STARTS` in turn (ETF's, then
-PARDNN's on K, K/2 and K/4 devices while a run is expected to end in the time left) and answers the
+:func:`band_repair` does this for the fast schedules of :data:`STARTS` in turn (PARDNN's on 2
+devices, ETF's, PARDNN's on K/2 and K devices; a PARDNN run only while it is expected to end in the
+time left) and answers the
 fitting one with the smallest makespan (the evaluator's, on the order returned; FIFO when it also
 fits and is faster). A fast schedule that fits as it is, is answered as it is (mem-repair's answer).
 Measured (bench/results_peak.md, session 12): the 200K CNN at K = 8 and 10.22 GB from ETF's
@@ -58,9 +59,12 @@ MARGIN = 0.05  # bands aim below capacity by this fraction: their bytes are an e
 # (544.2); at K = 4 from PARDNN's on 2 devices 0.05 fits as split (467.3) and 0 gives 495.9; on the
 # 200K CNN at K = 8 from ETF's, 3452.7 and 3453.0.
 MARGINS = (0.0, 0.05)
-# The fast schedules split, in the order tried: ETF's (the 200K CNN at K = 8: 3483.1, where
-# PARDNN's on K and K / 2 devices give 3783.9 and 3826.0), then PARDNN's on K / c devices.
-STARTS = ("etf", "pardnn/1", "pardnn/2", "pardnn/4")
+# The fast schedules split, in the order tried: PARDNN's on 2 devices (the best start on the 10K CNN:
+# 513.4 at K = 8, 467.3 at K = 4; tried first since the portfolio gives this member a few seconds
+# at 10K nodes), ETF's (the 200K CNN at K = 8: 3453.0, where PARDNN's on K and K / 2 devices give
+# 3783.9 and 3826.0; at 200K nodes PARDNN does not fit the member's time), then PARDNN's on K / 2
+# and K devices. A device count already tried is not tried again.
+STARTS = ("pardnn-2", "etf", "pardnn-k/2", "pardnn-k")
 # A split still above this many times the capacity is not repaired: on the CNNs the splits that
 # fitted after repair were at most 1.35 x over; the 10K LSTM's were 7.7-8.9 x (10 s of repair).
 REPAIR_WITHIN = 1.5
@@ -254,6 +258,8 @@ def _fast_starts(problem: Problem, opts: SolveOptions) -> Iterator[tuple[str, np
     there, ties by topological rank)."""
     free = problem.with_devices(problem.k, float("inf"))
     stop = opts.out_of_time
+    counts = {"pardnn-2": 2, "pardnn-k/2": max(2, problem.k // 2), "pardnn-k": problem.k}
+    done: set[int] = set()
     for name in opts.extra.get("band_starts", STARTS):
         if stop():
             return
@@ -262,10 +268,13 @@ def _fast_starts(problem: Problem, opts: SolveOptions) -> Iterator[tuple[str, np
             if got is not None:
                 yield name, got[0], got[1]
             continue
+        count = min(counts[name], problem.k)
+        if count in done:
+            continue
         left = opts.remaining()
         if left is not None and left < 2 * RUN_SECONDS_PER_ELEMENT * (problem.n + problem.m):
             continue  # PARDNN does not watch its stop everywhere: a run and its repair must fit
-        count = max(2, problem.k // int(name.split("/")[1]))  # "pardnn/c": PARDNN on K / c devices
+        done.add(count)
         sol = pardnn(free.with_devices(count, float("inf")), replace(opts, memory_model="static", hint=None))
         if sol.placement is None:
             continue

@@ -108,7 +108,7 @@ TABLE: tuple[MethodInfo, ...] = (
                "peak model: ETF's unlimited-memory placement in its own order, the holders of each over-capacity "
                "device's peak bytes moved to devices with room until it fits (makespan at moderate memory)", memory_repair),
     MethodInfo("band-repair", HEURISTIC, MAKESPAN,
-               "peak model: fast unlimited-memory schedules (ETF, PARDNN on K, K/2, K/4 devices), each over-capacity "
+               "peak model: fast unlimited-memory schedules (PARDNN on 2, K/2, K devices; ETF), each over-capacity "
                "device cut into bands of layers (forward with its backward) moved whole to devices with room, then "
                "mem-repair (makespan at moderate memory)", band_repair),
     MethodInfo("weight-bands", HEURISTIC, MAKESPAN,
