@@ -235,7 +235,7 @@ def _cuts(problem: Problem, pl: np.ndarray, d: int, pos: np.ndarray, bpos: np.nd
 
     cuts: list[float] = []
     i = 0
-    while len(cuts) < problem.k - 1 and band_peak(i, at.size) > cap:
+    while len(cuts) < problem.k - 1 and i + 1 < at.size and band_peak(i, at.size) > cap:
         lo, hi = i + 1, at.size - 1  # the largest j with band_peak(i, j) <= cap (at least i + 1)
         while lo < hi:
             mid = (lo + hi + 1) // 2

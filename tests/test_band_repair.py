@@ -155,3 +155,15 @@ def test_in_the_method_table_and_the_tight_portfolio():
     low, _ = member_order(p0.with_devices(p0.k, 1.1 * lb), opts)  # near the smallest memory: the repairs last
     mid, _ = member_order(p0.with_devices(p0.k, 1.5 * lb), opts)
     assert low[-len(REPAIRS):] == REPAIRS and mid == PEAK_TIGHT_ORDER
+
+
+def test_a_layer_above_the_capacity_is_one_band():
+    # f4's activation (30 bytes) alone exceeds 0.95 x 25: the last position cannot be cut further
+    # (this raised IndexError once); layers 1-3 fit in one band.
+    p = training_net([5, 5, 5, 30], 1.0, 25.0, grads=False)
+    one = np.zeros(p.n, dtype=np.int64)
+    ev = evaluate(p, one, order=device_orders(one, p.topo_order, p.k), memory_model="peak")
+    split = split_bands(p, one, ev, positions(p, loss_pivot(p)))
+    assert {p.ids[v] for v in np.flatnonzero(split == 0)} == {"f1", "f2", "f3", "b1", "b2", "b3"}
+    sol = band_repair(p, SolveOptions(memory_model="peak"))
+    assert sol.placement is None and sol.status == "unknown"  # 30 bytes + L's output never fit in 25
