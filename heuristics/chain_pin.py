@@ -28,8 +28,14 @@ How:
    (heuristics.deadline_order, each round's schedule the next one's reference; a gradient loses a
    tie with the running sum it joins). If none fits and the least overflow is at most REPAIR:
    layer_bands' ``move_params`` (param units off the peak device) on the order with the least
-   overflow and the deadline rounds again, then memory_order's ``lower_peak_order``. The feasible
-   schedule with the smallest makespan.
+   overflow and the deadline rounds again, then memory_order's ``lower_peak_order``.
+5. Held gradients (:func:`held_gradients`), on the best feasible answer under the peak model: a
+   share of the busiest chain's gradients made beside their step's loss gradient instead, each
+   held back by a wait (placement.evaluator, "v does not start before u finishes") on the chain
+   node that ends in time for it to arrive when the sum needs it; deadline orders with the waits.
+   An order alone cannot do this (a device with nothing else to run starts the gradient at once);
+   the answer carries its waits (``Solution.waits``) and start times.
+The feasible schedule with the smallest makespan.
 
 No randomness: the same problem gives the same answer.
 """
@@ -37,15 +43,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from placement.evaluator import Evaluation, evaluate
+from placement.evaluator import Evaluation, evaluate, wait_delay
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .deadline_order import deadline_order, need_times
+from .deadline_order import deadline_order, deadline_schedule, need_times
 from .layer_bands import move_params, restricted
 from .list_scheduling import Stopped, etf_schedule
 from .memory_order import lower_peak_order
@@ -57,6 +63,14 @@ ROUNDS = 3
 # they mend small overflows (the 50K LSTM at K = 8: 1.047 -> 0.964 with one move) and cost up to
 # 100 s at 200K nodes where nothing fits (1.4 x over at 1.11 x the memory bound).
 REPAIR = 1.15
+# Held gradients (step 5): the shares of the busiest chain's gradients made away from its device,
+# tried in turn; the first WAIT_LEADS of its steps keep theirs (the loss gradients of every step
+# arrive on the chain's device at the loss, and leave little room there for gradients in flight).
+WAIT_SHARES = (1.0, 0.85, 0.7, 0.6, 0.5, 0.4, 0.3)  # the most first: the first share that fits ends the search
+WAIT_LEADS = (0.2, 0.05)  # each tried: the 200K LSTM at K = 8 does best with 0.2, the 50K with 0.05
+WAIT_AHEAD = 2  # a gradient made on the chain's device waits for the sum this many steps before its own
+WAIT_ROUNDS = 3
+WAIT_SLACK = 0.5  # a held gradient is released this many chain steps before it must leave
 
 Chain = tuple[np.ndarray, list[list[int]]]  # chain nodes in order, each one's feeders
 
@@ -135,6 +149,75 @@ def chain_devices(problem: Problem, chains: list[Chain]) -> list[tuple[int, ...]
     return allowed
 
 
+def busiest_chain(problem: Problem, chains: list[Chain]) -> Chain:
+    """The chain with the most work (its nodes and feeders), as :func:`chain_devices` ranks them."""
+    work = [float(problem.time[c].sum()) + sum(float(problem.time[f].sum()) for f in fs if f) for c, fs in chains]
+    return chains[min(range(len(chains)), key=lambda i: (-work[i], int(chains[i][0][0])))]
+
+
+@dataclass
+class HeldGradients:
+    """Step 5's plan for one share: a placement, and the waits that hold each gradient back."""
+
+    placement: np.ndarray
+    waits: list[tuple[int, int]]
+    due: dict[int, float]  # node -> its time on the chain's ideal timeline (chain start = 0)
+
+
+def held_gradients(problem: Problem, chain: Chain, placement: np.ndarray, share: float,
+                   lead: float = WAIT_LEADS[0]) -> HeldGradients | None:
+    """The busiest chain's gradients, ``share`` of them (evenly spread, after its first ``lead``
+    of its steps) made on the device of their largest input (the loss gradient of their step) instead of
+    the chain's, each held back by a wait on the chain node that ends, on the chain's ideal timeline
+    (its nodes and the gradients left on its device back to back), one step before the gradient
+    must leave to arrive in time; the gradients left wait for the sum WAIT_AHEAD steps before
+    theirs. None when no gradient can move (the chain's device makes their inputs, colocation,
+    device restrictions)."""
+    path, feeders = chain
+    home_dev = int(placement[path[0]])
+    feed = [(i, g) for i, group in enumerate(feeders) for g in group]
+    if not feed:
+        return None
+    first = int(lead * path.size)
+    pick = {int(round(j / share)) for j in range(int(len(feed) * share))} if share > 0 else set()
+    remote: list[tuple[int, int, int]] = []  # (chain position, gradient, its device)
+    for j, (i, g) in enumerate(feed):
+        if j not in pick or i < first or problem.colocate[g] >= 0:
+            continue
+        ins = np.flatnonzero(problem.dst == g)
+        if not ins.size:
+            continue
+        d = int(placement[problem.src[ins[np.argmax(problem.out_bytes[problem.src[ins]])]]])
+        if d != home_dev and (problem.allowed[g] is None or d in problem.allowed[g]):
+            remote.append((i, g, d))
+    if not remote:
+        return None
+    pl = placement.copy()
+    moved = {g for _, g, _ in remote}
+    local_time = np.zeros(path.size)
+    for i, g in feed:
+        if g not in moved:
+            local_time[i] += problem.time[g]
+    ideal_finish = np.cumsum(problem.time[path] + local_time)
+    ideal_start = ideal_finish - problem.time[path]
+    step = float(problem.time[path].mean())
+    lat = wait_delay(problem)
+    due = {int(v): float(t) for v, t in zip(path.tolist(), ideal_start.tolist())}
+    waits: list[tuple[int, int]] = []
+    for i, g, d in remote:
+        pl[g] = d
+        send = float(problem.comm[np.flatnonzero(problem.src == g)].max(initial=0.0))
+        leave = ideal_start[i] - send - float(problem.time[g])
+        due[g] = leave
+        j = int(np.searchsorted(ideal_finish[:i], leave - lat - WAIT_SLACK * step, side="right")) - 1
+        if j >= 0:
+            waits.append((int(path[j]), g))
+    for i, g in feed:
+        if g not in moved and i >= WAIT_AHEAD:
+            waits.append((int(path[i - WAIT_AHEAD]), g))
+    return HeldGradients(pl, waits, due)
+
+
 def fifo_order(ev: Evaluation, k: int) -> list[list[int]]:
     """The order each of the ``k`` devices ran in a schedule (by start time, then node index); a
     device with no node gets an empty list."""
@@ -173,10 +256,10 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     model = opts.memory_model
     cap = np.where(np.isfinite(problem.memory), problem.memory, np.inf)  # a device without a limit is never over
     tried: list[dict] = []
-    best: tuple[Evaluation, list[list[int]]] | None = None
+    best: tuple[Evaluation, list[list[int]], list[tuple[int, int]] | None] | None = None
     least: tuple[float, Evaluation] | None = None
 
-    def consider(rule: str, order: list[list[int]], ev: Evaluation) -> None:
+    def consider(rule: str, order: list[list[int]], ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> None:
         nonlocal best, least
         ok = ev.feasible(problem)
         over = float(np.max(ev.memory / cap))
@@ -184,7 +267,7 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
         if least is None or over < least[0]:
             least = (over, ev)
         if ok and (best is None or ev.makespan < best[0].makespan):
-            best = (ev, order)
+            best = (ev, order, waits)
 
     feeders = np.asarray(sorted({f for _, fs in chains for group in fs for f in group}), dtype=np.int64)
 
@@ -201,6 +284,52 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
                 return
             ref = evaluate(problem, placement, order=order, memory_model=model)
             consider(f"{tag}deadline-{r + 1}", order, ref)
+
+    def held_share(base: Evaluation, chain: Chain, share: float, lead: float) -> tuple[bool, float] | None:
+        """One share's deadline rounds: did one fit, and the shortest makespan, fitting or not
+        (None: stop, out of time or nothing to hold)."""
+        plan = held_gradients(problem, chain, base.placement, share, lead)
+        if plan is None:
+            return None
+        ref, fitted, fastest = base, False, math.inf
+        for r in range(WAIT_ROUNDS):
+            if opts.out_of_time():
+                return None
+            need = need_times(problem, plan.placement, ref.start)
+            need[feeders] = np.nextafter(need[feeders], np.inf)
+            c0 = float(ref.start[chain[0][0]])
+            for v, t in plan.due.items():
+                need[v] = min(need[v], c0 + t)
+            try:
+                got = deadline_schedule(problem, plan.placement, need, stop=opts.out_of_time, waits=plan.waits)
+            except ValueError:  # a wait against the graph (not on a generated RNN)
+                return None
+            if got is None:
+                return None
+            ref = evaluate(problem, plan.placement, order=got[0], memory_model=model, waits=plan.waits)
+            consider(f"held-{share:g}-lead-{lead:g}-{r + 1}", got[0], ref, plan.waits)
+            fitted = fitted or ref.feasible(problem)
+            fastest = min(fastest, ref.makespan)
+        return fitted, fastest
+
+    def held_rounds(base: Evaluation, chain: Chain) -> None:
+        """Step 5, for each lead: the shares, the largest first, until one fits; then once the share
+        halfway to the last one that did not (the 50K LSTM at K = 8: 0.6 fits, 0.7 is 1.002 x over,
+        0.65 fits). Nothing more when the largest share, fitting or not, is no faster than ``base``."""
+        for lead in WAIT_LEADS:
+            over = None
+            for share in WAIT_SHARES:
+                got = held_share(base, chain, share, lead)
+                if got is None:
+                    return
+                fitted, fastest = got
+                if share == WAIT_SHARES[0] and fastest >= base.makespan:
+                    return  # even every gradient held elsewhere is no faster: fewer would not be (K = 4 LSTMs)
+                if fitted:
+                    if over is not None:
+                        held_share(base, chain, round((share + over) / 2, 4), lead)
+                    break
+                over = share
 
     pl = sched.dev
     own = evaluate(problem, pl, order=sched.order, memory_model=model)
@@ -220,12 +349,16 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
         got = lower_peak_order(problem, least[1].placement, fifo=None, stop=opts.out_of_time)
         consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(got.evaluation, problem.k),
                  got.evaluation)
+    if best is not None and model == "peak" and opts.extra.get("chain_pin_waits", True):
+        held_rounds(best[0], busiest_chain(problem, chains))
     info = {"chains": len(chains), "chain_lengths": [int(c.size) for c, _ in chains], "tried": tried,
             "moved_params": moves}
     if best is None:
         info["memory_over_capacity"] = least[0] if least is not None else None
         over = f" (least: {least[0]:.4g} x capacity)" if least is not None else ""
         return unknown(f"no order tried fits the memory{over}", info)
-    ev, order = best
-    return Solution(name, "heuristic", placement=ev.placement, order=order, start=ev.start, objective=ev.makespan,
-                    seconds=time.monotonic() - t0, info=info)
+    ev, order, waits = best
+    if waits:
+        info["waits"] = len(waits)
+    return Solution(name, "heuristic", placement=ev.placement, order=order, start=ev.start, waits=waits,
+                    objective=ev.makespan, seconds=time.monotonic() - t0, info=info)

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from placement.evaluator import edge_delay
+from placement.evaluator import edge_delay, wait_delay
 from placement.problem import Problem
 
 
@@ -52,8 +52,11 @@ def deadline_order(problem: Problem, placement: np.ndarray, priority: np.ndarray
 
 
 def deadline_schedule(problem: Problem, placement: np.ndarray, priority: np.ndarray,
-                      stop: Callable[[], bool] | None = None) -> tuple[list[list[int]], np.ndarray] | None:
-    """:func:`deadline_order` with the simulated start times."""
+                      stop: Callable[[], bool] | None = None,
+                      waits: list[tuple[int, int]] | None = None) -> tuple[list[list[int]], np.ndarray] | None:
+    """:func:`deadline_order` with the simulated start times. ``waits`` (u, v) count as inputs of
+    v that arrive when u finishes (plus placement.evaluator.wait_delay across devices): the
+    evaluator runs the order returned with these waits at the same start times."""
     n, k = problem.n, problem.k
     pl = np.asarray(placement, dtype=np.int64)
     dev = pl.tolist()
@@ -62,6 +65,11 @@ def deadline_schedule(problem: Problem, placement: np.ndarray, priority: np.ndar
     ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
     delay_e = delay[eid].tolist()
     indeg = np.bincount(problem.dst, minlength=n).tolist()
+    held: dict[int, list[tuple[int, float]]] = {}  # waits: u -> [(v, delay)]
+    lat = wait_delay(problem)
+    for u, v in waits or ():
+        held.setdefault(int(u), []).append((int(v), lat if dev[u] != dev[v] else 0.0))
+        indeg[v] += 1
     rank = problem.topo_rank.tolist()
     dur = problem.time.tolist()
     key = np.asarray(priority, dtype=float).tolist()
@@ -118,8 +126,15 @@ def deadline_schedule(problem: Problem, placement: np.ndarray, priority: np.ndar
             if indeg[w] == 0:
                 push(waiting[dev[w]], (ready[w], rank[w], w))
                 touched.add(dev[w])
+        for w, dl in held.get(v, ()):  # the waits on v, as inputs without bytes
+            if f + dl > ready[w]:
+                ready[w] = f + dl
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                push(waiting[dev[w]], (ready[w], rank[w], w))
+                touched.add(dev[w])
         for x in touched:
             offer(x)
     if done != n:
-        raise ValueError("deadline_order: the graph is not a DAG")
+        raise ValueError("deadline_order: the graph and the waits have a cycle")
     return order, np.asarray(start)

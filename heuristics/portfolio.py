@@ -209,5 +209,5 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                         seconds=time.monotonic() - t0, info=info)
     info["best"] = best.method
     info["best_info"] = {k: v for k, v in best.info.items() if k != "placement"}
-    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, start=best.start, objective=best.objective,
-                    seconds=time.monotonic() - t0, info=info)
+    return Solution("portfolio", "heuristic", placement=best.placement, order=best.order, start=best.start, waits=best.waits,
+                    objective=best.objective, seconds=time.monotonic() - t0, info=info)

@@ -262,8 +262,48 @@ def _ready_simulation(problem: Problem, placement: np.ndarray, delay: np.ndarray
     return np.asarray(start), np.asarray(finish)
 
 
-def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray, order: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Earliest start times when each device runs its nodes in the given order."""
+def wait_delay(problem: Problem) -> float:
+    """What a wait between two devices costs: the control message carries no bytes, so the link's
+    latency (``problem.link``); 0 when the problem gives no link model (edge times given as
+    ``comm``: no price for a new message is known)."""
+    return float(problem.link.latency) if problem.link is not None else 0.0
+
+
+def as_waits(problem: Problem, waits: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
+    """Normalise waits (pairs of node indices or ids, "v does not start before u finishes") to an
+    (w, 2) int array, checking every node exists and no node waits for itself."""
+    pairs = [[int(problem.index[x]) if not isinstance(x, (int, np.integer)) else int(x) for x in pair] for pair in waits] \
+        if not isinstance(waits, np.ndarray) else waits.astype(np.int64).tolist()
+    arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2) if pairs else np.zeros((0, 2), dtype=np.int64)
+    bad = np.flatnonzero((arr < 0).any(axis=1) | (arr >= problem.n).any(axis=1))
+    if bad.size:
+        raise ScheduleError(f"wait {arr[bad[0]].tolist()} names a node index not in 0..{problem.n - 1}")
+    self_wait = np.flatnonzero(arr[:, 0] == arr[:, 1])
+    if self_wait.size:
+        raise ScheduleError(f"wait ({problem.ids[int(arr[self_wait[0], 0])]!r}, itself) closes a cycle")
+    return arr
+
+
+def _contradiction(problem: Problem, src: np.ndarray, dst: np.ndarray, n_graph: int, waits: np.ndarray | None) -> ScheduleError:
+    """The error for a cycle in the graph + order (edges ``[:n_graph]``) + waits (the rest): the
+    order against the graph, or else the first wait on a cycle, named."""
+    if waits is None or not waits.size or not _acyclic(problem.n, src[:n_graph], dst[:n_graph]):
+        return ScheduleError("the given device order contradicts the graph's precedence (a node is ordered before one of its ancestors)")
+    import networkx as nx  # the error path only
+
+    g = nx.DiGraph()
+    g.add_edges_from(zip(src.tolist(), dst.tolist()))
+    for u, v in waits.tolist():
+        if nx.has_path(g, v, u):
+            return ScheduleError(f"wait ({problem.ids[u]!r}, {problem.ids[v]!r}) closes a cycle with the device order and the "
+                                 f"graph: {problem.ids[v]!r} comes before {problem.ids[u]!r} finishes")
+    return ScheduleError("the waits close a cycle with the device order and the graph")  # not reached: some wait is on the cycle
+
+
+def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray, order: Sequence[Sequence[int]],
+                      waits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest start times when each device runs its nodes in the given order (and every wait
+    (u, v) holds v until u has finished, plus :func:`wait_delay` across devices)."""
     n = problem.n
     pos_dev = np.full(n, -1, dtype=np.int64)
     prev = np.full(n, -1, dtype=np.int64)
@@ -286,6 +326,11 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     src = np.concatenate([problem.src, prev[has_prev]])
     dst = np.concatenate([problem.dst, np.flatnonzero(has_prev)])
     dly = np.concatenate([delay, np.zeros(int(has_prev.sum()))])
+    n_graph = src.size
+    if waits is not None and waits.size:
+        wu, wv = waits[:, 0], waits[:, 1]
+        src, dst = np.concatenate([src, wu]), np.concatenate([dst, wv])
+        dly = np.concatenate([dly, np.where(placement[wu] != placement[wv], wait_delay(problem), 0.0)])
     ptr = np.zeros(n + 1, dtype=np.int64)
     srt = np.argsort(src, kind="stable")
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
@@ -293,7 +338,7 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     if fast is not None:
         start_a, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time, np.zeros(n))
         if done != n:
-            raise ScheduleError("the given device order contradicts the graph's precedence (a node is ordered before one of its ancestors)")
+            raise _contradiction(problem, src, dst, n_graph, waits)
         return start_a, start_a + problem.time
     nbr_l, dly_l, ptr_l = dst[srt].tolist(), dly[srt].tolist(), ptr.tolist()
     indeg = np.bincount(dst, minlength=n).tolist()
@@ -315,8 +360,28 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
             if indeg[w] == 0:
                 stack.append(w)
     if done != n:
-        raise ScheduleError("the given device order contradicts the graph's precedence (a node is ordered before one of its ancestors)")
+        raise _contradiction(problem, src, dst, n_graph, waits)
     return np.asarray(start), np.asarray(finish)
+
+
+def _acyclic(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    """Is the graph of these edges on n nodes acyclic (Kahn)?"""
+    indeg = np.bincount(dst, minlength=n)
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    nbr = dst[order].tolist()
+    ptr_l, deg = ptr.tolist(), indeg.tolist()
+    stack = [v for v in range(n) if deg[v] == 0]
+    done = 0
+    while stack:
+        v = stack.pop()
+        done += 1
+        for w in nbr[ptr_l[v]:ptr_l[v + 1]]:
+            deg[w] -= 1
+            if deg[w] == 0:
+                stack.append(w)
+    return done == n
 
 
 def evaluate(
@@ -324,22 +389,29 @@ def evaluate(
     placement: Sequence[int] | Mapping | np.ndarray,
     order: Sequence[Sequence[int]] | None = None,
     memory_model: str = "static",
+    waits: Sequence[Sequence[int]] | np.ndarray | None = None,
 ) -> Evaluation:
     """Schedule a placement and measure it.
 
     ``order``, if given, is one sequence of node indices (or ids) per device, the order that device
-    runs them in; otherwise the FIFO executor decides. Raises :class:`ScheduleError` if the
-    placement breaks colocation or allowed devices.
+    runs them in; otherwise the FIFO executor decides. ``waits`` (with an order only) are pairs
+    (u, v): v does not start before u has finished (plus :func:`wait_delay` when u and v are on
+    different devices), the control dependencies a runtime enforces (docs/model.md). Raises
+    :class:`ScheduleError` if the placement breaks colocation or allowed devices, or the order and
+    waits contradict the graph (a wait on a cycle is named).
     """
     if memory_model not in MEMORY_MODELS:
         raise ValueError(f"memory model must be one of {MEMORY_MODELS}, got {memory_model!r}")
     pl = as_placement(problem, placement)
     check_placement(problem, pl)
     delay = edge_delay(problem, pl)
+    w = as_waits(problem, waits) if waits is not None else None
+    if w is not None and w.size and order is None:
+        raise ScheduleError("waits need a device order (the FIFO executor takes none)")
     if order is None:
         start, finish = _ready_simulation(problem, pl, delay)
     else:
-        start, finish = _ordered_schedule(problem, pl, delay, order)
+        start, finish = _ordered_schedule(problem, pl, delay, order, w)
     return _measure(problem, pl, start, finish, memory_model)
 
 

@@ -31,14 +31,13 @@ pushed forward from the moved nodes through the nodes they delay only. For a sin
 that bound is exact. docs/scale.md has the proofs.
 
 Memory (static and peak) is measured by the evaluator's own functions on the materialised
-schedule, only when asked (:meth:`Trial.evaluation`): a search rejecting a move by its makespan
-never pays for it.
+schedule, only when asked (:meth:`Trial.evaluation`; the peak when first read): a search rejecting
+a move by its makespan never pays for it.
 """
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,6 +57,37 @@ def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray)
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
 
 
+class MeasuredOnRead(Evaluation):
+    """An Evaluation whose peak memory the evaluator measures (placement.evaluator.peak_memory, the
+    same function and arrays) when it is first read, not when the schedule is made.
+
+    Why: under the static model refine never reads the peak of the schedules it accepts, yet
+    measuring it (numpy sorts of every buffer and event) cost 12-14 ms per accepted move at 40K
+    nodes, as much as a hundred rejected moves; whoever reads it (a report, the peak model's
+    overflow) gets the same array. The arrays of an Evaluation are never changed in place. Pickled
+    or copied, it becomes a plain Evaluation with its peak measured."""
+
+    def __init__(self, problem: Problem | None = None, peak_memory: np.ndarray | None = None, **fields) -> None:
+        self._problem: Problem | None = problem  # None once measured, or when given (dataclasses.replace)
+        self._peak: np.ndarray | None = None
+        super().__init__(peak_memory=peak_memory, **fields)
+
+    @property
+    def peak_memory(self) -> np.ndarray:  # type: ignore[override]
+        if self._peak is None:
+            self._peak = peak_memory(self._problem, self.placement, self.start, self.finish)
+            self._problem = None
+        return self._peak
+
+    @peak_memory.setter
+    def peak_memory(self, value: np.ndarray | None) -> None:
+        self._peak = value
+
+    def __reduce__(self):
+        return Evaluation, (self.placement, self.start, self.finish, self.makespan, self.static_memory, self.peak_memory,
+                            self.memory_model)
+
+
 def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, order: list[list[int]]) -> bool:
     """Is ``start`` already the earliest schedule of ``order`` (every start the latest of its input
     arrivals and its device predecessor's finish, or 0)? Then re-timing it would change nothing:
@@ -70,6 +100,17 @@ def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, ord
         if len(seq) > 1:
             a = np.asarray(seq, dtype=np.int64)
             need[a[1:]] = np.maximum(need[a[1:]], finish[a[:-1]])
+    return bool(np.array_equal(need, start))
+
+
+def _chains_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, prev: np.ndarray) -> bool:
+    """:func:`_is_fixpoint` with the device chains given as each node's predecessor (-1: none)."""
+    finish = start + problem.time
+    need = np.zeros(problem.n)
+    arrive = finish[problem.src] + edge_delay(problem, placement)
+    np.maximum.at(need, problem.dst, arrive)
+    has = np.flatnonzero(prev >= 0)
+    need[has] = np.maximum(need[has], finish[prev[has]])
     return bool(np.array_equal(need, start))
 
 
@@ -128,16 +169,16 @@ def ordered_evaluation(problem: Problem, placement: np.ndarray, order: list[list
     if not _is_fixpoint(problem, placement, start, order):
         return None
     finish = start + problem.time
-    return Evaluation(placement=placement, start=start, finish=finish,
+    return MeasuredOnRead(problem, placement=placement, start=start, finish=finish,
                       makespan=float(finish.max()) if problem.n else 0.0,
-                      static_memory=static_memory(problem, placement),
-                      peak_memory=peak_memory(problem, placement, start, finish), memory_model=memory_model)
+                      static_memory=static_memory(problem, placement), memory_model=memory_model)
 
 
-def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], list[int]]:
+def _forest_intervals(parent: np.ndarray, rank: np.ndarray, ranked: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Euler intervals of a forest given by parent pointers (-1 at a root): ``x`` lies on the path
     from ``v`` to its root iff ``tin[x] <= tin[v] < end[x]``. Children take their slots in order
     of ``rank`` (any order would do; this one is the preorder of a walk in that order).
+    ``ranked``: the nodes in ``rank`` order, when the caller has them (saves a sort).
 
     Why numpy: at 40K nodes the node-by-node walk cost 6-25 ms per forest, twice per re-base.
     Subtree sizes and preorder numbers are sums over descendants and over ancestors, computed by
@@ -146,11 +187,11 @@ def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], 
     over descendants is its transpose, a bincount on A_k per round: log2(depth) rounds."""
     n = parent.size
     if n == 0:
-        return [], []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     fast = kernels.for_size(n)
     if fast is not None:  # the same walk, node by node, compiled
-        tin, end = fast.forest_intervals(np.lexsort((rank, parent)), parent)
-        return tin.tolist(), end.tolist()
+        seq = np.lexsort((rank, parent)) if ranked is None else fast.by_parent(ranked, parent)
+        return fast.forest_intervals(seq, parent)
     jumps = []  # per round: the nodes with a 2^k-th ancestor, and that ancestor
     up = parent.astype(np.int64, copy=True)
     live = np.flatnonzero(up >= 0)
@@ -176,7 +217,7 @@ def _forest_intervals(parent: np.ndarray, rank: np.ndarray) -> tuple[list[int], 
         tin[live] += tin[anc]
     tin = tin.astype(np.int64)
     size = size.astype(np.int64)
-    return tin.tolist(), (tin + size).tolist()
+    return tin, tin + size
 
 
 class _Avoids:
@@ -197,16 +238,31 @@ class _Avoids:
         return i < 0 or t >= self.hi[i]
 
 
-@dataclass
 class Trial:
-    """The schedule after a move, as changes over the base schedule it was tried on."""
+    """The schedule after a move, as changes over the base schedule it was tried on.
 
-    base: IncrementalSchedule
-    moves: dict[int, int]  # node -> new device
-    start: dict[int, float]  # nodes whose start changed -> new start
-    makespan: float  # when not complete: a lower bound of it, at least the cutoff
-    recomputed: int  # nodes re-timed (the size of the cone)
-    complete: bool = True  # False: stopped once the makespan was proved at least the cutoff
+    ``start``: the nodes whose start changed -> their new start, given as a dict (the Python
+    path) or as two arrays, nodes in the order they were re-timed and their starts (the compiled
+    path): then the dict is made only if asked for (a rejected move's cone can be the whole graph,
+    and building and freeing a dict of it cost more than re-timing it)."""
+
+    def __init__(self, base: IncrementalSchedule, moves: dict[int, int],
+                 start: dict[int, float] | tuple[np.ndarray, np.ndarray], makespan: float, recomputed: int,
+                 complete: bool = True) -> None:
+        self.base = base
+        self.moves = moves  # node -> new device
+        self._start = start
+        self.makespan = makespan  # when not complete: a lower bound of it, at least the cutoff
+        self.recomputed = recomputed  # nodes re-timed (the size of the cone)
+        self.complete = complete  # False: stopped once the makespan was proved at least the cutoff
+
+    @property
+    def start(self) -> dict[int, float]:
+        """The nodes whose start changed -> their new start."""
+        if isinstance(self._start, tuple):
+            nodes, values = self._start
+            self._start = dict(zip(nodes.tolist(), values.tolist()))
+        return self._start
 
     def placement(self) -> np.ndarray:
         pl = self.base.placement.copy()
@@ -217,21 +273,54 @@ class Trial:
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
         start = self.base.start.copy()
-        if self.start:
+        if isinstance(self._start, tuple):
+            start[self._start[0]] = self._start[1]
+        elif self.start:
             nodes = np.fromiter(self.start.keys(), dtype=np.int64, count=len(self.start))
             start[nodes] = np.fromiter(self.start.values(), dtype=float, count=len(self.start))
         return start, start + self.base.problem.time
 
     def evaluation(self, memory_model: str = "static") -> Evaluation:
-        """The full evaluation of the moved placement under this schedule (memory measured here)."""
+        """The full evaluation of the moved placement under this schedule (static memory measured
+        here, the peak when first read: :class:`MeasuredOnRead`)."""
         if not self.complete:
             raise ValueError("a trial stopped at its cutoff has no complete schedule")
         p = self.base.problem
         pl = self.placement()
         start, finish = self.times()
-        return Evaluation(placement=pl, start=start, finish=finish, makespan=self.makespan,
-                          static_memory=static_memory(p, pl), peak_memory=peak_memory(p, pl, start, finish),
-                          memory_model=memory_model)
+        return MeasuredOnRead(p, placement=pl, start=start, finish=finish, makespan=self.makespan,
+                              static_memory=static_memory(p, pl), memory_model=memory_model)
+
+
+def _graph_lists(s: IncrementalSchedule) -> None:
+    """The graph as Python lists, for the Python path: per node its (input, transfer) pairs, its
+    successors and their transfers, and the node times and ranks."""
+    p = s.problem
+    pptr, pnbr, pcomm, sptr, snbr, scomm = (a.tolist() for a in s._csr)
+    d = s.__dict__
+    d["_preds"] = [list(zip(pnbr[pptr[v]:pptr[v + 1]], pcomm[pptr[v]:pptr[v + 1]])) for v in range(p.n)]
+    d["_succs"] = [snbr[sptr[v]:sptr[v + 1]] for v in range(p.n)]
+    d["_succ_comm"] = [scomm[sptr[v]:sptr[v + 1]] for v in range(p.n)]
+    d["_dur"] = p.time.tolist()
+    d["_rank"] = p.topo_rank.tolist()
+
+
+_GRAPH = ("_preds", "_succs", "_succ_comm", "_dur", "_rank")  # made once, by _graph_lists, on first use
+
+_LAZY = {  # IncrementalSchedule's Python lists of its base, made from its arrays on first use
+    "_pl": lambda s: s.placement.tolist(),
+    "_s": lambda s: s.start.tolist(),
+    "_f": lambda s: s.finish.tolist(),
+    "_at": lambda s: s._arrays[0].tolist(),
+    "_pos": lambda s: s._arrays[1].tolist(),
+    "_prev": lambda s: s._arrays[2].tolist(),
+    "_next": lambda s: s._next_a.tolist(),
+    "_seq": lambda s: s._device_lists(),
+    "_keys": lambda s: [s._arrays[1][np.asarray(q, dtype=np.int64)].tolist() for q in s._seq],
+    "_by_finish": lambda s: s._by_finish_a.tolist(),
+    "_tail": lambda s: s._tail_a.tolist(),
+    "_tail_next": lambda s: s._tail_next_a.tolist(),
+}
 
 
 class IncrementalSchedule:
@@ -246,58 +335,74 @@ class IncrementalSchedule:
         p = problem
         ptr, nbr, eid = p.pred_ptr
         comm = p.comm[eid]
-        ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), comm.tolist()
-        self._preds = [list(zip(nbr_l[ptr_l[v]:ptr_l[v + 1]], comm_l[ptr_l[v]:ptr_l[v + 1]])) for v in range(p.n)]
         sptr, snbr, seid = p.succ_ptr
-        sptr_l, snbr_l = sptr.tolist(), snbr.tolist()
-        self._succs = [snbr_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
-        scomm_l = p.comm[seid].tolist()
-        self._succ_comm = [scomm_l[sptr_l[v]:sptr_l[v + 1]] for v in range(p.n)]
-        self._dur = p.time.tolist()
-        self._rank = p.topo_rank.tolist()
+        i64, f64 = np.int64, np.float64
+        # The graph as flat arrays for the compiled trial (kernels.move_trial), in the dtypes it was compiled for.
+        self._csr = (np.ascontiguousarray(ptr, dtype=i64), np.ascontiguousarray(nbr, dtype=i64),
+                     np.ascontiguousarray(comm, dtype=f64), np.ascontiguousarray(sptr, dtype=i64),
+                     np.ascontiguousarray(snbr, dtype=i64), np.ascontiguousarray(p.comm[seid], dtype=f64))
+        self._time = np.ascontiguousarray(p.time, dtype=f64)
+        self._flags: tuple | None = None  # the compiled trial's scratch flags and values, all clear between trials
         self.reset(placement, ref_start)
 
     def reset(self, placement: np.ndarray, ref_start: np.ndarray) -> None:
-        """Make (placement, the ordered schedule by ``ref_start``) the base."""
+        """Make (placement, the ordered schedule by ``ref_start``) the base.
+
+        The base is kept as numpy arrays; the Python lists of the Python path (``_pl``, ``_s``,
+        ``_at``, ``_seq``, ...: :data:`_LAZY`) are made on first use (the compiled path never uses
+        them: at 40K nodes they were a third of a re-base)."""
         p = self.problem
+        n = p.n
+        for name in _LAZY:
+            self.__dict__.pop(name, None)
         pl = as_placement(p, placement)
         ref = np.asarray(ref_start, dtype=float)
-        order = device_order(p, pl, ref)
-        if _is_fixpoint(p, pl, ref, order):
-            start = ref
-        else:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
-            start = kept_order_start(p, pl, ref)
-            if start is None:
-                start = evaluate(p, pl, order=order).start
-        finish = start + p.time
-        self.placement, self.start, self.finish = pl, start, finish
-        self.makespan = float(finish.max()) if p.n else 0.0
-        self._pl = pl.tolist()
-        self._s = start.tolist()
-        self._f = finish.tolist()
-        n = p.n
         # Positions in (ref start, rank) order: a topological order of the graph plus the chains of
         # any placement ordered this way; the cone is re-timed in it (a heap of positions).
         at = np.lexsort((p.topo_rank, ref))
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
-        self._at, self._pos = at.tolist(), pos.tolist()
+        # Each device's nodes by (ref start, rank): device_order's order (a stable sort of that by device).
+        seq = at[np.argsort(pl[at], kind="stable")]
+        lo = np.searchsorted(pl[seq], np.arange(p.k + 1)).astype(np.int64)
         prev = np.full(n, -1, dtype=np.int64)
         nxt = np.full(n, -1, dtype=np.int64)
-        self._seq: list[list[int]] = order
-        self._keys: list[list[int]] = []  # per device: the positions of its nodes, increasing
-        for seq in order:
-            a = np.asarray(seq, dtype=np.int64)
-            nxt[a[:-1]], prev[a[1:]] = a[1:], a[:-1]
-            self._keys.append(pos[a].tolist())
-        self._prev, self._next = prev.tolist(), nxt.tolist()
+        same = pl[seq[1:]] == pl[seq[:-1]]
+        nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
+        self._seq_a, self._seq_lo = seq, lo
+        if _chains_fixpoint(p, pl, ref, prev):
+            start = ref
+        else:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
+            start = kept_order_start(p, pl, ref)
+            if start is None:
+                start = evaluate(p, pl, order=self._device_lists()).start
+        start = np.ascontiguousarray(start, dtype=np.float64)
+        finish = start + p.time
+        self.placement, self.start, self.finish = pl, start, finish
+        self.makespan = float(finish.max()) if n else 0.0
         self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
-        by_finish = np.argsort(-finish, kind="stable")
-        self._by_finish, self._by_finish_a = by_finish.tolist(), by_finish
-        self._scratch: tuple | None = None  # the compiled cone's working arrays (_cone_compiled)
+        self._next_a = nxt
+        self._by_finish_a = np.argsort(-finish, kind="stable")
+        self._scratch: tuple | None = None  # the compiled trial's copies of the base (_try_compiled)
         self._tails(at, nxt)
-        self._last = self._by_finish[0] if n else -1
+        self._last = int(self._by_finish_a[0]) if n else -1
         self._bounds_ready = False  # the structures of _bound: built by the first trial with a cutoff
+
+    def _device_lists(self) -> list[list[int]]:
+        seq, lo = self._seq_a, self._seq_lo
+        return [seq[lo[d]:lo[d + 1]].tolist() for d in range(self.problem.k)]
+
+    def __getattr__(self, name: str):
+        """The Python path's lists of the base (:data:`_LAZY`), made on first use per base."""
+        if name in _GRAPH:
+            _graph_lists(self)
+            return self.__dict__[name]
+        make = _LAZY.get(name)
+        if make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = make(self)
+        self.__dict__[name] = value
+        return value
 
     def _prepare_bounds(self) -> None:
         """Head parents, the Euler intervals of the head and tail forests, the avoid array and the
@@ -305,9 +410,9 @@ class IncrementalSchedule:
         ask for a cutoff, like window LNS, do not pay for them)."""
         p = self.problem
         at, pos, prev = self._arrays
-        self._head_tin, self._head_end = _forest_intervals(self._heads(prev), pos)
-        self._tail_tin, self._tail_end = _forest_intervals(self._tail_next_a, -pos)
-        self._tail_tin_a = None  # as an array, made by the compiled cone when it needs it
+        self._head_tin, self._head_end = _forest_intervals(self._heads(prev), pos, at)
+        self._tail_tin, self._tail_end = _forest_intervals(self._tail_next_a, -pos, at[::-1])
+        self._bound_lists: dict[str, list] | None = None  # their Python lists, made by the Python path
         self._avoiding(at, pos, prev)
         # Witnesses: nodes of longest paths, spread over the schedule; a move whose moved nodes
         # miss a witness's head and tail paths leaves a path of the old makespan in place.
@@ -315,7 +420,15 @@ class IncrementalSchedule:
         crit = at[through[at] >= self.makespan]
         pick = crit[np.linspace(0, crit.size - 1, min(crit.size, WITNESSES)).astype(np.int64)] if crit.size else crit
         self._witness = [(int(w), float(through[w])) for w in pick]
+        self._witness_a = (np.ascontiguousarray(pick, dtype=np.int64), np.ascontiguousarray(through[pick], dtype=np.float64))
         self._bounds_ready = True
+
+    def _lists(self) -> dict[str, list]:
+        """The bound's structures as Python lists, for the Python path (made once per base)."""
+        if self._bound_lists is None:
+            self._bound_lists = {name: getattr(self, name).tolist() for name in
+                                 ("_head_tin", "_head_end", "_tail_tin", "_tail_end", "_avoid", "_before", "_after")}
+        return self._bound_lists
 
     def _tails(self, at: np.ndarray, nxt_a: np.ndarray) -> None:
         """``tail[v]``: the longest path from v's finish to the end of the base schedule (over graph
@@ -326,9 +439,7 @@ class IncrementalSchedule:
         if fast is not None:
             p = self.problem
             ptr, nbr, eid = p.succ_ptr
-            tail, tail_next = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
-            self._tail, self._tail_next = tail.tolist(), tail_next.tolist()
-            self._tail_a, self._tail_next_a = tail, tail_next
+            self._tail_a, self._tail_next_a = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
             return
         pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
         comm = self._succ_comm
@@ -347,7 +458,6 @@ class IncrementalSchedule:
                     best, arg = t, x
             tail[v], tail_next[v] = best, arg
             through[v] = dur[v] + best
-        self._tail, self._tail_next = tail, tail_next
         self._tail_a, self._tail_next_a = np.asarray(tail), np.asarray(tail_next, dtype=np.int64)
 
     def _avoiding(self, at: np.ndarray, pos: np.ndarray, prev: np.ndarray) -> None:
@@ -381,8 +491,13 @@ class IncrementalSchedule:
         if lo.size:
             k = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
             flat = tab.reshape(-1)
-            np.maximum.at(flat, k * (n + 1) + lo, val)
-            np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
+            fast = kernels.for_size(n)
+            if fast is not None:
+                fast.scatter_max(flat, k * (n + 1) + lo, val)
+                fast.scatter_max(flat, k * (n + 1) + hi - (1 << k) + 1, val)
+            else:
+                np.maximum.at(flat, k * (n + 1) + lo, val)
+                np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
             for lev in range(levels - 1, 0, -1):
                 half = 1 << (lev - 1)
                 np.maximum(tab[lev - 1], tab[lev], out=tab[lev - 1])
@@ -391,8 +506,7 @@ class IncrementalSchedule:
         avoid_at = np.maximum(np.maximum(before[:n], after[1:n + 1]), jump)
         avoid = np.empty(n)
         avoid[at] = avoid_at
-        self._avoid = avoid.tolist()
-        self._before, self._after = before.tolist(), after.tolist()
+        self._avoid, self._before, self._after = avoid, before, after
 
     def _heads(self, prev: np.ndarray) -> np.ndarray:
         """Per node v, its head parent: an input or the device predecessor whose arrival fixed v's start
@@ -421,7 +535,7 @@ class IncrementalSchedule:
     def tail(self) -> np.ndarray:
         """Per node: the longest path from its finish to the end of the base schedule (graph edges
         with their transfer times on this placement, and device-chain edges)."""
-        return np.asarray(self._tail)
+        return self._tail_a.copy()
 
     def commit(self, trial: Trial) -> None:
         """Make the trial's schedule the base, its start times the reference."""
@@ -434,6 +548,15 @@ class IncrementalSchedule:
         With a ``cutoff``, stop as soon as the new makespan is proved at least ``cutoff``: the
         trial is then not ``complete`` and its makespan is that lower bound (see :meth:`_bound`
         and the check in the cone below)."""
+        fast = kernels.for_size(self.problem.n)
+        if fast is not None:
+            mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
+            md = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
+            keep = self.placement[mv] != md
+            mv, md = mv[keep], md[keep]
+            if cutoff != float("inf") and mv.size and not self._bounds_ready:
+                self._prepare_bounds()
+            return self._try_compiled(fast, dict(zip(mv.tolist(), md.tolist())), mv, md, cutoff)
         pl = self._pl
         moves = {v: d for v, d in moves.items() if pl[v] != d}
         if cutoff != float("inf") and moves and not self._bounds_ready:
@@ -494,16 +617,14 @@ class IncrementalSchedule:
             last[d] = (v, anchor)
             seeds.add(v)
             seeds.update(self._succs[v])
-        tail_free = _Avoids(moves, self._tail_tin, self._tail_end) if self._bounds_ready and moves else None
+        lists = self._lists() if self._bounds_ready else {}
+        tail_free = _Avoids(moves, lists["_tail_tin"], lists["_tail_end"]) if self._bounds_ready and moves else None
         if cutoff != float("inf") and moves:
             bound, visited, t_lb = self._bound(moves, in_order, prev_of, next_of, bridged, tail_free, cutoff)
             if bound >= cutoff:
                 return Trial(self, moves, {}, bound, visited, complete=False)
         else:
             t_lb = {}
-        fast = kernels.for_size(self.problem.n)
-        if fast is not None:
-            return self._cone_compiled(fast, moves, seeds, prev_o, next_o, t_lb, tail_free, cutoff)
         # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
         # devices and finish times (two list copies) keep the loop to plain indexing.
         dev = pl.copy()
@@ -563,52 +684,35 @@ class IncrementalSchedule:
                 break
         return Trial(self, moves, s_new, makespan, count)
 
-    def _cone_compiled(self, fast, moves: dict[int, int], seeds: set[int], prev_o: dict[int, int],
-                       next_o: dict[int, int], t_lb: dict[int, float], tail_free: _Avoids | None, cutoff: float) -> Trial:
-        """The cone loop of :meth:`try_move`, compiled (placement.kernels.cone, the same steps in the
-        same order): the move's devices, chain links and tail bounds are written into working copies
-        of the base arrays for the call and taken out again after it."""
-        p = self.problem
-        n = p.n
+    def _try_compiled(self, fast, moves: dict[int, int], mv: np.ndarray, md: np.ndarray, cutoff: float) -> Trial:
+        """:meth:`try_move` compiled (placement.kernels.move_trial: the same overlay, bound and cone,
+        step for step, on flat arrays): the move is written into working copies of the base arrays
+        for the call and taken out again by it."""
+        n = self.problem.n
         if self._scratch is None:
             at, pos, prev = self._arrays
-            nxt = np.asarray(self._next, dtype=np.int64)
-            self._scratch = (self.placement.copy(), self.finish.copy(), prev.copy(), nxt.copy(), np.zeros(n, dtype=bool),
-                             np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
-                             prev, nxt, p.comm[p.pred_ptr[2]], np.zeros(n, dtype=np.int64))
-        (dev, fin, prev_c, next_c, moved, has_lb, lb, queued, changed, prev_base, next_base, pcomm,
-         no_tin) = self._scratch
-        at, pos, _ = self._arrays
-        mv = np.fromiter(moves.keys(), dtype=np.int64, count=len(moves))
-        links_p = np.fromiter(prev_o.keys(), dtype=np.int64, count=len(prev_o))
-        links_n = np.fromiter(next_o.keys(), dtype=np.int64, count=len(next_o))
-        bounded = np.fromiter(t_lb.keys(), dtype=np.int64, count=len(t_lb))
-        if tail_free is None:
-            tin, lo, hi = no_tin, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            self._scratch = (self.placement.astype(np.int64), prev.copy(), self._next_a.copy(), self.finish.copy())
+            self._base = (at, pos, self._scratch[0].copy(), self.start, self.finish, self._time, *self._csr, prev,
+                          self._next_a, self._seq_a, self._seq_lo, self._tail_a, self._by_finish_a)
+        if self._flags is None:
+            b = np.zeros(n, dtype=np.bool_)
+            self._flags = (b, np.zeros(n), b.copy(), np.zeros(n), b.copy(), b.copy(), b.copy(), b.copy())
+        moved, t_lb, has_tlb, lbv, has_lb, queued, changed, mark = self._flags
+        dev, prev_c, next_c, fin = self._scratch
+        if self._bounds_ready:
+            bounds = (self._head_tin, self._head_end, self._tail_tin, self._tail_end, *self._witness_a, self._before,
+                      self._after, self._avoid, self._last, self.makespan)
         else:
-            if self._tail_tin_a is None:
-                self._tail_tin_a = np.asarray(self._tail_tin, dtype=np.int64)
-            tin, lo, hi = self._tail_tin_a, np.asarray(tail_free.lo, dtype=np.int64), np.asarray(tail_free.hi, dtype=np.int64)
-        pptr, pnbr, _ = p.pred_ptr
-        sptr, snbr, _ = p.succ_ptr
-        try:
-            dev[mv] = np.fromiter(moves.values(), dtype=np.int64, count=len(moves))
-            moved[mv] = True
-            prev_c[links_p] = np.fromiter(prev_o.values(), dtype=np.int64, count=len(prev_o))
-            next_c[links_n] = np.fromiter(next_o.values(), dtype=np.int64, count=len(next_o))
-            lb[bounded] = np.fromiter(t_lb.values(), dtype=float, count=len(t_lb))
-            has_lb[bounded] = True
-            stopped, value, count, nodes, starts = fast.cone(
-                np.fromiter(seeds, dtype=np.int64, count=len(seeds)), at, pos, dev, fin, self.start, self.finish, p.time,
-                pptr, pnbr, pcomm, sptr, snbr, prev_c, next_c, self._tail_a, moved, has_lb, lb, tin, lo, hi,
-                float(cutoff), self._by_finish_a, queued, changed)
-        finally:  # back to the base
-            dev[mv] = self.placement[mv]
-            moved[mv] = False
-            prev_c[links_p] = prev_base[links_p]
-            next_c[links_n] = next_base[links_n]
-            has_lb[bounded] = False
-        return Trial(self, moves, dict(zip(nodes.tolist(), starts.tolist())), value, count, complete=not stopped)
+            none = np.zeros(n, dtype=np.int64)
+            bounds = (none, none, none, none, none[:0], np.zeros(0), np.zeros(n + 1), np.zeros(n + 1), np.zeros(n),
+                      -1, 0.0)
+        kind, value, count, nodes, starts = fast.move_trial.kernel(
+            mv, md, float(cutoff), int(cutoff != float("inf")), int(self._bounds_ready),
+            BOUND_VISITS[0] * len(moves) + BOUND_VISITS[1],
+            *self._base, *bounds, dev, prev_c, next_c, moved, t_lb, has_tlb, lbv, has_lb, fin, queued, changed, mark)
+        if kind == 1:
+            return Trial(self, moves, {}, value, count, complete=False)
+        return Trial(self, moves, (nodes, starts), value, count, complete=kind == 0)
 
     def _drop(self, m: int, dm: int, start_lb: float, moves: dict[int, int], prev_of, lb: dict[int, float],
               drop: float, base_next: list[int]) -> float:
@@ -674,7 +778,8 @@ class IncrementalSchedule:
         is exact: such a move is rejected at once whenever the longest path through it reaches
         the cutoff."""
         pl, dur, f, s, tail = self._pl, self._dur, self._f, self._s, self._tail
-        head_free = _Avoids(moves, self._head_tin, self._head_end)
+        lists = self._lists()
+        head_free = _Avoids(moves, lists["_head_tin"], lists["_head_end"])
         best = self.makespan if head_free(self._last) else 0.0
         if best < cutoff:  # a longest path of the base that the move leaves in place
             for w, length in self._witness:
@@ -683,9 +788,9 @@ class IncrementalSchedule:
         # Paths before the first or after the last moved node in position order, or for one moved
         # node any path avoiding it (one that used the chain link it now sits in only got longer).
         first, last = self._pos[in_order[0]], self._pos[in_order[-1]]
-        best = max(best, self._before[first], self._after[last + 1])
+        best = max(best, lists["_before"][first], lists["_after"][last + 1])
         if len(in_order) == 1:
-            best = max(best, self._avoid[in_order[0]])
+            best = max(best, lists["_avoid"][in_order[0]])
         for b in bridged:
             a = prev_of(b)
             if a >= 0 and a not in moves and head_free(a) and tail_free(b):

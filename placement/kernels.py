@@ -2,7 +2,10 @@
 
 Why: at 40K-200K nodes refine, window LNS and the evaluator spend most of their time in a few
 pure-Python passes over every node and edge (the list simulations, bottom levels, the kept-order
-re-timing, the tails of the incremental schedule: bench/results_scale.md, "Session 11"). With the
+re-timing, the tails of the incremental schedule: bench/results_scale.md, "Session 11") and in the
+per-move work of refine (a move's trial: the incremental schedule's overlay, bound and cone, one
+call of :func:`move_trial`; refine's candidates: :func:`chain_walk`, :func:`spread_pieces`,
+:func:`spread_assign`; "Session 12"). With the
 optional extra ``fast`` (numba) installed, :func:`for_size` returns compiled versions of them;
 without it, or on small graphs where loading them costs more than it saves, it returns None and the
 callers run their own Python loops, which stay the reference: every kernel here gives the same
@@ -116,7 +119,7 @@ def load() -> SimpleNamespace | None:
                 module = globals()
                 for name in _HELPERS:  # first: kernels find them compiled by name; inlined (15-20% faster heaps)
                     module[name] = numba.njit(inline="always")(module[name])
-                for name in _KERNELS:
+                for name in _INNER + _KERNELS:
                     module[name] = _jit(numba, module[name])
                 fast = SimpleNamespace(**{name: _one_signature(module[name]) for name in _KERNELS})
                 _call_each(fast)  # compile (or load) them all now, not one by one in the middle of a search
@@ -390,6 +393,647 @@ def cone(seeds, at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr, pcomm, sptr,
     return stopped, value, count, nodes[:k].copy(), starts[:k].copy()
 
 
+def _outer(nodes, tin, end, lo, hi):
+    """placement.incremental._Avoids.__init__: the outermost of the (nested or disjoint) Euler
+    intervals of ``nodes``, sorted, written to lo / hi; returns how many."""
+    m = nodes.size
+    key = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        key[i] = tin[nodes[i]]
+    order = np.argsort(key)  # preorder numbers are unique: any sort gives this order
+    cnt = 0
+    for i in range(m):
+        v = nodes[order[i]]
+        if cnt == 0 or tin[v] >= hi[cnt - 1]:
+            lo[cnt] = tin[v]
+            hi[cnt] = end[v]
+            cnt += 1
+    return cnt
+
+
+def _dropped(m, dm, start_lb, drop, pl, dev, dur, f, sptr, snbr, scomm, moved, prev_c, next_b, lbv, has_lb):
+    """IncrementalSchedule._drop: how much earlier than in the base a constraint leaving moved node
+    ``m`` can let a node start (the same sums and comparisons)."""
+    old_f = f[m]
+    new_f = start_lb + dur[m]
+    worst = 0.0
+    for j in range(sptr[m], sptr[m + 1]):
+        x = snbr[j]
+        if moved[x]:
+            continue
+        c = scomm[j]
+        dx = pl[x]
+        gone = old_f + (c if dx != pl[m] else 0.0) - new_f - (c if dx != dm else 0.0)
+        if gone > worst:
+            worst = gone
+    q = next_b[m]
+    if q >= 0 and not moved[q]:
+        y = prev_c[q]
+        if y < 0:
+            got = 0.0
+        elif has_lb[y]:
+            got = lbv[y] + dur[y]
+        elif moved[y]:
+            got = dur[y]
+        else:
+            got = f[y] - drop
+            if not got > dur[y]:  # Python's max(dur[y], f[y] - drop)
+                got = dur[y]
+        if old_f - got > worst:
+            worst = old_f - got
+    return worst
+
+
+def _early(u, drop, f, dur, tin, lo, hi):
+    """A lower bound of unmoved node u's new finish: its old finish if its head path avoids the
+    moved nodes (``lo`` / ``hi``), else that less ``drop`` (at least its duration)."""
+    if _avoids(u, tin, lo, hi):
+        return f[u]
+    a = f[u] - drop
+    return a if a > dur[u] else dur[u]
+
+
+def move_bound(order, pos, at, pl, dev, base_s, f, dur, pptr, pnbr, pcomm, sptr, snbr, scomm, prev_c, next_c, next_b,
+               tail, moved, t_lb, has_tlb, lbv, has_lb, queued, head_tin, hlo, hhi, tail_tin, tlo, thi, witness,
+               wlen, before, after, avoid, last_node, makespan, bridged, budget, cutoff):
+    """IncrementalSchedule._bound on arrays, the moved nodes in position order ``order``, the
+    move written into ``dev`` / ``moved`` / ``prev_c`` / ``next_c``: (bound, nodes visited), the
+    moved nodes' tail bounds left in ``t_lb`` (flags ``has_tlb``) when the bound stays below the
+    cutoff. The same sums, maxima and visiting order; ``lbv`` / ``has_lb`` / ``queued`` are
+    scratch, cleared before returning."""
+    n = dur.size
+    nm = order.size
+    best = makespan if _avoids(last_node, head_tin, hlo, hhi) else 0.0
+    if best < cutoff:
+        for i in range(witness.size):
+            w = witness[i]
+            if wlen[i] >= cutoff and not moved[w] and _avoids(w, head_tin, hlo, hhi) and _avoids(w, tail_tin, tlo, thi):
+                return wlen[i], 0
+    x = before[pos[order[0]]]
+    if x > best:
+        best = x
+    x = after[pos[order[nm - 1]] + 1]
+    if x > best:
+        best = x
+    if nm == 1:
+        x = avoid[order[0]]
+        if x > best:
+            best = x
+    for i in range(bridged.size):
+        b = bridged[i]
+        a = prev_c[b]
+        if a >= 0 and not moved[a] and _avoids(a, head_tin, hlo, hhi) and _avoids(b, tail_tin, tlo, thi):
+            x = f[a] + dur[b] + tail[b]
+            if x > best:
+                best = x
+    if best >= cutoff:
+        return best, 0
+    for i in range(nm - 1, -1, -1):  # the moved nodes' new tails, from below, backward
+        m = order[i]
+        dm = dev[m]
+        t = 0.0
+        x = next_c[m]
+        if x >= 0:
+            t = dur[x] + (t_lb[x] if moved[x] else (tail[x] if _avoids(x, tail_tin, tlo, thi) else 0.0))
+        for j in range(sptr[m], sptr[m + 1]):
+            x = snbr[j]
+            if moved[x]:
+                b = dur[x] + t_lb[x]
+            else:
+                b = dur[x] + (tail[x] if _avoids(x, tail_tin, tlo, thi) else 0.0)
+            if dev[x] != dm:
+                b += scomm[j]
+            if b > t:
+                t = b
+        t_lb[m] = t
+        has_tlb[m] = True
+    if nm > 1:  # the paths through each moved node alone, in position order
+        drop = 0.0
+        stop = False
+        for i in range(nm):
+            m = order[i]
+            dm = dev[m]
+            u = prev_c[m]
+            if u < 0:
+                t = 0.0
+            elif moved[u]:
+                t = lbv[u] + dur[u] if has_lb[u] else dur[u]
+            elif drop == 0.0:
+                t = f[u]
+            else:
+                t = _early(u, drop, f, dur, head_tin, hlo, hhi)
+            for j in range(pptr[m], pptr[m + 1]):
+                u = pnbr[j]
+                if moved[u]:
+                    a = lbv[u] + dur[u] if has_lb[u] else dur[u]
+                    if dev[u] != dm:
+                        a += pcomm[j]
+                else:
+                    a = f[u] if drop == 0.0 else _early(u, drop, f, dur, head_tin, hlo, hhi)
+                    if pl[u] != dm:
+                        a += pcomm[j]
+                if a > t:
+                    t = a
+            lbv[m] = t
+            has_lb[m] = True
+            if t + dur[m] + t_lb[m] > best:
+                best = t + dur[m] + t_lb[m]
+                if best >= cutoff:
+                    stop = True
+                    break
+            if i < nm - 1:
+                drop += _dropped(m, dm, t, drop, pl, dev, dur, f, sptr, snbr, scomm, moved, prev_c, next_b, lbv, has_lb)
+        for i in range(nm):
+            has_lb[order[i]] = False
+        if stop:
+            return best, 0
+    # Forward from the moved nodes through the nodes they push later (a heap of positions).
+    heap = np.empty(n, dtype=np.int64)
+    hsize = 0
+    listed = np.empty(n, dtype=np.int64)  # nodes given a bound, to clear the flags
+    nl = 0
+    queue_list = np.empty(n, dtype=np.int64)
+    nq = 0
+    for i in range(nm):
+        heap[hsize] = pos[order[i]]  # increasing: already a heap
+        hsize += 1
+        queued[order[i]] = True
+        queue_list[nq] = order[i]
+        nq += 1
+    count = 0
+    drop = 0.0
+    while hsize > 0 and count < budget:
+        w = at[_ipop(heap, hsize)]
+        hsize -= 1
+        count += 1
+        dw = dev[w]
+        if moved[w]:
+            t = 0.0
+        else:
+            t = base_s[w] if _avoids(w, head_tin, hlo, hhi) else base_s[w] - drop
+        u = prev_c[w]
+        if u >= 0:
+            if has_lb[u]:
+                a = lbv[u] + dur[u]
+            elif moved[u]:
+                a = dur[u]
+            else:
+                a = _early(u, drop, f, dur, head_tin, hlo, hhi)
+            if a > t:
+                t = a
+        for j in range(pptr[w], pptr[w + 1]):
+            u = pnbr[j]
+            if has_lb[u]:
+                a = lbv[u] + dur[u]
+            elif moved[u]:
+                a = dur[u]
+            else:
+                a = _early(u, drop, f, dur, head_tin, hlo, hhi)
+            if dev[u] != dw:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if moved[w]:
+            through = t + dur[w] + t_lb[w]
+            lbv[w] = t
+            if not has_lb[w]:
+                has_lb[w] = True
+                listed[nl] = w
+                nl += 1
+            drop += _dropped(w, dw, t, drop, pl, dev, dur, f, sptr, snbr, scomm, moved, prev_c, next_b, lbv, has_lb)
+        elif t > base_s[w]:
+            through = t + dur[w] + tail[w] if _avoids(w, tail_tin, tlo, thi) else 0.0
+            lbv[w] = t
+            has_lb[w] = True
+            listed[nl] = w
+            nl += 1
+        else:
+            continue
+        if through > best:
+            best = through
+            if best >= cutoff:
+                break
+        for j in range(sptr[w], sptr[w + 1]):
+            x = snbr[j]
+            if not queued[x]:
+                queued[x] = True
+                queue_list[nq] = x
+                nq += 1
+                _ipush(heap, hsize, pos[x])
+                hsize += 1
+        x = next_c[w]
+        if x >= 0 and not queued[x]:
+            queued[x] = True
+            queue_list[nq] = x
+            nq += 1
+            _ipush(heap, hsize, pos[x])
+            hsize += 1
+    for i in range(nl):
+        has_lb[listed[i]] = False
+    for i in range(nq):
+        queued[queue_list[i]] = False
+    return best, count
+
+
+def move_trial(mv, md, cutoff, bounded, ready, budget, at, pos, pl, base_s, base_f, dur, pptr, pnbr, pcomm, sptr, snbr,
+               scomm, prev_b, next_b, dseq, dlo, tail, by_finish, head_tin, head_end, tail_tin, tail_end, witness, wlen,
+               before, after, avoid, last_node, makespan, dev, prev_c, next_c, moved, t_lb, has_tlb, lbv, has_lb, fin,
+               queued, changed, mark):
+    """IncrementalSchedule.try_move on arrays (its Python code is the reference): the moved nodes
+    ``mv`` (each to device ``md``, all off their base device) unlinked from their chains and
+    linked into their new ones, then :func:`move_bound` when ``bounded`` (a finite cutoff), then
+    :func:`cone`. The move is written into the scratch arrays ``dev`` / ``moved`` / ``prev_c`` /
+    ``next_c`` (copies of the base) and taken out again before returning. Returns (0 complete,
+    1 stopped by the bound, 2 stopped in the cone; makespan or its bound; nodes visited; the
+    re-timed nodes in order; their new starts)."""
+    nm = mv.size
+    k = dlo.size - 1
+    head_c = np.empty(k, dtype=np.int64)
+    for d in range(k):
+        head_c[d] = dseq[dlo[d]] if dlo[d] < dlo[d + 1] else -1
+    touched = np.empty(6 * nm + 1, dtype=np.int64)
+    nt = 0
+    for i in range(nm):
+        v = mv[i]
+        dev[v] = md[i]
+        moved[v] = True
+    seeds = np.empty(dur.size, dtype=np.int64)
+    ns = 0
+    bridged = np.empty(nm, dtype=np.int64)
+    nb = 0
+    for i in range(nm):  # unlink them from their old chains (any order gives the same chains)
+        v = mv[i]
+        a = prev_c[v]
+        b = next_c[v]
+        if a >= 0:
+            next_c[a] = b
+            touched[nt] = a
+            nt += 1
+        else:
+            head_c[pl[v]] = b
+        if b >= 0:
+            prev_c[b] = a
+            touched[nt] = b
+            nt += 1
+            if not mark[b]:
+                mark[b] = True
+                seeds[ns] = b
+                ns += 1
+    for i in range(ns):
+        if not moved[seeds[i]]:
+            bridged[nb] = seeds[i]
+            nb += 1
+    key = np.empty(nm, dtype=np.int64)
+    for i in range(nm):
+        key[i] = pos[mv[i]]
+    order = mv[np.argsort(key)]  # positions are unique
+    last_v = np.full(k, -1, dtype=np.int64)
+    last_anchor = np.full(k, -1, dtype=np.int64)
+    has_last = np.zeros(k, dtype=np.bool_)
+    for i in range(nm):  # link them into their new chains in position order
+        v = order[i]
+        d = dev[v]
+        a, b = dlo[d], dlo[d + 1]  # bisect_left over the positions of d's base chain
+        pv = pos[v]
+        while a < b:
+            mid = (a + b) >> 1
+            if pos[dseq[mid]] < pv:
+                a = mid + 1
+            else:
+                b = mid
+        j = a - 1
+        while j >= dlo[d] and moved[dseq[j]]:
+            j -= 1
+        anchor = dseq[j] if j >= dlo[d] else -1
+        if has_last[d] and last_anchor[d] == anchor:
+            left = last_v[d]
+        else:
+            left = anchor
+        right = next_c[left] if left >= 0 else head_c[d]
+        prev_c[v] = left
+        next_c[v] = right
+        touched[nt] = v
+        nt += 1
+        if left >= 0:
+            next_c[left] = v
+            touched[nt] = left
+            nt += 1
+        else:
+            head_c[d] = v
+        if right >= 0:
+            prev_c[right] = v
+            touched[nt] = right
+            nt += 1
+            if not mark[right]:
+                mark[right] = True
+                seeds[ns] = right
+                ns += 1
+        has_last[d] = True
+        last_v[d] = v
+        last_anchor[d] = anchor
+        if not mark[v]:
+            mark[v] = True
+            seeds[ns] = v
+            ns += 1
+        for j in range(sptr[v], sptr[v + 1]):
+            x = snbr[j]
+            if not mark[x]:
+                mark[x] = True
+                seeds[ns] = x
+                ns += 1
+    for i in range(ns):
+        mark[seeds[i]] = False
+    hlo = np.empty(nm, dtype=np.int64)
+    hhi = np.empty(nm, dtype=np.int64)
+    tlo = np.empty(nm, dtype=np.int64)
+    thi = np.empty(nm, dtype=np.int64)
+    n_tail = _outer(mv, tail_tin, tail_end, tlo, thi) if ready and nm > 0 else 0
+    kind = 0
+    value = 0.0
+    count = 0
+    nodes = np.empty(0, dtype=np.int64)
+    starts = np.empty(0)
+    if bounded and nm > 0:
+        n_head = _outer(mv, head_tin, head_end, hlo, hhi)
+        value, count = move_bound(order, pos, at, pl, dev, base_s, base_f, dur, pptr, pnbr, pcomm, sptr, snbr, scomm,
+                                  prev_c, next_c, next_b, tail, moved, t_lb, has_tlb, lbv, has_lb, queued, head_tin,
+                                  hlo[:n_head], hhi[:n_head], tail_tin, tlo[:n_tail], thi[:n_tail], witness, wlen,
+                                  before, after, avoid, last_node, makespan, bridged[:nb], budget, cutoff)
+        if value >= cutoff:
+            kind = 1
+    if kind == 0:
+        stopped, value, count, nodes, starts = cone(seeds[:ns], at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr,
+                                                    pcomm, sptr, snbr, prev_c, next_c, tail, moved, has_tlb, t_lb,
+                                                    tail_tin, tlo[:n_tail], thi[:n_tail], cutoff, by_finish, queued,
+                                                    changed)
+        if stopped:
+            kind = 2
+    for i in range(nt):  # back to the base
+        x = touched[i]
+        prev_c[x] = prev_b[x]
+        next_c[x] = next_b[x]
+    for i in range(nm):
+        v = mv[i]
+        dev[v] = pl[v]
+        moved[v] = False
+        has_tlb[v] = False
+    return kind, value, count, nodes, starts
+
+
+def _root(parent, i):
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+def spread_pieces(ch, devc, sptr, snbr, units_of, dur, need, where):
+    """solvers.refine.spread_runs' pieces: the chain ``ch`` (first node first, ``devc`` its
+    devices) cut into runs on one device, each run's nodes grouped by the connected components of
+    the graph edges among them (pieces in order of their first node, nodes in run order); only
+    runs of two pieces or more. Returns (per run: its first and last chain index; per piece: its
+    run, its nodes (CSR), its sorted distinct units (CSR), the sum of its nodes' ``dur`` and of
+    its units' ``need``, each summed one after the other, as Python's ``sum``). ``where``: an
+    n-long scratch array of -1, left so."""
+    m = ch.size
+    run_first = np.empty(m, dtype=np.int64)
+    run_last = np.empty(m, dtype=np.int64)
+    piece_run = np.empty(m, dtype=np.int64)
+    piece_ptr = np.zeros(m + 1, dtype=np.int64)
+    nodes = np.empty(m, dtype=np.int64)
+    unit_ptr = np.zeros(m + 1, dtype=np.int64)
+    units = np.empty(m, dtype=np.int64)
+    length = np.empty(m)
+    size = np.empty(m)
+    parent = np.empty(m, dtype=np.int64)
+    label = np.full(m, -1, dtype=np.int64)
+    fill = np.empty(m, dtype=np.int64)
+    nr = 0
+    npc = 0
+    nn = 0
+    nu = 0
+    i = 0
+    while i < m:
+        j = i
+        while j + 1 < m and devc[j + 1] == devc[i]:
+            j += 1
+        lo, hi = i, j + 1
+        i = j + 1
+        if hi - lo < 2:
+            continue
+        for t in range(lo, hi):
+            where[ch[t]] = t
+            parent[t] = t
+        for t in range(lo, hi):
+            v = ch[t]
+            for e in range(sptr[v], sptr[v + 1]):
+                s = where[snbr[e]]
+                if s >= 0:
+                    parent[_root(parent, s)] = _root(parent, t)
+        comps = 0
+        for t in range(lo, hi):
+            where[ch[t]] = -1
+            r = _root(parent, t)
+            if label[r] < 0:
+                label[r] = comps
+                comps += 1
+        if comps >= 2:
+            run_first[nr] = lo
+            run_last[nr] = hi - 1
+            count = np.zeros(comps + 1, dtype=np.int64)
+            for t in range(lo, hi):
+                count[label[_root(parent, t)] + 1] += 1
+            for c in range(comps):
+                count[c + 1] += count[c]
+                piece_ptr[npc + c + 1] = nn + count[c + 1]
+                piece_run[npc + c] = nr
+            for c in range(comps):
+                fill[c] = nn + count[c]
+            for t in range(lo, hi):
+                c = label[_root(parent, t)]
+                nodes[fill[c]] = ch[t]
+                fill[c] += 1
+            for c in range(comps):
+                a, b = piece_ptr[npc + c], piece_ptr[npc + c + 1]
+                total = 0.0
+                for x in range(a, b):
+                    total += dur[nodes[x]]
+                length[npc + c] = total
+                us = np.empty(b - a, dtype=np.int64)
+                for x in range(a, b):
+                    us[x - a] = units_of[nodes[x]]
+                us.sort()
+                total = 0.0
+                for x in range(b - a):
+                    if x == 0 or us[x] != us[x - 1]:
+                        units[nu] = us[x]
+                        nu += 1
+                        total += need[us[x]]
+                unit_ptr[npc + c + 1] = nu
+                size[npc + c] = total
+            nn = piece_ptr[npc + comps]
+            npc += comps
+            nr += 1
+        for t in range(lo, hi):
+            label[t] = -1
+    return (run_first[:nr].copy(), run_last[:nr].copy(), piece_run[:npc].copy(), piece_ptr[:npc + 1].copy(),
+            nodes[:nn].copy(), unit_ptr[:npc + 1].copy(), units[:nu].copy(), length[:npc].copy(), size[:npc].copy())
+
+
+def _busy_before(d, t, blo, bs, bf, bcum):
+    """How long device d computes before time t (solvers.refine._window_busy's ``before``): its
+    nodes ``bs`` / ``bf`` (start, finish) from ``blo[d]``, ``bcum`` their running sums of
+    durations (one more entry per device, from ``blo[d] + d``)."""
+    a, b = blo[d], blo[d + 1]
+    lo, hi = a, b  # bisect_right(bs[a:b], t)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if t < bs[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    i = lo - a
+    if i == 0:
+        return 0.0
+    x = bf[a + i - 1]
+    if not x < t:  # Python's min(t, f)
+        x = t
+    x = x - bs[a + i - 1]
+    if not x > 0.0:  # Python's max(0.0, x)
+        x = 0.0
+    return bcum[a + d + i - 1] + x
+
+
+def spread_assign(run_first, run_last, piece_run, unit_ptr, units, length, size, ch, devc, start, finish, mask,
+                  blo, bs, bf, bcum, load, cap, static, moved):
+    """solvers.refine.spread_runs' greedy loop over the pieces of :func:`spread_pieces` (their
+    lengths and sizes as the caller summed them): per run, each piece, longest first (stable),
+    goes to the allowed device whose window holds the least compute so far (the run's own device
+    first among equals), within capacity under the static model. ``load`` is updated; ``moved``
+    (per unit, all False) is scratch, left so. Returns the moved units and their devices, in the
+    order the Python loop adds them."""
+    k = load.size
+    out_u = np.empty(units.size, dtype=np.int64)
+    out_d = np.empty(units.size, dtype=np.int64)
+    no = 0
+    window = np.empty(k)
+    p0 = 0
+    for r in range(run_first.size):
+        p1 = p0
+        while p1 < piece_run.size and piece_run[p1] == r:
+            p1 += 1
+        first, last = run_first[r], run_last[r]
+        a = devc[first]
+        lo, hi = start[ch[first]], finish[ch[last]]
+        for d in range(k):
+            window[d] = _busy_before(d, hi, blo, bs, bf, bcum) - _busy_before(d, lo, blo, bs, bf, bcum)
+        total = 0.0
+        for c in range(p0, p1):
+            total += length[c]
+        window[a] -= total
+        order = np.argsort(-length[p0:p1], kind="mergesort")
+        for oi in range(order.size):
+            c = p0 + order[oi]
+            u0, u1 = unit_ptr[c], unit_ptr[c + 1]
+            skip = False
+            for x in range(u0, u1):
+                if moved[units[x]]:
+                    skip = True
+                    break
+            if skip:
+                continue
+            sz = size[c]
+            best = -1
+            for d in range(k):
+                ok = True
+                for x in range(u0, u1):
+                    if not mask[units[x], d]:
+                        ok = False
+                        break
+                if not ok or not (d == a or not static or load[d] + sz <= cap[d]):
+                    continue
+                if best < 0 or window[d] < window[best] or (window[d] == window[best] and d == a and best != a):
+                    best = d
+            if best < 0:
+                raise ValueError("spread_runs: a piece has no allowed device")
+            window[best] += length[c]
+            if best != a:
+                load[best] += sz
+                load[a] -= sz
+                for x in range(u0, u1):
+                    moved[units[x]] = True
+                    out_u[no] = units[x]
+                    out_d[no] = best
+                    no += 1
+        p0 = p1
+    for i in range(no):
+        moved[out_u[i]] = False
+    return out_u[:no].copy(), out_d[:no].copy()
+
+
+def chain_walk(v, start, finish, prev, pptr, pnbr, delay_e, eps):
+    """solvers.refine.critical_chain's walk from node ``v``: back through each node's decider (the
+    first input, in predecessor order, of latest arrival if it arrives by the start less ``eps``,
+    else the device predecessor ``prev`` if it finishes by then), until a node starting at 0, a
+    node without one, or a node already on the chain."""
+    n = start.size
+    seen = np.zeros(n, dtype=np.bool_)
+    chain = np.empty(n, dtype=np.int64)
+    chain[0] = v
+    seen[v] = True
+    k = 1
+    while start[v] > eps:
+        late = start[v] - eps
+        nxt = -1
+        p = prev[v]
+        if p >= 0 and finish[p] >= late:
+            nxt = p
+        a, b = pptr[v], pptr[v + 1]
+        if b > a:
+            top = finish[pnbr[a]] + delay_e[a]
+            first = a
+            for j in range(a + 1, b):
+                x = finish[pnbr[j]] + delay_e[j]
+                if x > top:
+                    top = x
+                    first = j
+            if top >= late:
+                nxt = pnbr[first]
+        if nxt < 0 or seen[nxt]:
+            break
+        v = nxt
+        seen[v] = True
+        chain[k] = v
+        k += 1
+    return chain[:k].copy()
+
+
+def by_parent(ranked, parent):
+    """The nodes ``ranked`` (every node once, in rank order) stably sorted by ``parent`` (-1 first):
+    np.lexsort((rank, parent)) by counting, for :func:`forest_intervals`."""
+    n = parent.size
+    slot = np.zeros(n + 2, dtype=np.int64)
+    for v in range(n):
+        slot[parent[v] + 2] += 1
+    for i in range(n + 1):
+        slot[i + 1] += slot[i]
+    seq = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        v = ranked[i]
+        k = parent[v] + 1
+        seq[slot[k]] = v
+        slot[k] += 1
+    return seq
+
+
+def scatter_max(flat, idx, val):
+    """np.maximum.at(flat, idx, val) (maxima: the order does not matter)."""
+    for i in range(idx.size):
+        j = idx[i]
+        if val[i] > flat[j]:
+            flat[j] = val[i]
+
+
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -660,8 +1304,11 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
     return seq[:done], start
 
 
-_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids"]
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "cone", "release_starts",
+_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids", "_outer", "_dropped",
+            "_early", "_root", "_busy_before"]
+_INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
+_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "move_trial",
+            "spread_pieces", "spread_assign", "chain_walk", "by_parent", "scatter_max", "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -693,10 +1340,21 @@ def _call_each(fast: SimpleNamespace) -> None:
         "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
-        "cone": lambda: fast.cone(order[:1], order, order, dev.copy(), dur.copy(), dur, dur, dur, ptr, nbr, dly, ptr, nbr,
-                                  np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dur, np.zeros(3, dtype=np.bool_),
-                                  np.zeros(3, dtype=np.bool_), dur, order, order[:1], order[1:2], 1.5, order,
-                                  np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
+        "move_trial": lambda: fast.move_trial(
+            order[:1], order[1:2], 1.5, 1, 1, 10, order, order, dev, dur, dur, dur, ptr, nbr, dly, ptr, nbr, dly,
+            np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), order, np.array([0, 1, 3], dtype=i64), dur, order, order,
+            order + 1, order, order + 1, order[:1], dur[:1], np.zeros(4), np.zeros(4), dur, 0, 1.0, dev.copy(),
+            np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), np.zeros(3, dtype=np.bool_), np.zeros(3),
+            np.zeros(3, dtype=np.bool_), np.zeros(3), np.zeros(3, dtype=np.bool_), dur.copy(), np.zeros(3, dtype=np.bool_),
+            np.zeros(3, dtype=np.bool_), np.zeros(3, dtype=np.bool_)),
+        "spread_pieces": lambda: fast.spread_pieces(order, dev, ptr, nbr, order, dur, dur, np.full(3, -1, dtype=i64)),
+        "spread_assign": lambda: fast.spread_assign(
+            order[:1], order[2:], order[:2], np.array([0, 1, 2], dtype=i64), order[1:], dur[:2], dur[:2], order, dev, dur,
+            dur, np.ones((3, 2), dtype=np.bool_), np.array([0, 1, 3], dtype=i64), dur, dur, np.zeros(5), np.zeros(2),
+            np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
+        "chain_walk": lambda: fast.chain_walk(2, dur, dur + 1.0, np.full(3, -1, dtype=i64), ptr, nbr, dly, 1e-9),
+        "by_parent": lambda: fast.by_parent(order, np.array([-1, 0, 0], dtype=i64)),
+        "scatter_max": lambda: fast.scatter_max(np.zeros(3), order, dur),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

@@ -171,7 +171,9 @@ class Solution:
 
     placement: device index per node (None when no feasible answer was found).
     start: explicit start times (exact solvers); order: per-device node order (list schedulers);
-    with neither, the evaluator's FIFO executor schedules the placement.
+    with neither, the evaluator's FIFO executor schedules the placement. waits: with an order, pairs
+    of node indices (u, v), "v does not start before u finishes" (control dependencies: the order
+    and the waits give the schedule, placement.evaluator.evaluate); None for none.
     status: one of STATUSES. objective: the method's claimed makespan (or other objective).
     lower_bound: a bound the method proved for this very problem (None if it proved none).
     reason: why there is no answer, or why it is infeasible.
@@ -182,6 +184,7 @@ class Solution:
     placement: np.ndarray | None = None
     start: np.ndarray | None = None
     order: list[list[int]] | None = None
+    waits: list[tuple[int, int]] | None = None
     objective: float | None = None
     lower_bound: float | None = None
     reason: str = ""

@@ -42,6 +42,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from heuristics.memory_order import memory_aware_order
+from placement import kernels
 from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import SolveOptions
@@ -85,6 +86,8 @@ class _Units:
         order = np.argsort(self.of, kind="stable")
         bounds = np.searchsorted(self.of[order], np.arange(self.count + 1))
         self.members = [order[bounds[u]:bounds[u + 1]] for u in range(self.count)]
+        self.order, self.bounds = order, bounds  # the members of all units, unit by unit
+        self.first = order[bounds[:-1]] if self.count else np.zeros(0, dtype=np.int64)  # a member of each unit
         self.need = np.bincount(self.of, weights=problem.param_bytes + problem.out_bytes, minlength=self.count)
         self.time = np.bincount(self.of, weights=problem.time, minlength=self.count)
         mask = problem.allowed_mask()
@@ -120,6 +123,11 @@ def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     prev = np.full(n, -1, dtype=np.int64)
     same = pl[order[1:]] == pl[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
+    fast = kernels.for_size(n)
+    if fast is not None:  # the deciders of the chain's nodes only, compiled
+        ptr, nbr, eid = problem.pred_ptr
+        return fast.chain_walk(int(np.argmax(finish)), start, finish, prev, ptr, nbr, edge_delay(problem, pl)[eid],
+                               eps).tolist()
     late = start - eps
     decider = np.full(n, -1, dtype=np.int64)
     has = prev >= 0
@@ -218,6 +226,9 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     ``lists``: Python views of ``units_of``, ``need``, ``mask``, the node times and successors,
     made at the first run with pieces; a caller that passes the same arrays every time (refine's
     search) keeps them across calls by passing the same dict."""
+    fast = kernels.for_size(problem.n)
+    if fast is not None and chain:
+        return _spread_compiled(fast, problem, ev, chain, units_of, need, mask, memory_model)
     pl = ev.placement
     ch = chain[::-1]
     dev = pl[ch].tolist() if ch else []
@@ -225,8 +236,11 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).tolist()
     cap = (problem.memory * (1 + 1e-12) + 1e-9).tolist()
     if lists is None:
-        lists = {}
-    succs = lists.get("succs") or _Slices(*problem.succ_ptr[:2])
+        lists = {"succs": _Slices(*problem.succ_ptr[:2])}  # one call: slices on demand
+    if "succs" not in lists:
+        ptr_l, nbr_l = problem.succ_ptr[0].tolist(), problem.succ_ptr[1].tolist()
+        lists["succs"] = [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(problem.n)]
+    succs = lists["succs"]
 
     def total(values: str, array: np.ndarray, idx: list[int]) -> float:
         # numpy sums fewer than 8 values one after the other, as Python does: same floats, no call
@@ -274,6 +288,35 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
     return moves
 
 
+def _spread_compiled(fast, problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
+                     mask: np.ndarray, memory_model: str) -> dict[int, int]:
+    """:func:`spread_runs` compiled (placement.kernels.spread_pieces and spread_assign: the same
+    runs, pieces, windows and choices). Sums of 8 values or more are numpy's, as the Python loop's
+    (numpy adds those pairwise, not one after the other), so they are taken here between the two."""
+    pl = ev.placement
+    ch = np.asarray(chain[::-1], dtype=np.int64)
+    devc = pl[ch].astype(np.int64)
+    sptr, snbr, _ = problem.succ_ptr
+    run_first, run_last, piece_run, piece_ptr, nodes, unit_ptr, units, length, size = fast.spread_pieces(
+        ch, devc, sptr, snbr, units_of, problem.time, need, np.full(problem.n, -1, dtype=np.int64))
+    if run_first.size == 0:
+        return {}
+    for c in np.flatnonzero(np.diff(piece_ptr) >= 8).tolist():
+        length[c] = float(problem.time[nodes[piece_ptr[c]:piece_ptr[c + 1]]].sum())
+    for c in np.flatnonzero(np.diff(unit_ptr) >= 8).tolist():
+        size[c] = float(need[units[unit_ptr[c]:unit_ptr[c + 1]]].sum())
+    seq = np.lexsort((ev.start, pl))  # each device's nodes by start, as _window_busy
+    blo = np.searchsorted(pl[seq], np.arange(problem.k + 1)).astype(np.int64)
+    bs, bf = ev.start[seq], ev.finish[seq]
+    bcum = np.concatenate([np.r_[0.0, np.cumsum(bf[blo[d]:blo[d + 1]] - bs[blo[d]:blo[d + 1]])] for d in range(problem.k)])
+    load = np.bincount(pl, weights=problem.param_bytes + problem.out_bytes, minlength=problem.k).astype(np.float64)
+    cap = problem.memory * (1 + 1e-12) + 1e-9
+    moved_u, moved_d = fast.spread_assign(run_first, run_last, piece_run, unit_ptr, units, length, size, ch, devc, ev.start,
+                                          ev.finish, np.asarray(mask, dtype=bool), blo, bs, bf, bcum, load, cap, memory_model == "static",
+                                          np.zeros(len(need), dtype=np.bool_))
+    return dict(zip(moved_u.tolist(), moved_d.tolist()))
+
+
 class _Search:
     def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
                  max_evals: int | None, patience: int, stats: RefineStats, keep_order: bool | str = False,
@@ -293,9 +336,8 @@ class _Search:
         self.eval_seconds = 0.0
         self.full_seconds = 0.0  # the longest full evaluation so far: what a batch move or a kick costs
         self.succ = problem.succ_ptr
-        ptr_l, nbr_l = self.succ[0].tolist(), self.succ[1].tolist()
         # spread_runs' Python views of the units and of the graph, kept across rounds
-        self._spread_lists: dict[str, list] = {"succs": [nbr_l[ptr_l[v]:ptr_l[v + 1]] for v in range(problem.n)]}
+        self._spread_lists: dict[str, list] = {}  # the successor lists made by the first Python spread_runs
         self.pred = problem.pred_ptr
         self.cur = pl
         self.cur_ev = self._eval(pl, None)
@@ -392,7 +434,9 @@ class _Search:
 
         def fresh(units: list[int], devs: list[int]) -> bool:
             key = (tuple(units), tuple(devs))
-            if key in seen or not all(un.mask[u, d] for u, d in zip(units, devs)):
+            if key in seen:
+                return False
+            if not (all(un.mask[u, d] for u, d in zip(units, devs)) if len(units) <= 8 else un.mask[units, devs].all()):
                 return False
             seen.add(key)
             return True
@@ -425,19 +469,17 @@ class _Search:
             # nothing (bench/results_scale.md, "Session 8").
             if batch != self.rejected_batch and fresh(units, devs):
                 yield units, devs, True  # a batch move: also judged re-ordered by priority
-        runs: list[tuple[list[int], list[int]]] = []
-        run: list[int] = []
-        chain_dev = pl[chain].tolist() if chain else []
-        for v, dv in zip(chain + [-1], chain_dev + [-1]):
-            if run and (v < 0 or dv != a):
-                if len(run) > 1:
-                    units = sorted({int(un.of[x]) for x in run})
+        runs: list[tuple[list[int], list[int]]] = []  # the chain's runs on one device, each to every other device
+        if chain:
+            chain_dev = pl[chain]
+            cut = np.flatnonzero(chain_dev[1:] != chain_dev[:-1]) + 1
+            first, end = np.r_[0, cut], np.r_[cut, len(chain)]
+            chain_units = un.of[chain]
+            for i, j in zip(first.tolist(), end.tolist()):
+                if j - i > 1:
+                    units = np.unique(chain_units[i:j]).tolist()
+                    a = int(chain_dev[i])
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
-                run = []
-            if v >= 0:
-                if not run:
-                    a = dv
-                run.append(v)
         runs = [runs[i] for i in self.rng.permutation(len(runs)).tolist()]
         for i, v in enumerate(self.rng.permutation(chain).tolist() if chain else []):
             if i < len(runs):
@@ -470,7 +512,7 @@ class _Search:
         rejected without measuring memory)."""
         t0 = time.monotonic()
         self._current_inc()
-        moves = {int(v): d for u, d in zip(units, devs) for v in self.units.members[u].tolist()}
+        moves = self._node_moves(units, devs)
         feasible = self.cur_key[0] == 0.0
         need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
         trial = self._inc.try_move(moves, cutoff=need if feasible else float("inf"))
@@ -480,6 +522,17 @@ class _Search:
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return trial, ev
+
+    def _node_moves(self, units: list[int], devs: list[int]) -> dict[int, int]:
+        """{node: device} of a move of units, unit by unit, each unit's members in order."""
+        members = self.units.members
+        if len(units) <= 8:
+            return {int(v): d for u, d in zip(units, devs) for v in members[u].tolist()}
+        un = self.units
+        u = np.asarray(units, dtype=np.int64)
+        size = un.bounds[u + 1] - un.bounds[u]
+        nodes = un.order[np.repeat(un.bounds[u] - np.cumsum(size) + size, size) + np.arange(int(size.sum()))]
+        return dict(zip(nodes.tolist(), np.repeat(np.asarray(devs, dtype=np.int64), size).tolist()))
 
     def _current_inc(self) -> IncrementalSchedule:
         """The incremental schedule based on the current schedule (built or re-based if stale)."""
@@ -495,9 +548,15 @@ class _Search:
         un = self.units
         if self.mm == "static" and self.cur_key[0] == 0.0:
             load = self.cur_ev.static_memory.copy()
-            for u, d in zip(units, devs):
-                load[self.unit_dev[u]] -= un.need[u]
-                load[d] += un.need[u]
+            if len(units) <= 8:
+                for u, d in zip(units, devs):
+                    load[self.unit_dev[u]] -= un.need[u]
+                    load[d] += un.need[u]
+            else:  # the same additions in the same order per device (np.add.at applies them one by one)
+                u = np.asarray(units, dtype=np.int64)
+                need = un.need[u]
+                np.add.at(load, np.column_stack([self.unit_dev[u], np.asarray(devs, dtype=np.int64)]).ravel(),
+                          np.column_stack([-need, need]).ravel())
             if np.any(load > self.p.memory * (1 + 1e-12) + 1e-9):
                 return False
         trial = trial_ev = None
@@ -629,7 +688,7 @@ class _Search:
         return False
 
     def _unit_dev(self, pl: np.ndarray) -> np.ndarray:
-        return pl[[m[0] for m in self.units.members]] if self.units.count else np.zeros(0, dtype=np.int64)
+        return pl[self.units.first] if self.units.count else np.zeros(0, dtype=np.int64)
 
     def _kick(self) -> None:
         """Move a few random units to random allowed devices (keeping memory feasible) from the best."""

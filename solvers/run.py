@@ -139,7 +139,7 @@ def verify(problem: Problem, sol: Solution, memory_model: str) -> Evaluation:
     if sol.start is not None:
         ev = check(problem, sol.placement, sol.start, memory_model, check_memory=False)
     else:
-        ev = evaluate(problem, sol.placement, order=sol.order, memory_model=memory_model)
+        ev = evaluate(problem, sol.placement, order=sol.order, memory_model=memory_model, waits=sol.waits)
     if sol.objective is not None and not math.isclose(sol.objective, ev.makespan, rel_tol=1e-6, abs_tol=1e-9):
         raise RuntimeError(f"method {sol.method!r} claims makespan {sol.objective!r} but the evaluator computes {ev.makespan!r}")
     return ev

@@ -189,3 +189,35 @@ def test_a_single_node_move_is_judged_by_its_bound_alone(seed, n, k, fifo):
             assert not trial.complete and trial.start == {} and trial.makespan == expected
 
 
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 14), k=st.integers(2, 4), memory_model=st.sampled_from(["static", "peak"]))
+def test_a_trials_peak_memory_is_the_evaluators_measured_when_read(seed, n, k, memory_model):
+    """A trial's Evaluation measures its peak memory only when read (refine under the static model
+    never reads it), with the evaluator's function: the same array as the full evaluation, bit for
+    bit, also after pickling (a plain Evaluation) and dataclasses.replace."""
+    import dataclasses
+    import pickle
+
+    from placement.evaluator import Evaluation
+
+    prob = random_problem(seed, n, k, zero_time_p=0.3)
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, k, size=n)
+    ref = evaluate(prob, pl).start
+    inc = IncrementalSchedule(prob, pl, ref)
+    moves = {int(v): int(rng.integers(0, k)) for v in rng.choice(n, size=min(3, n), replace=False)}
+    new_pl = pl.copy()
+    for v, d in moves.items():
+        new_pl[v] = d
+    expected = full(prob, new_pl, ref, memory_model)
+    ev = inc.try_move(moves).evaluation(memory_model)
+    if memory_model == "static":
+        assert ev._peak is None  # not measured by making it
+    copies = [pickle.loads(pickle.dumps(ev)), dataclasses.replace(ev, memory_model=memory_model)]
+    assert type(copies[0]) is Evaluation
+    for got in [ev] + copies:
+        assert got.peak_memory.tobytes() == expected.peak_memory.tobytes()
+        assert got.feasible(prob) == expected.feasible(prob)
+        assert np.array_equal(got.overflow(prob), expected.overflow(prob))

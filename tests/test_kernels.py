@@ -168,8 +168,8 @@ def test_auto_uses_the_kernels_from_the_threshold_only(monkeypatch):
         kernels.for_size(10)
 
 
-@pytest.mark.parametrize("memory_model", ["static", "peak"])
-@pytest.mark.parametrize("family", ["cnn", "lstm"])
+@pytest.mark.parametrize("family, memory_model", [("cnn", "static"), ("cnn", "peak"), ("lstm", "static"),
+                                                  ("lstm", "peak"), ("transformer", "static")])
 def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_model):
     """At a fixed evaluation budget refine reaches the same placement and start times."""
     require_compiled()
@@ -180,7 +180,7 @@ def test_refine_takes_the_same_path_with_and_without_the_kernels(family, memory_
     def run():
         stats = RefineStats()
         got, ev = refine(prob, pl, SolveOptions(seed=1), deadline=time.monotonic() + 1e6, memory_model=memory_model,
-                         max_evals=300, keep_order=True, start=fifo.start, stats=stats, incremental=True)
+                         max_evals=1000, keep_order=True, start=fifo.start, stats=stats, incremental=True)
         answer = hashlib.sha1(np.asarray(got, dtype=np.int64).tobytes() + ev.start.tobytes()).hexdigest()
         return answer, stats.evaluations, stats.accepted
 
@@ -204,6 +204,17 @@ def test_other_dtypes_and_strided_arrays_reuse_the_one_compiled_signature():
                                 retime(prob, pl, device_order(prob, pl, np.zeros(prob.n)), release=np.arange(prob.n, dtype=np.int32))))
     for a, b in zip(plain, fast):
         assert_same_floats(a, b)
+    ev = evaluate(prob, pl)
+    inc = IncrementalSchedule(prob, pl, ev.start)
+    trials = both(lambda: inc.try_move({0: (int(pl[0]) + 1) % 3, 5: int(pl[5])}, cutoff=inc.makespan))
+    assert (trials[0].makespan, trials[0].recomputed) == (trials[1].makespan, trials[1].recomputed)
+    from solvers.refine import critical_chain, spread_runs
+    units = np.arange(prob.n)
+    runs = both(lambda: spread_runs(prob, ev, list(range(prob.n)), units, prob.time.astype(np.float32),
+                                    np.ones((prob.n, 3), dtype=np.int8), "static"))
+    assert runs[0] == runs[1]
+    chains = both(lambda: critical_chain(prob, ev))
+    assert chains[0] == chains[1]
     compiled = kernels.load()
     for name in kernels._KERNELS:
         assert len(getattr(compiled, name).kernel.signatures) == 1, name
@@ -220,7 +231,9 @@ def test_forest_intervals_equal_the_pointer_doubling(seed, n, roots):
         parent[hidden[i]] = hidden[rng.integers(0, i)]
     rank = rng.permutation(n).astype(np.int64)
     plain, fast = both(lambda: _forest_intervals(parent, rank))
-    assert plain == fast
+    _, ranked = both(lambda: _forest_intervals(parent, rank, np.argsort(rank)))  # children sorted by counting
+    for a, b, c in zip(plain, fast, ranked):
+        assert a.dtype == b.dtype == c.dtype == np.int64 and np.array_equal(a, b) and np.array_equal(a, c)
     tin, end = fast
     for v in range(n):  # and they are Euler intervals: x on v's root path iff tin[x] <= tin[v] < end[x]
         path, x = set(), v
@@ -371,3 +384,107 @@ def test_window_lns_takes_the_same_path_with_and_without_the_kernels():
     plain, fast = both(run)
     assert plain == fast
     assert plain[1] == 10 and plain[2] > 0 and plain[3] == 10  # every window closed; some improved the schedule
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), group=st.integers(1, 4), static=st.booleans())
+def test_spread_runs_equals_the_python_loop(prob, seed, group, static):
+    """spread_runs compiled: the same batch move (units and devices, in the same order) for any
+    chain (here a random sequence of distinct nodes: long runs on few devices, pieces of 8 nodes
+    and more, whose sums numpy adds pairwise), colocation units, masks and capacities."""
+    from solvers.refine import spread_runs
+
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, min(prob.k, 2), size=prob.n)  # two devices at most: long runs
+    ev = evaluate(prob, pl)
+    chain = rng.permutation(prob.n)[:rng.integers(0, prob.n + 1)].tolist()
+    units_of = (np.arange(prob.n) // group).astype(np.int64)  # consecutive nodes share a unit
+    count = int(units_of.max()) + 1
+    need = rng.random(count) * 10
+    mask = rng.random((count, prob.k)) < 0.8
+    mask[units_of, pl] = True  # every unit allowed where its nodes are
+    if not static:
+        need = need * 0.1
+    plain, fast = both(lambda: spread_runs(prob, ev, chain, units_of, need, mask, "static" if static else "peak"))
+    assert list(plain.items()) == list(fast.items())
+
+
+@settings(max_examples=150, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), width=st.integers(1, 12), steps=st.integers(1, 4))
+def test_bounded_trials_equal_the_python_loop_and_the_evaluator(prob, seed, width, steps):
+    """try_move compiled (overlay, bound, cone) on blocks of neighbours in one device's order and
+    scattered nodes: the same trial as the Python loop at every cutoff; a complete trial's
+    schedule is the evaluator's, an incomplete one's bound never above the true makespan."""
+    require_compiled()
+    rng = np.random.default_rng(seed)
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, pl).start  # the reference: its order (start, rank) is what the trials keep
+    inc = IncrementalSchedule(prob, pl, ref)
+    for _ in range(steps):
+        seq = inc.order[int(rng.integers(0, prob.k))]
+        if seq and rng.random() < 0.5:
+            lo = int(rng.integers(0, len(seq)))
+            nodes = seq[lo:lo + width]
+        else:
+            nodes = rng.choice(prob.n, size=min(width, prob.n), replace=False).tolist()
+        moves = {int(v): int(rng.integers(0, prob.k)) for v in nodes}
+        new_pl = inc.placement.copy()
+        for v, d in moves.items():
+            new_pl[v] = d
+        truth = evaluate(prob, new_pl, order=device_order(prob, new_pl, ref))
+        for cutoff in (float("inf"), inc.makespan, truth.makespan, truth.makespan * 1.01, inc.makespan * 0.7):
+            a, b = both(lambda: inc.try_move(moves, cutoff=cutoff))
+            assert (a.makespan, a.recomputed, a.complete) == (b.makespan, b.recomputed, b.complete)
+            assert list(a.start.items()) == list(b.start.items())
+            if b.complete:
+                start, _ = b.times()
+                assert_same_floats(start, truth.start)
+                assert b.makespan == truth.makespan
+            else:
+                assert cutoff <= b.makespan <= truth.makespan
+        trial = inc.try_move(moves)
+        if rng.random() < 0.7:
+            ref = trial.times()[0]  # before the commit: a trial's times are changes over its base
+            inc.commit(trial)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), ordered=st.booleans())
+def test_critical_chain_equals_the_python_loop(prob, seed, ordered):
+    """critical_chain's walk compiled: the same chain, on FIFO and kept-order schedules (zero-time
+    nodes: ties between an input's arrival and the device predecessor's finish)."""
+    from solvers.refine import critical_chain
+
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ev = evaluate(prob, pl)
+    if ordered:
+        other = evaluate(prob, placement_of(prob, seed + 1)).start  # a schedule of another placement: a valid order
+        ev = evaluate(prob, pl, order=device_order(prob, pl, other))
+    plain, fast = both(lambda: critical_chain(prob, ev))
+    assert plain == fast
+    assert plain and ev.finish[plain[0]] == ev.makespan
+
+
+@settings(max_examples=150, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6))
+def test_the_bounds_structures_equal_the_python_loops(prob, seed):
+    """The bound's structures of a base (forests sorted by counting, the avoid table filled by a
+    compiled scatter, the witnesses) are the Python path's, value for value."""
+    require_compiled()
+    pl = placement_of(prob, seed)
+    ref = evaluate(prob, placement_of(prob, seed + 1)).start  # a schedule of another placement
+
+    def build():
+        inc = IncrementalSchedule(prob, pl, ref)
+        inc._prepare_bounds()
+        return inc
+
+    plain, fast = both(build)
+    for name in ("_head_tin", "_head_end", "_tail_tin", "_tail_end"):
+        a, b = getattr(plain, name), getattr(fast, name)
+        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b), name
+    for name in ("_avoid", "_before", "_after"):
+        assert_same_floats(getattr(plain, name), getattr(fast, name))
+    assert plain._witness == fast._witness
