@@ -4,11 +4,12 @@ Members run in this order: the linear-time baselines (single, m-topo, greedy-fil
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
-chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
+chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), band-repair
+(heuristics/band_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
 devices, heuristics/fewer_devices.py). Under the peak model etf and heft run before PARDNN and chain-pin, chain-split
 and weight-bands right after them (PEAK_ORDER; with no capacity on any device the members run as in the static
 model, which then constrains the same), and with tight memory band-split, chain-pin, min-memory, weight-bands,
-mem-repair, mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
+band-repair, mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -31,6 +32,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .memory_order import lower_peak_order
+from .band_repair import band_repair
 from .baselines import greedy_fill, single
 from .chain_pin import chain_pin
 from .chain_split import chain_split
@@ -51,7 +53,7 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
     "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "chain-pin": chain_pin,
-    "mem-repair": memory_repair,
+    "mem-repair": memory_repair, "band-repair": band_repair,
     "fewer-devices": fewer_devices,
 }
 ORDER = tuple(MEMBERS)
@@ -93,8 +95,14 @@ TIGHT = 2.0
 # 6 s, where the warm start was chain-split's 3943.6; bench/results_peak.md, session 11).
 # Below REPAIR_FROM x the bound it runs last instead: at 1.02-1.25 x (the 10K graphs' smallest
 # memories) it fitted nothing and took 2.5-4.3 s of an 18 s warm budget (session 11).
+# band-repair (the fast schedule's overloaded devices split into bands of layers, then repaired) takes
+# mem-repair's place: where ETF's schedule fits it answers the same, and where it overflows it fits
+# on the 200K CNN at K = 8 (3453.0 against the unlimited answer's 3402.5, where mem-repair gave up)
+# and from PARDNN's schedule on the 10K CNN at K = 4 (467.3 where mem-span gave 537.5;
+# bench/results_peak.md, session 12). mem-repair runs later, with the others.
 REPAIR_FROM = 1.4
-PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "mem-repair", "mem-span", "chain-split",
+REPAIRS = ("band-repair", "mem-repair")
+PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-span", "chain-split",
                     "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
 # chain-pin (heuristics/chain_pin.py: ETF with each weight-gradient accumulation chain on one device)
@@ -109,7 +117,7 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # fewer-devices runs PARDNN twice per smaller device count; it answers with the best of the runs
 # done when its share ends.
 # mem-repair too: each repair step is one evaluation and a pass over the peak's holders (0.5-3 s at 200K nodes).
-MEMBER_SHARE = {"chain-pin": 0.3, "mem-repair": 0.25, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
+MEMBER_SHARE = {"chain-pin": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
 # The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
 # (solvers/pipeline.py): at most CANDIDATES, best first; a member's placement counts as a
@@ -132,8 +140,8 @@ def member_order(problem: Problem, opts: SolveOptions) -> tuple[tuple[str, ...],
     lb = float(memory_lower_bound(problem, "peak")["best"])
     if cap >= TIGHT * lb:
         return PEAK_ORDER, lb
-    if cap < REPAIR_FROM * lb:  # mem-repair last: at the smallest memories it spends its share and fits nothing
-        return tuple(m for m in PEAK_TIGHT_ORDER if m != "mem-repair") + ("mem-repair",), lb
+    if cap < REPAIR_FROM * lb:  # the repairs last: at the smallest memories they spend their share and fit nothing
+        return tuple(m for m in PEAK_TIGHT_ORDER if m not in REPAIRS) + REPAIRS, lb
     return PEAK_TIGHT_ORDER, lb
 
 
@@ -149,6 +157,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         # the lowest floor's go first); at 1e-4 it was skipped at 200K nodes (67 s > the warm budget)
         "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5, "mem-span": 1.2e-4,
         "chain-split": 6e-6 * k, "band-split": 2e-5, "weight-bands": 1e-4, "mem-repair": 3e-6 * k,
+        "band-repair": 5e-6 * k,  # ETF, a split and a repair: 20 s at 200K nodes, K = 8 (load 4)
         "chain-pin": 4e-6 * k + 2e-5,  # ETF without the memory check, then a few evaluations
     }
     if method == "linear-clustering":

@@ -30,6 +30,7 @@ from heuristics.fewer_devices import fewer_devices
 from heuristics.linear_clustering import linear_clustering
 from heuristics.list_scheduling import etf, heft, m_etf, m_topo
 from heuristics.memory_repair import memory_repair
+from heuristics.band_repair import band_repair
 from heuristics.memory_span import memory_span
 from heuristics.min_memory import min_memory
 from heuristics.pardnn import pardnn, pardnn_balanced
@@ -106,6 +107,10 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("mem-repair", HEURISTIC, MAKESPAN,
                "peak model: ETF's unlimited-memory placement in its own order, the holders of each over-capacity "
                "device's peak bytes moved to devices with room until it fits (makespan at moderate memory)", memory_repair),
+    MethodInfo("band-repair", HEURISTIC, MAKESPAN,
+               "peak model: fast unlimited-memory schedules (PARDNN on 2, K/2, K devices; ETF), each over-capacity "
+               "device cut into bands of layers (forward with its backward) moved whole to devices with room, then "
+               "mem-repair (makespan at moderate memory)", band_repair),
     MethodInfo("weight-bands", HEURISTIC, MAKESPAN,
                "layer-wise model parallelism (heuristics.layer_bands): each device a contiguous band of the weights "
                "with the ops that use them, balancing work; critical-path order under a memory headroom", weight_bands),
