@@ -47,7 +47,7 @@ from placement.evaluator import Evaluation, buffers, evaluate, peak_profile
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .fewer_devices import RUN_SECONDS_PER_ELEMENT
+from .fewer_devices import RUN_SECONDS_PER_ELEMENT, sub_problem
 from .layer_bands import loss_pivot
 from .memory_repair import device_orders, fast_schedule, repair
 from .min_memory import fifo_if_better
@@ -275,7 +275,10 @@ def _fast_starts(problem: Problem, opts: SolveOptions) -> Iterator[tuple[str, np
         if left is not None and left < 2 * RUN_SECONDS_PER_ELEMENT * (problem.n + problem.m):
             continue  # PARDNN does not watch its stop everywhere: a run and its repair must fit
         done.add(count)
-        sol = pardnn(free.with_devices(count, float("inf")), replace(opts, memory_model="static", hint=None))
+        fewer = sub_problem(free, np.arange(count))  # None: some node may run only on a device dropped
+        if fewer is None:
+            continue
+        sol = pardnn(fewer, replace(opts, memory_model="static", hint=None))
         if sol.placement is None:
             continue
         pl = np.asarray(sol.placement, dtype=np.int64)

@@ -272,8 +272,14 @@ def wait_delay(problem: Problem) -> float:
 def as_waits(problem: Problem, waits: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
     """Normalise waits (pairs of node indices or ids, "v does not start before u finishes") to an
     (w, 2) int array, checking every node exists and no node waits for itself."""
-    pairs = [[int(problem.index[x]) if not isinstance(x, (int, np.integer)) else int(x) for x in pair] for pair in waits] \
-        if not isinstance(waits, np.ndarray) else waits.astype(np.int64).tolist()
+    def node(x) -> int:
+        if isinstance(x, (int, np.integer)):
+            return int(x)
+        if x not in problem.index:
+            raise ScheduleError(f"wait names node {x!r}, not in the graph")
+        return int(problem.index[x])
+
+    pairs = [[node(x) for x in pair] for pair in waits] if not isinstance(waits, np.ndarray) else waits.astype(np.int64).tolist()
     arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2) if pairs else np.zeros((0, 2), dtype=np.int64)
     bad = np.flatnonzero((arr < 0).any(axis=1) | (arr >= problem.n).any(axis=1))
     if bad.size:

@@ -54,8 +54,8 @@ class Frontier:
     unconstrained_makespan: float | None
     points: list[FrontierPoint] = field(default_factory=list)
     ran: str = "sequential"
-    # the kept answer per point (placement, order), for callers that want to write one
-    answers: list[tuple[np.ndarray, list[list[int]]] | None] = field(default_factory=list)
+    # the kept answer per point (placement, order, waits: node indices), for callers that want to write one
+    answers: list[tuple[np.ndarray, list[list[int]], list[list[int]]] | None] = field(default_factory=list)
 
     @property
     def smallest_feasible(self) -> float | None:
@@ -87,20 +87,21 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
     todo = [Point(problem.with_devices(k, c), method, memory_model, share, seed, {"capacity": c}) for c in caps]
     results, ran = run_points(todo, parallel, address)
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
-    best: tuple[float, float, np.ndarray, list[list[int]]] | None = None  # (makespan, capacity, placement, order)
+    best: tuple[float, float, np.ndarray, list[list[int]], list[list[int]]] | None = None  # (makespan, capacity, placement, order, waits)
     for c, res in zip(caps, results):
         if res["feasible"] and (best is None or res["makespan"] < best[0] - 1e-12):
-            best = (res["makespan"], c, np.asarray(res["placement"], dtype=np.int64), res["order"])
+            best = (res["makespan"], c, np.asarray(res["placement"], dtype=np.int64), res["order"], res["waits"])
         if top["feasible"] and high <= c * (1 + 1e-12) and (best is None or top["makespan"] < best[0] - 1e-12):
             # the unconstrained answer fits from its own memory up
-            best = (top["makespan"], math.inf, np.asarray(top["placement"], dtype=np.int64), top["order"])
+            best = (top["makespan"], math.inf, np.asarray(top["placement"], dtype=np.int64), top["order"], top["waits"])
         point = FrontierPoint(c, res["status"], None, res["lower_bound"], seconds=res["seconds"])
         if best is not None:
-            ev = evaluate(problem.with_devices(k, c), best[2], order=best[3], memory_model=memory_model)
+            # with the answer's waits: its order alone may not fit (chain-pin's held gradients)
+            ev = evaluate(problem.with_devices(k, c), best[2], order=best[3], memory_model=memory_model, waits=best[4])
             if not ev.feasible(problem.with_devices(k, c)):
                 raise RuntimeError(f"frontier: the answer found at {best[1]:.6g} does not fit {c:.6g}")
             point.makespan, point.memory, point.from_capacity = ev.makespan, ev.memory.tolist(), best[1]
-            out.answers.append((best[2], best[3]))
+            out.answers.append((best[2], best[3], best[4]))
         else:
             out.answers.append(None)
         out.points.append(point)

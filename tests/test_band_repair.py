@@ -167,3 +167,19 @@ def test_a_layer_above_the_capacity_is_one_band():
     assert {p.ids[v] for v in np.flatnonzero(split == 0)} == {"f1", "f2", "f3", "b1", "b2", "b3"}
     sol = band_repair(p, SolveOptions(memory_model="peak"))
     assert sol.placement is None and sol.status == "unknown"  # 30 bytes + L's output never fit in 25
+
+
+def test_allowed_devices_beyond_a_fewer_device_start_skip_that_start():
+    # f1 may run on device 3 only: PARDNN on 2 devices cannot place it (building that problem raised
+    # ProblemError out of the method on valid input); band-repair skips that start and answers
+    # from the others, on allowed devices only.
+    from dataclasses import replace
+    p = training_net([4, 4, 4, 4], 0.5, 12, devices=4)
+    allowed: list = [None] * p.n
+    allowed[p.index["f1"]] = (3,)
+    p = replace(p, allowed=allowed)
+    sol = band_repair(p, SolveOptions(memory_model="peak", extra={"band_starts": ("pardnn-2", "pardnn-k")}))
+    assert sol.status == "heuristic" and sol.placement[p.index["f1"]] == 3
+    assert {s["start"] for s in sol.info["starts"]} == {"pardnn-k"}
+    ev = check(p, sol.placement, sol.start, "peak")
+    assert ev.feasible(p) and ev.makespan == pytest.approx(sol.objective)

@@ -43,6 +43,22 @@ def test_frontier_points_are_monotone_and_each_answer_fits_its_capacity(transfor
     assert fr.points[-1].makespan == pytest.approx(fr.unconstrained_makespan)
 
 
+def test_frontier_keeps_the_waits_an_answer_needs():
+    """chain-pin's answer on this LSTM holds gradients back with waits: its device order alone
+    overflows. The frontier re-evaluates each kept answer with its waits (dropping them made it
+    raise "does not fit" on its own answer)."""
+    p0 = generate("lstm", 3000, seed=0, memory_fraction=None)
+    lstm = p0.with_devices(8, 3.0 * memory_lower_bound(p0, "peak", 8)["best"])
+    fr = frontier(lstm, "peak", method="chain-pin", points=2, time_limit=None, parallel="none")
+    kept = [(pt, ans) for pt, ans in zip(fr.points, fr.answers) if ans is not None]
+    assert kept
+    for pt, (placement, order, waits) in kept:
+        q = lstm.with_devices(8, pt.capacity)
+        ev = evaluate(q, placement, order=order, memory_model="peak", waits=waits)
+        assert ev.feasible(q) and ev.makespan == pytest.approx(pt.makespan)
+    assert any(w and not evaluate(lstm.with_devices(8, pt.capacity), pl, order=o, memory_model="peak").feasible(
+        lstm.with_devices(8, pt.capacity)) for pt, (pl, o, w) in kept)
+
 def test_capacities_are_geometric_from_the_bound():
     assert capacities(10.0, 80.0, 4) == pytest.approx([10, 20, 40, 80])
     assert capacities(10.0, 5.0, 4) == [10.0]

@@ -159,6 +159,8 @@ def test_waits_fit_where_no_order_does():
     # by node ids, as a report gives them
     by_id = evaluate(p, pl, order=order, memory_model="peak", waits=[("c1", "g2"), ("c2", "g3")])
     assert by_id.start.tolist() == ev.start.tolist()
+    with pytest.raises(ScheduleError, match="wait names node 'nope', not in the graph"):  # was a bare KeyError
+        evaluate(p, pl, order=order, waits=[("c1", "nope")])
 
 
 def test_a_link_latency_delays_a_wait_across_devices():
