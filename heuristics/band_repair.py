@@ -49,8 +49,7 @@ from placement.solution import Solution, SolveOptions
 
 from .fewer_devices import RUN_SECONDS_PER_ELEMENT, sub_problem
 from .layer_bands import loss_pivot
-from .memory_repair import device_orders, fast_schedule, repair
-from .min_memory import fifo_if_better
+from .memory_repair import device_orders, fast_schedule, repair, repaired_solution
 from .pardnn import pardnn
 
 MARGIN = 0.05  # bands aim below capacity by this fraction: their bytes are an estimate
@@ -327,8 +326,4 @@ def band_repair(problem: Problem, opts: SolveOptions) -> Solution:
     if best is None:
         why = "out of time" if stop() else "no split schedule fitted the capacity"
         return Solution("band-repair", "unknown", reason=f"band-repair: {why}", seconds=time.monotonic() - t0, info=info)
-    order, ev = fifo_if_better(problem, best.placement, best.order, best.evaluation, "peak") \
-        if best.order is not None and not stop() else (best.order, best.evaluation)
-    info["fifo"] = order is None
-    return Solution("band-repair", "heuristic", placement=ev.placement, order=order, start=ev.start,
-                    objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+    return repaired_solution("band-repair", problem, best, stop, t0, info)

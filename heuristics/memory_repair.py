@@ -355,9 +355,14 @@ def memory_repair(problem: Problem, opts: SolveOptions) -> Solution:
         why = "out of time" if stop() else "no repair fitted the capacity"
         info["memory_over_capacity"] = float(np.max(rep.evaluation.peak_memory / problem.memory))
         return Solution("mem-repair", "unknown", reason=f"mem-repair: {why}", seconds=time.monotonic() - t0, info=info)
-    # FIFO is tried only with time left: it costs one more evaluation (up to seconds at 200K nodes)
+    return repaired_solution("mem-repair", problem, rep, stop, t0, info)
+
+
+def repaired_solution(name: str, problem: Problem, rep: Repaired, stop: Callable[[], bool], t0: float, info: dict) -> Solution:
+    """A fitting repair as the method's answer: in FIFO order when that is no slower and fits (tried
+    only with time left: one more evaluation, up to seconds at 200K nodes), in its own order otherwise."""
     order, ev = fifo_if_better(problem, rep.placement, rep.order, rep.evaluation, "peak") \
         if rep.order is not None and not stop() else (rep.order, rep.evaluation)
     info["fifo"] = order is None
-    return Solution("mem-repair", "heuristic", placement=ev.placement, order=order, start=ev.start,
+    return Solution(name, "heuristic", placement=ev.placement, order=order, start=ev.start,
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
