@@ -194,6 +194,27 @@ def _ipush(h, size, x):
     h[i] = x
 
 
+def _queue_pushed(w, sptr, snbr, next_c, pos, queued, listed, nl, heap, hsize):
+    """Queue (by position) what node w pushes later, its successors and its device successor, each
+    once (``queued``, noted in ``listed``); returns the new counts (listed, heap)."""
+    for j in range(sptr[w], sptr[w + 1]):
+        x = snbr[j]
+        if not queued[x]:
+            queued[x] = True
+            listed[nl] = x
+            nl += 1
+            _ipush(heap, hsize, pos[x])
+            hsize += 1
+    x = next_c[w]
+    if x >= 0 and not queued[x]:
+        queued[x] = True
+        listed[nl] = x
+        nl += 1
+        _ipush(heap, hsize, pos[x])
+        hsize += 1
+    return nl, hsize
+
+
 def _ipop(h, size):
     """Remove and return the smallest integer of the heap h[:size] (the caller counts it)."""
     top = h[0]
@@ -356,21 +377,7 @@ def cone(seeds, at, pos, dev, fin, base_s, base_f, dur, pptr, pnbr, pcomm, sptr,
             if fw + tail[w] >= cutoff and _avoids(w, tin, lo, hi):
                 stopped, value = True, fw + tail[w]
                 break
-            for j in range(sptr[w], sptr[w + 1]):
-                x = snbr[j]
-                if not queued[x]:
-                    queued[x] = True
-                    listed[nq] = x
-                    nq += 1
-                    _ipush(heap, hsize, pos[x])
-                    hsize += 1
-            x = next_c[w]
-            if x >= 0 and not queued[x]:
-                queued[x] = True
-                listed[nq] = x
-                nq += 1
-                _ipush(heap, hsize, pos[x])
-                hsize += 1
+            nq, hsize = _queue_pushed(w, sptr, snbr, next_c, pos, queued, listed, nq, heap, hsize)
         if has_lb[w] and t + dur[w] + t_lb[w] >= cutoff:  # a moved node: its new start is exact here
             stopped, value = True, t + dur[w] + t_lb[w]
             break
@@ -613,21 +620,7 @@ def move_bound(order, pos, at, pl, dev, base_s, f, dur, pptr, pnbr, pcomm, sptr,
             best = through
             if best >= cutoff:
                 break
-        for j in range(sptr[w], sptr[w + 1]):
-            x = snbr[j]
-            if not queued[x]:
-                queued[x] = True
-                queue_list[nq] = x
-                nq += 1
-                _ipush(heap, hsize, pos[x])
-                hsize += 1
-        x = next_c[w]
-        if x >= 0 and not queued[x]:
-            queued[x] = True
-            queue_list[nq] = x
-            nq += 1
-            _ipush(heap, hsize, pos[x])
-            hsize += 1
+        nq, hsize = _queue_pushed(w, sptr, snbr, next_c, pos, queued, queue_list, nq, heap, hsize)
     for i in range(nl):
         has_lb[listed[i]] = False
     for i in range(nq):
@@ -1304,8 +1297,8 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
     return seq[:done], start
 
 
-_HELPERS = ["_before", "_push", "_pop", "_ipush", "_ipop", "_segments", "_reoffer", "_avoids", "_outer", "_dropped",
-            "_early", "_root", "_busy_before"]
+_HELPERS = ["_before", "_push", "_pop", "_ipush", "_queue_pushed", "_ipop", "_segments", "_reoffer", "_avoids", "_outer",
+            "_dropped", "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
 _KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "move_trial",
             "spread_pieces", "spread_assign", "chain_walk", "by_parent", "scatter_max", "release_starts",
