@@ -108,17 +108,17 @@ def test_incremental_with_waits_equals_the_evaluator(seed, n, k, count, link, ke
         prob, pl, waits, g, ref = waited_case(seed, n, k, count, link)
         inc = IncrementalSchedule(prob, pl, ref, waits)
         assert np.array_equal(inc.start, ref)
-        for move, commit in steps:
+        for move, commit in steps:  # ref: the reference the base keeps its order by (the last committed trial's starts)
             moves = {v % n: d % k for v, d in move}
             new_pl = inc.placement.copy()
             for v, d in moves.items():
                 new_pl[v] = d
-            order = device_order(prob, new_pl, inc.start, g.rank)
+            order = device_order(prob, new_pl, ref, g.rank)
             want = evaluate(prob, new_pl, order=order, memory_model=memory_model, waits=waits)
             lat = wait_delay(prob)
             brute = brute_earliest(prob, new_pl, order, waits, lat)
             assert brute is not None and np.allclose(want.start, brute)
-            assert np.array_equal(kept_order_start(prob, new_pl, inc.start, g), want.start)
+            assert np.array_equal(kept_order_start(prob, new_pl, ref, g), want.start)
             for cutoff in (float("inf"), inc.makespan * 0.8, want.makespan):
                 trial = inc.try_move(moves, cutoff=cutoff)
                 if trial.complete:
@@ -132,6 +132,7 @@ def test_incremental_with_waits_equals_the_evaluator(seed, n, k, count, link, ke
                 inc.commit(inc.try_move(moves))
                 again = evaluate(prob, new_pl, order=device_order(prob, new_pl, want.start, g.rank), waits=waits)
                 assert np.array_equal(inc.start, again.start)
+                ref = want.start
 
 
 def lstm_like(steps: int = 12, fillers: int = 4, capacity: float = 400.0):
@@ -194,15 +195,17 @@ def test_refine_is_deterministic_with_waits():
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_refine_never_loses_a_wait_on_random_problems(seed):
+@pytest.mark.parametrize("model", ["peak", "static"])
+def test_refine_never_loses_a_wait_on_random_problems(seed, model):
     rng = random.Random(seed)
     prob, pl, waits, g, ref = waited_case(seed, rng.randint(6, 14), rng.randint(2, 3), 4, seed % 2 == 0)
-    start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, g.rank), memory_model="peak", waits=waits)
-    prob = prob.with_devices(prob.k, float(start_ev.peak_memory.max()))  # the start just fits: memory binds
-    got_pl, got = refine(prob, pl, SolveOptions(memory_model="peak", seed=seed), deadline=time.monotonic() + 60,
-                         memory_model="peak", max_evals=80, start=ref, keep_order=True, waits=waits)
+    start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, g.rank), memory_model=model, waits=waits)
+    prob = prob.with_devices(prob.k, float(start_ev.memory.max()))  # the start just fits: memory binds
+    got_pl, got = refine(prob, pl, SolveOptions(memory_model=model, seed=seed), deadline=time.monotonic() + 60,
+                         memory_model=model, max_evals=80, start=ref, keep_order=True, waits=waits)
     assert got.makespan <= start_ev.makespan
-    assert_answer(prob, got_pl, got, waits)
+    assert check(prob, got_pl, got.start, model).makespan == got.makespan  # fits under the model searched
+    assert_answer(prob, got_pl, got, waits, memory=model == "peak")
 
 
 @pytest.mark.parametrize("seed", range(6))
