@@ -399,7 +399,7 @@ class WindowSearch:
         eps = 1e-9 * max(1.0, self.best_ev.makespan)
         if ev.makespan >= self.best_ev.makespan - eps:
             return False
-        if waits or self.waits is not None:
+        if (waits or self.waits is not None) and (list(map(tuple, waits)) if waits else None) != self.waits:
             self.base = IncrementalSchedule(self.p, ev.placement, ev.start, timing_graph(self.p, waits))
         else:
             self.base.reset(ev.placement, ev.start)

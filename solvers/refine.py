@@ -399,7 +399,10 @@ class _Search:
         puts u and v (a wait names nodes, not devices, so it stays a valid constraint of any
         placement; it only closes a cycle against an order that runs v before u on one device, and
         every order here comes from start times that meet it)."""
-        self.graph = timing_graph(self.p, waits)
+        new = [(int(u), int(v)) for u, v in waits] if waits else None
+        if getattr(self, "graph", None) is not None and new == self.waits:
+            return  # the same waits: the timing graph and the incremental schedule stay
+        self.graph = timing_graph(self.p, new)
         self.waits = self.graph.wait_list
         self._inc = None
 
