@@ -43,11 +43,12 @@ import numpy as np
 
 from heuristics.memory_order import memory_aware_order
 from placement import kernels
-from placement.evaluator import Evaluation, ScheduleError, as_placement, check_placement, edge_delay, evaluate, wait_delay
+from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate, wait_delay
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
-from placement.incremental import IncrementalSchedule, TimingGraph, Trial, kept_order_start, ordered_evaluation, timing_graph
+from placement.incremental import (IncrementalSchedule, TimingGraph, Trial, kept_order_start, ordered_evaluation,
+                                   ordered_start, timing_graph)
 
 from .reschedule import bottom_levels, list_schedule_start, priority_order
 
@@ -444,12 +445,13 @@ class _Search:
     def _ordered(self, pl: np.ndarray, order: list[list[int]]) -> Evaluation | None:
         """The evaluator's schedule of ``order`` with the search's waits; None when an order made
         without them (memory-aware, priority lists) contradicts a wait."""
-        try:
-            return evaluate(self.p, pl, order=order, memory_model=self.mm, waits=self.waits)
-        except ScheduleError:
-            if self.waits is None:
-                raise
+        if self.waits is None:
+            return evaluate(self.p, pl, order=order, memory_model=self.mm)
+        start = ordered_start(self.p, pl, order, self.graph)  # None on a contradiction, without naming it
+        if start is None:
             return None
+        got = ordered_evaluation(self.p, pl, order, start, self.mm, self.graph)
+        return got if got is not None else evaluate(self.p, pl, order=order, memory_model=self.mm, waits=self.waits)
 
     def _better(self, key: tuple[float, float], than: tuple[float, float]) -> bool:
         tol = 1e-9 * max(1.0, than[1])

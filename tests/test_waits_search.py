@@ -240,3 +240,24 @@ def test_the_pipeline_hands_the_waits_on():
     fifo = evaluate(prob, pl, memory_model="peak")
     met = kept_waits(prob, fifo, waits)
     assert met is None or len(met) < len(waits)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("kernels", ["off", "on"])
+def test_ordered_start_is_the_evaluators_or_none_on_a_contradiction(seed, kernels):
+    """Any order (a random topological order of the graph alone, split by device) with waits: the
+    evaluator's start times bit for bit, or None exactly when the evaluator names a contradiction."""
+    from placement.incremental import ordered_start
+    from tests.test_waits import random_order
+
+    rng = random.Random(seed)
+    prob, pl, waits, g, _ = waited_case(seed, rng.randint(3, 12), rng.randint(1, 3), 4, seed % 2 == 0)
+    order = random_order(prob, pl, rng)
+    with kernel_mode(kernels):
+        got = ordered_start(prob, pl, order, g)
+    try:
+        want = evaluate(prob, pl, order=order, waits=waits).start
+    except ScheduleError:
+        assert got is None
+    else:
+        assert got is not None and np.array_equal(got, want)
