@@ -432,8 +432,10 @@ class _Search:
                 fifo = evaluate(self.p, pl, memory_model=self.mm)
                 if _key(self.p, fifo) < _key(self.p, ev):
                     ev = fifo
-        if self.mm == "peak" and not ev.feasible(self.p):
-            # the placement may fit in a memory-aware order (heuristics/memory_order.py)
+        if self.mm == "peak" and not ev.feasible(self.p) and self.waits is None:
+            # the placement may fit in a memory-aware order (heuristics/memory_order.py). Not with
+            # waits: they are what holds the memory there, an order made without them rarely agrees
+            # with them, and making it took 24 s on the 200K LSTM (one batch move's whole slice)
             alt = self._ordered(pl, memory_aware_order(self.p, pl))
             if alt is not None and _key(self.p, alt) < _key(self.p, ev):
                 ev = alt
