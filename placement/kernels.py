@@ -282,6 +282,106 @@ def kept_order_start(at, prev, ptr, nbr, delay_e, dur):
     return start
 
 
+def merge_order(old, changed, added, k1, k2):
+    """``old`` (every node once, sorted by (k1, k2) before the change) without the nodes flagged
+    ``changed``, merged with ``added`` (exactly those nodes, sorted by the new (k1, k2)): every node
+    sorted by (k1, k2), the order np.lexsort((k2, k1)) gives when the pairs are unique. Why: after
+    an accepted move only the re-timed nodes' keys changed; a merge costs O(n), a sort O(n log n)."""
+    n = old.size
+    out = np.empty(n, dtype=np.int64)
+    i = 0
+    j = 0
+    for o in range(n):
+        while i < n and changed[old[i]]:
+            i += 1
+        if j < added.size and (i >= n or k1[added[j]] < k1[old[i]]
+                               or (k1[added[j]] == k1[old[i]] and k2[added[j]] < k2[old[i]])):
+            out[o] = added[j]
+            j += 1
+        else:
+            out[o] = old[i]
+            i += 1
+    return out
+
+
+def order_ties(nodes, key, tie):
+    """``nodes`` sorted stably by ``key`` (numpy's stable argsort: fast on the nearly sorted keys of
+    a cone): each run of equal keys re-sorted by ``tie`` (unique), in place, giving the order by
+    (key, tie) that np.lexsort((tie[nodes], key[nodes])) gives."""
+    i = 0
+    m = nodes.size
+    while i < m:
+        j = i + 1
+        while j < m and key[nodes[j]] == key[nodes[i]]:
+            j += 1
+        if j - i > 16:
+            run = nodes[i:j].copy()
+            ties = np.empty(j - i, dtype=np.int64)
+            for a in range(j - i):
+                ties[a] = tie[run[a]]
+            o = np.argsort(ties)
+            for a in range(j - i):
+                nodes[i + a] = run[o[a]]
+        else:
+            for a in range(i + 1, j):  # insertion sort of a short run
+                v = nodes[a]
+                b = a - 1
+                while b >= i and tie[nodes[b]] > tie[v]:
+                    nodes[b + 1] = nodes[b]
+                    b -= 1
+                nodes[b + 1] = v
+        i = j
+
+
+def device_chains(at, pl, k):
+    """Each device's nodes in position order ``at`` (``at[np.argsort(pl[at], kind="stable")]`` by
+    counting), each device's first slot in it, and every node's device predecessor and successor
+    (-1: none): the chains of IncrementalSchedule.reset."""
+    n = at.size
+    lo = np.zeros(k + 1, dtype=np.int64)
+    for v in range(n):
+        lo[pl[v] + 1] += 1
+    for d in range(k):
+        lo[d + 1] += lo[d]
+    fill = lo[:k].copy()
+    seq = np.empty(n, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
+    nxt = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        v = at[i]
+        d = pl[v]
+        c = fill[d]
+        if c > lo[d]:
+            u = seq[c - 1]
+            prev[v] = u
+            nxt[u] = v
+        seq[c] = v
+        fill[d] = c + 1
+    return seq, lo, prev, nxt
+
+
+def is_fixpoint(start, dur, pl, ptr, nbr, comm_e, prev):
+    """placement.incremental._chains_fixpoint: is every start the latest of its input arrivals
+    (``comm_e`` paid across devices) and its device predecessor's finish, or 0?"""
+    n = dur.size
+    for v in range(n):
+        need = 0.0
+        p = prev[v]
+        if p >= 0:
+            need = start[p] + dur[p]
+        dv = pl[v]
+        for j in range(ptr[v], ptr[v + 1]):
+            u = nbr[j]
+            a = start[u] + dur[u]
+            if pl[u] != dv:
+                a += comm_e[j]
+            if a > need:
+                need = a
+        if need != start[v]:
+            return False
+    return True
+
+
 def tails(seq, pl, dur, ptr, nbr, comm_e, nxt):
     """IncrementalSchedule._tails: in reverse position order, the longest path from each finish to
     the end (device successor first, then successors in CSR order, strictly longer wins)."""
@@ -1300,7 +1400,8 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_queue_pushed", "_ipop", "_segments", "_reoffer", "_avoids", "_outer",
             "_dropped", "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "move_trial",
+_KERNELS = ["bottom_levels", "kept_order_start", "merge_order", "order_ties", "device_chains", "is_fixpoint", "tails",
+            "forest_intervals", "move_trial",
             "spread_pieces", "spread_assign", "chain_walk", "by_parent", "scatter_max", "release_starts",
             "fifo_schedule", "list_schedule"]
 
@@ -1332,6 +1433,10 @@ def _call_each(fast: SimpleNamespace) -> None:
         "bottom_levels": lambda: fast.bottom_levels(ptr, nbr, dly, dur, order),
         "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
+        "merge_order": lambda: fast.merge_order(order, np.array([False, True, False]), order[1:2], dur, order),
+        "device_chains": lambda: fast.device_chains(order, dev, 2),
+        "order_ties": lambda: fast.order_ties(order.copy(), dur, order),
+        "is_fixpoint": lambda: fast.is_fixpoint(dur, dur, dev, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
         "move_trial": lambda: fast.move_trial(
             order[:1], order[1:2], 1.5, 1, 1, 10, order, order, dev, dur, dur, dur, ptr, nbr, dly, ptr, nbr, dly,
