@@ -462,6 +462,13 @@ class IncrementalSchedule:
         after = np.zeros(n + 1)  # after[i]: positions > i-1 ... stored so that after[i + 1] = max over > i
         if n:
             after[:n] = np.maximum.accumulate((dur + tail)[at][::-1])[::-1]
+        fast = kernels.for_size(n)
+        if fast is not None:
+            jump = fast.avoid_jumps(at, pos, prev, self.placement, finish, dur, tail, *self._csr[:3])
+            avoid = np.empty(n)
+            avoid[at] = np.maximum(np.maximum(before[:n], after[1:n + 1]), jump)
+            self._avoid, self._before, self._after = avoid, before, after
+            return
         has = prev >= 0
         src = np.concatenate([p.src, prev[has]])
         dst = np.concatenate([p.dst, np.flatnonzero(has)])
@@ -474,13 +481,8 @@ class IncrementalSchedule:
         if lo.size:
             k = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
             flat = tab.reshape(-1)
-            fast = kernels.for_size(n)
-            if fast is not None:
-                fast.scatter_max(flat, k * (n + 1) + lo, val)
-                fast.scatter_max(flat, k * (n + 1) + hi - (1 << k) + 1, val)
-            else:
-                np.maximum.at(flat, k * (n + 1) + lo, val)
-                np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
+            np.maximum.at(flat, k * (n + 1) + lo, val)
+            np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
             for lev in range(levels - 1, 0, -1):
                 half = 1 << (lev - 1)
                 np.maximum(tab[lev - 1], tab[lev], out=tab[lev - 1])

@@ -282,6 +282,53 @@ def kept_order_start(at, prev, ptr, nbr, delay_e, dur):
     return start
 
 
+def avoid_jumps(at, pos, prev, pl, finish, dur, tail, ptr, nbr, comm_e):
+    """IncrementalSchedule._avoiding's range maximum: per position i, the longest path through an
+    edge a -> b (graph edges with ``comm_e`` across devices, device chains ``prev``) that jumps
+    over it (pos[a] < i < pos[b]), each edge's value spread over two power-of-two blocks and pushed
+    down level by level, as the numpy version does (maxima: the same numbers)."""
+    n = dur.size
+    levels = 1
+    while (1 << levels) <= n:
+        levels += 1
+    tab = np.zeros((levels, n + 1))
+    for b in range(n):
+        db = pl[b]
+        hi = pos[b] - 1
+        for j in range(ptr[b], ptr[b + 1] + 1):
+            if j < ptr[b + 1]:
+                a = nbr[j]
+                val = finish[a]
+                if pl[a] != db:
+                    val += comm_e[j]
+            else:
+                a = prev[b]
+                if a < 0:
+                    break
+                val = finish[a]
+            val = val + dur[b] + tail[b]
+            lo = pos[a] + 1
+            if hi < lo:
+                continue
+            k = 0
+            while (2 << k) <= hi - lo + 1:
+                k += 1
+            if val > tab[k, lo]:
+                tab[k, lo] = val
+            r = hi - (1 << k) + 1
+            if val > tab[k, r]:
+                tab[k, r] = val
+    for lev in range(levels - 1, 0, -1):
+        half = 1 << (lev - 1)
+        for i in range(n + 1):
+            x = tab[lev, i]
+            if x > tab[lev - 1, i]:
+                tab[lev - 1, i] = x
+            if i + half <= n and x > tab[lev - 1, i + half]:
+                tab[lev - 1, i + half] = x
+    return tab[0, :n].copy()
+
+
 def merge_order(old, changed, added, k1, k2):
     """``old`` (every node once, sorted by (k1, k2) before the change) without the nodes flagged
     ``changed``, merged with ``added`` (exactly those nodes, sorted by the new (k1, k2)): every node
@@ -1119,14 +1166,6 @@ def by_parent(ranked, parent):
     return seq
 
 
-def scatter_max(flat, idx, val):
-    """np.maximum.at(flat, idx, val) (maxima: the order does not matter)."""
-    for i in range(idx.size):
-        j = idx[i]
-        if val[i] > flat[j]:
-            flat[j] = val[i]
-
-
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -1400,9 +1439,9 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_queue_pushed", "_ipop", "_segments", "_reoffer", "_avoids", "_outer",
             "_dropped", "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
-_KERNELS = ["bottom_levels", "kept_order_start", "merge_order", "order_ties", "device_chains", "is_fixpoint", "tails",
+_KERNELS = ["bottom_levels", "kept_order_start", "avoid_jumps", "merge_order", "order_ties", "device_chains", "is_fixpoint", "tails",
             "forest_intervals", "move_trial",
-            "spread_pieces", "spread_assign", "chain_walk", "by_parent", "scatter_max", "release_starts",
+            "spread_pieces", "spread_assign", "chain_walk", "by_parent", "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -1435,6 +1474,7 @@ def _call_each(fast: SimpleNamespace) -> None:
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "merge_order": lambda: fast.merge_order(order, np.array([False, True, False]), order[1:2], dur, order),
         "device_chains": lambda: fast.device_chains(order, dev, 2),
+        "avoid_jumps": lambda: fast.avoid_jumps(order, order, np.full(3, -1, dtype=i64), dev, dur, dur, dur, ptr, nbr, dly),
         "order_ties": lambda: fast.order_ties(order.copy(), dur, order),
         "is_fixpoint": lambda: fast.is_fixpoint(dur, dur, dev, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
@@ -1452,7 +1492,6 @@ def _call_each(fast: SimpleNamespace) -> None:
             np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
         "chain_walk": lambda: fast.chain_walk(2, dur, dur + 1.0, np.full(3, -1, dtype=i64), ptr, nbr, dly, 1e-9),
         "by_parent": lambda: fast.by_parent(order, np.array([-1, 0, 0], dtype=i64)),
-        "scatter_max": lambda: fast.scatter_max(np.zeros(3), order, dur),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

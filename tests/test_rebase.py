@@ -181,3 +181,21 @@ def test_ties_ordered_after_a_stable_sort_give_the_lexicographic_order(seed, m, 
     got = nodes[np.argsort(key[nodes], kind="stable")]
     fast.order_ties(got, key, tie)
     assert np.array_equal(got, nodes[np.lexsort((tie[nodes], key[nodes]))])
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 40), k=st.integers(1, 4), fifo=st.booleans())
+def test_the_compiled_avoid_array_is_the_numpy_one(seed, n, k, fifo):
+    """IncrementalSchedule._avoiding with the kernel (kernels.avoid_jumps) and without: the same
+    longest paths avoiding each node, bit for bit (integer times: many equal values)."""
+    require_compiled()
+    prob = random_problem(seed, n, k, zero_time_p=0.3)
+    pl = np.random.default_rng(seed).integers(0, k, size=n)
+    ref = evaluate(prob, pl).start if fifo else evaluate(prob, pl, order=device_order(prob, pl, np.zeros(n))).start
+    got = {}
+    for mode in ("off", "on"):
+        with kernel_mode(mode):
+            inc = IncrementalSchedule(prob, pl, ref)
+            inc._prepare_bounds()
+            got[mode] = (inc._avoid.tobytes(), inc._before.tobytes(), inc._after.tobytes())
+    assert got["on"] == got["off"]
