@@ -292,7 +292,8 @@ def avoid_jumps(at, pos, prev, pl, finish, dur, tail, ptr, nbr, comm_e):
     while (1 << levels) <= n:
         levels += 1
     tab = np.zeros((levels, n + 1))
-    for b in range(n):
+    for i in range(n):  # in position order: the writes near each other (maxima: any order gives the same)
+        b = at[i]
         db = pl[b]
         hi = pos[b] - 1
         for j in range(ptr[b], ptr[b + 1] + 1):
@@ -320,12 +321,10 @@ def avoid_jumps(at, pos, prev, pl, finish, dur, tail, ptr, nbr, comm_e):
                 tab[k, r] = val
     for lev in range(levels - 1, 0, -1):
         half = 1 << (lev - 1)
-        for i in range(n + 1):
-            x = tab[lev, i]
-            if x > tab[lev - 1, i]:
-                tab[lev - 1, i] = x
-            if i + half <= n and x > tab[lev - 1, i + half]:
-                tab[lev - 1, i + half] = x
+        up = tab[lev]
+        down = tab[lev - 1]
+        np.maximum(down, up, down)
+        np.maximum(down[half:], up[:n + 1 - half], down[half:])
     return tab[0, :n].copy()
 
 
