@@ -333,17 +333,28 @@ class IncrementalSchedule:
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
         # Each device's nodes by (ref start, rank): device_order's order (a stable sort of that by device).
-        seq = at[np.argsort(pl[at], kind="stable")]
-        lo = np.searchsorted(pl[seq], np.arange(p.k + 1)).astype(np.int64)
-        prev = np.full(n, -1, dtype=np.int64)
-        nxt = np.full(n, -1, dtype=np.int64)
-        same = pl[seq[1:]] == pl[seq[:-1]]
-        nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
+        fast = kernels.for_size(n)
+        self._off: np.ndarray | None = None  # the nodes whose start is not their reference start (_rebase)
+        start = None
+        if fast is not None:  # chains by counting; the fixpoint test and the re-timing of what breaks it compiled
+            seq, lo, prev, nxt = fast.device_chains(at, pl, p.k)
+            start = np.array(ref, dtype=np.float64)
+            ok, off = fast.retime_order(at, pos, prev, nxt, pl, start, self._time, *self._csr[:5])
+            if ok:
+                self._off = off
+            else:
+                start = None
+        else:
+            seq = at[np.argsort(pl[at], kind="stable")]
+            lo = np.searchsorted(pl[seq], np.arange(p.k + 1)).astype(np.int64)
+            prev = np.full(n, -1, dtype=np.int64)
+            nxt = np.full(n, -1, dtype=np.int64)
+            same = pl[seq[1:]] == pl[seq[:-1]]
+            nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
+            if _chains_fixpoint(p, pl, ref, prev):
+                start = ref
         self._seq_a, self._seq_lo = seq, lo
-        self._by_own_start = _chains_fixpoint(p, pl, ref, prev)  # positions by (start, rank): _rebase may merge
-        if self._by_own_start:
-            start = ref
-        else:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
+        if start is None:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
             start = kept_order_start(p, pl, ref)
             if start is None:
                 start = evaluate(p, pl, order=self._device_lists()).start
@@ -526,48 +537,60 @@ class IncrementalSchedule:
         """Make the trial's schedule the base, its start times the reference.
 
         With the compiled kernels, and the trial tried on this very base, only what the move
-        changed is re-sorted (:meth:`_rebase`); otherwise, or if the trial's schedule is not the
-        fixpoint of its own order, a full :meth:`reset`. Both build the same base (tests)."""
+        changed is re-sorted and re-timed (:meth:`_rebase`); otherwise a full :meth:`reset`. Both
+        build the same base (tests/test_rebase.py)."""
         start, _ = trial.times()
         fast = kernels.for_size(self.problem.n)
-        if (fast is not None and trial.version == self.version and self._by_own_start and isinstance(trial._start, tuple)
-                and trial.complete):
+        if (fast is not None and trial.version == self.version and self._off is not None
+                and isinstance(trial._start, tuple) and trial.complete):
             if self._rebase(fast, trial.placement(), start, trial._start[0]):
                 return
         self.reset(trial.placement(), start)
 
-    def _rebase(self, fast, pl: np.ndarray, start: np.ndarray, changed: np.ndarray) -> bool:
-        """:meth:`reset` after a move whose re-timed nodes are ``changed`` (every node whose start
-        differs from the base's): the positions (by start, rank) and the finish order keep the other
-        nodes' relative order, so the re-timed nodes are sorted alone and merged in (O(n) instead of
-        two sorts of all nodes); the device chains by counting; the fixpoint test compiled. False,
-        nothing changed, when the new order's earliest schedule is not ``start`` (a zero-time node
-        now ordered after a tie; the caller then resets in full, which re-times it)."""
+    def _rebase(self, fast, pl: np.ndarray, ref: np.ndarray, changed: np.ndarray) -> bool:
+        """:meth:`reset` to (``pl``, ``ref``) after a move whose re-timed nodes are ``changed``
+        (every node whose start differs from the base's).
+
+        The positions are by (reference start, rank): only the nodes whose key changed (the
+        re-timed ones, and those whose base start was not their old reference start, ``_off``) are
+        sorted, in the cone's order (nearly sorted already), and merged into the others' order; the
+        device chains are made by counting; the new order's schedule is ``ref`` except where a
+        zero-time node now waits behind a tie, re-timed from there (kernels.retime_order); the
+        finish order is merged likewise. O(n) passes instead of three sorts and a full re-timing.
+        False, nothing changed, if the positions are not topological (not reached for a trial's
+        schedule; the caller then resets in full)."""
         p = self.problem
         n = p.n
-        start = np.ascontiguousarray(start, dtype=np.float64)
-        finish = start + p.time
-        ptr, nbr, comm = self._csr[:3]
-        at_old = self._arrays[0]
-        flag = np.zeros(n, dtype=np.bool_)  # the base's positions are by (its start, rank) here: _by_own_start
-        flag[changed] = True
+        start = np.array(ref, dtype=np.float64)
         rank = np.ascontiguousarray(p.topo_rank, dtype=np.int64)
-        added = changed[np.argsort(start[changed], kind="stable")]  # the cone's order: nearly sorted already
+        flag = np.zeros(n, dtype=np.bool_)
+        flag[changed] = True
+        extra = self._off[~flag[self._off]]
+        flag[extra] = True
+        keys = np.concatenate([changed, extra]) if extra.size else changed
+        added = keys[np.argsort(start[keys], kind="stable")]
         fast.order_ties(added, start, rank)
-        at = fast.merge_order(at_old, flag, added, start, rank)
-        seq, lo, prev, nxt = fast.device_chains(at, pl, p.k)
-        if not fast.is_fixpoint(start, self._time, pl, ptr, nbr, comm, prev):
-            return False
-        self._forget()
-        self._by_own_start = True
+        at = fast.merge_order(self._arrays[0], flag, added, start, rank)
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
+        seq, lo, prev, nxt = fast.device_chains(at, pl, p.k)
+        ok, off = fast.retime_order(at, pos, prev, nxt, pl, start, self._time, *self._csr[:5])
+        if not ok:
+            return False
+        self._forget()
         self._seq_a, self._seq_lo = seq, lo
+        finish = start + p.time
+        moved = np.zeros(n, dtype=np.bool_)  # the nodes whose finish is not the base's
+        moved[changed] = True
+        late = off[~moved[off]]
+        moved[late] = True
+        keys = np.concatenate([changed, late]) if late.size else changed
         neg = -finish
         index = np.arange(n, dtype=np.int64)
-        added = changed[np.argsort(neg[changed], kind="stable")]
+        added = keys[np.argsort(neg[keys], kind="stable")]
         fast.order_ties(added, neg, index)
-        by_finish = fast.merge_order(self._by_finish_a, flag, added, neg, index)
+        by_finish = fast.merge_order(self._by_finish_a, moved, added, neg, index)
+        self._off = off
         self._settle(as_placement(p, pl), start, finish, at, pos, prev, nxt, by_finish)
         return True
 

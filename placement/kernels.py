@@ -406,26 +406,62 @@ def device_chains(at, pl, k):
     return seq, lo, prev, nxt
 
 
-def is_fixpoint(start, dur, pl, ptr, nbr, comm_e, prev):
-    """placement.incremental._chains_fixpoint: is every start the latest of its input arrivals
-    (``comm_e`` paid across devices) and its device predecessor's finish, or 0?"""
+def retime_order(at, pos, prev, nxt, pl, start, dur, pptr, pnbr, pcomm, sptr, snbr):
+    """The earliest schedule of the order ``at`` (positions ``pos``; device chains ``prev`` /
+    ``nxt``) computed from ``start``, a schedule believed to be it: the nodes whose start is not the
+    latest of their input arrivals and device predecessor's finish are re-timed, and what they
+    push, in position order, with kept_order_start's sums (``start`` is changed in place). Returns
+    (1, the re-timed nodes), or (0, none) when the positions are not a topological order of the
+    graph (then ``start`` is untouched). Why: a reference that is not its own order's fixpoint
+    differs from it in a node or two (zero-time nodes tied at one start); a full pass re-times all."""
     n = dur.size
+    heap = np.empty(n, dtype=np.int64)
+    hsize = 0
+    queued = np.zeros(n, dtype=np.bool_)
+    listed = np.empty(n, dtype=np.int64)
+    nl = 0
     for v in range(n):
-        need = 0.0
+        t = 0.0
         p = prev[v]
         if p >= 0:
-            need = start[p] + dur[p]
+            t = start[p] + dur[p]
         dv = pl[v]
-        for j in range(ptr[v], ptr[v + 1]):
-            u = nbr[j]
+        for j in range(pptr[v], pptr[v + 1]):
+            u = pnbr[j]
+            if pos[u] >= pos[v]:
+                return 0, np.empty(0, dtype=np.int64)
             a = start[u] + dur[u]
             if pl[u] != dv:
-                a += comm_e[j]
-            if a > need:
-                need = a
-        if need != start[v]:
-            return False
-    return True
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if t != start[v]:
+            queued[v] = True
+            listed[nl] = v
+            nl += 1
+            _ipush(heap, hsize, pos[v])
+            hsize += 1
+    nodes = np.empty(n, dtype=np.int64)
+    k = 0
+    while hsize > 0:
+        w = at[_ipop(heap, hsize)]
+        hsize -= 1
+        p = prev[w]
+        t = 0.0 if p < 0 else start[p] + dur[p]
+        dw = pl[w]
+        for j in range(pptr[w], pptr[w + 1]):
+            u = pnbr[j]
+            a = start[u] + dur[u]
+            if pl[u] != dw:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if t != start[w]:
+            start[w] = t
+            nodes[k] = w
+            k += 1
+            nl, hsize = _queue_pushed(w, sptr, snbr, nxt, pos, queued, listed, nl, heap, hsize)
+    return 1, nodes[:k].copy()
 
 
 def tails(seq, pl, dur, ptr, nbr, comm_e, nxt):
@@ -1438,8 +1474,8 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_queue_pushed", "_ipop", "_segments", "_reoffer", "_avoids", "_outer",
             "_dropped", "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
-_KERNELS = ["bottom_levels", "kept_order_start", "avoid_jumps", "merge_order", "order_ties", "device_chains", "is_fixpoint", "tails",
-            "forest_intervals", "move_trial",
+_KERNELS = ["bottom_levels", "kept_order_start", "avoid_jumps", "merge_order", "order_ties", "device_chains",
+            "retime_order", "tails", "forest_intervals", "move_trial",
             "spread_pieces", "spread_assign", "chain_walk", "by_parent", "release_starts",
             "fifo_schedule", "list_schedule"]
 
@@ -1473,9 +1509,10 @@ def _call_each(fast: SimpleNamespace) -> None:
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "merge_order": lambda: fast.merge_order(order, np.array([False, True, False]), order[1:2], dur, order),
         "device_chains": lambda: fast.device_chains(order, dev, 2),
+        "retime_order": lambda: fast.retime_order(order, order, np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dev,
+                                                  dur.copy(), dur, ptr, nbr, dly, ptr, nbr),
         "avoid_jumps": lambda: fast.avoid_jumps(order, order, np.full(3, -1, dtype=i64), dev, dur, dur, dur, ptr, nbr, dly),
         "order_ties": lambda: fast.order_ties(order.copy(), dur, order),
-        "is_fixpoint": lambda: fast.is_fixpoint(dur, dur, dev, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
         "move_trial": lambda: fast.move_trial(
             order[:1], order[1:2], 1.5, 1, 1, 10, order, order, dev, dur, dur, dur, ptr, nbr, dly, ptr, nbr, dly,
