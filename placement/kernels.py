@@ -285,48 +285,66 @@ def kept_order_start(at, prev, ptr, nbr, delay_e, dur):
 def avoid_jumps(at, pos, prev, pl, finish, dur, tail, ptr, nbr, comm_e):
     """IncrementalSchedule._avoiding's range maximum: per position i, the longest path through an
     edge a -> b (graph edges with ``comm_e`` across devices, device chains ``prev``) that jumps
-    over it (pos[a] < i < pos[b]), each edge's value spread over two power-of-two blocks and pushed
-    down level by level, as the numpy version does (maxima: the same numbers)."""
+    over it (pos[a] < i < pos[b]). As the numpy version, each edge's value covers its range by two
+    blocks of 2^k positions and the levels are pushed down from the longest blocks to single
+    positions; here the edges are first bucketed by k and the levels kept one row at a time (the
+    full table of the numpy version is 29 MB at 200K nodes). Maxima: the same numbers."""
     n = dur.size
     levels = 1
     while (1 << levels) <= n:
         levels += 1
-    tab = np.zeros((levels, n + 1))
-    for i in range(n):  # in position order: the writes near each other (maxima: any order gives the same)
-        b = at[i]
-        db = pl[b]
-        hi = pos[b] - 1
-        for j in range(ptr[b], ptr[b + 1] + 1):
-            if j < ptr[b + 1]:
-                a = nbr[j]
+    count = np.zeros(levels + 1, dtype=np.int64)
+    for rnd in range(2):  # first count the edges of each level, then place them
+        if rnd == 1:
+            for k in range(levels):
+                count[k + 1] += count[k]
+            total = count[levels]
+            e_val = np.empty(total)
+            e_lo = np.empty(total, dtype=np.int64)
+            e_r = np.empty(total, dtype=np.int64)
+            slot = count[:levels].copy()
+        for i in range(n):
+            b = at[i]
+            db = pl[b]
+            hi = pos[b] - 1
+            for j in range(ptr[b], ptr[b + 1] + 1):
+                if j < ptr[b + 1]:
+                    a = nbr[j]
+                else:
+                    a = prev[b]
+                    if a < 0:
+                        break
+                lo = pos[a] + 1
+                if hi < lo:
+                    continue
+                k = 0
+                while (2 << k) <= hi - lo + 1:
+                    k += 1
+                if rnd == 0:
+                    count[k + 1] += 1
+                    continue
                 val = finish[a]
-                if pl[a] != db:
+                if j < ptr[b + 1] and pl[a] != db:
                     val += comm_e[j]
-            else:
-                a = prev[b]
-                if a < 0:
-                    break
-                val = finish[a]
-            val = val + dur[b] + tail[b]
-            lo = pos[a] + 1
-            if hi < lo:
-                continue
-            k = 0
-            while (2 << k) <= hi - lo + 1:
-                k += 1
-            if val > tab[k, lo]:
-                tab[k, lo] = val
-            r = hi - (1 << k) + 1
-            if val > tab[k, r]:
-                tab[k, r] = val
-    for lev in range(levels - 1, 0, -1):
-        half = 1 << (lev - 1)
-        up = tab[lev]
-        down = tab[lev - 1]
-        np.maximum(down, up, down)
-        np.maximum(down[half:], up[:n + 1 - half], down[half:])
-    return tab[0, :n].copy()
-
+                s = slot[k]
+                e_val[s] = val + dur[b] + tail[b]
+                e_lo[s] = lo
+                e_r[s] = hi - (1 << k) + 1
+                slot[k] = s + 1
+    row = np.zeros(n + 1)
+    for lev in range(levels - 1, -1, -1):
+        if lev < levels - 1:  # push the level above down: its blocks of 2^(lev+1) are two of 2^lev
+            half = 1 << lev
+            up = row
+            row = up.copy()
+            np.maximum(row[half:], up[:n + 1 - half], row[half:])
+        for e in range(count[lev], count[lev + 1]):
+            v = e_val[e]
+            if v > row[e_lo[e]]:
+                row[e_lo[e]] = v
+            if v > row[e_r[e]]:
+                row[e_r[e]] = v
+    return row[:n].copy()
 
 def merge_order(old, changed, added, k1, k2):
     """``old`` (every node once, sorted by (k1, k2) before the change) without the nodes flagged
