@@ -224,3 +224,17 @@ def test_a_base_built_with_the_kernels_is_the_one_built_without(seed, n, k, fifo
     with kernel_mode("off"):
         off = IncrementalSchedule(prob, pl, ref)
         assert_same_state(on, off)
+
+
+def test_the_reschedule_estimate_follows_the_kernels(monkeypatch):
+    """solvers.reschedule.reschedule_seconds: the compiled per-element cost where the kernels run
+    (PLACEMENT_KERNELS=on), the Python loops' where they do not, per node + edge."""
+    from solvers import reschedule as rs
+
+    prob = random_problem(3, 12, 3)
+    monkeypatch.setenv(kernels.MODE_VAR, "off")
+    assert rs.reschedule_seconds(prob) == rs.RESCHEDULE_SECONDS_PER_ELEMENT_PYTHON * (prob.n + prob.m)
+    require_compiled()
+    monkeypatch.setenv(kernels.MODE_VAR, "on")
+    assert rs.reschedule_seconds(prob) == rs.RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
+    assert rs.RESCHEDULE_SECONDS_PER_ELEMENT < rs.RESCHEDULE_SECONDS_PER_ELEMENT_PYTHON
