@@ -231,10 +231,10 @@ def test_the_reschedule_estimate_follows_the_kernels(monkeypatch):
     (PLACEMENT_KERNELS=on), the Python loops' where they do not, per node + edge."""
     from solvers import reschedule as rs
 
+    require_compiled()
     prob = random_problem(3, 12, 3)
     monkeypatch.setenv(kernels.MODE_VAR, "off")
     assert rs.reschedule_seconds(prob) == rs.RESCHEDULE_SECONDS_PER_ELEMENT_PYTHON * (prob.n + prob.m)
-    require_compiled()
     monkeypatch.setenv(kernels.MODE_VAR, "on")
     assert rs.reschedule_seconds(prob) == rs.RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
     assert rs.RESCHEDULE_SECONDS_PER_ELEMENT < rs.RESCHEDULE_SECONDS_PER_ELEMENT_PYTHON
