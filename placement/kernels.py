@@ -5,7 +5,8 @@ pure-Python passes over every node and edge (the list simulations, bottom levels
 re-timing, the tails of the incremental schedule: bench/results_scale.md, "Session 11") and in the
 per-move work of refine (a move's trial: the incremental schedule's overlay, bound and cone, one
 call of :func:`move_trial`; refine's candidates: :func:`chain_walk`, :func:`spread_pieces`,
-:func:`spread_assign`; "Session 12"). With the
+:func:`spread_assign`; "Session 12") and the re-base after an accepted move (:func:`merge_order`,
+:func:`order_ties`, :func:`device_chains`, :func:`retime_order`, :func:`avoid_jumps`; "Session 13"). With the
 optional extra ``fast`` (numba) installed, :func:`for_size` returns compiled versions of them;
 without it, or on small graphs where loading them costs more than it saves, it returns None and the
 callers run their own Python loops, which stay the reference: every kernel here gives the same
