@@ -143,7 +143,7 @@ def chain_home(problem: Problem, opts: SolveOptions) -> Solution:
             keep[feed] = True
             keep[homes[top]] = True
             for v in np.flatnonzero(closed & ~keep).tolist():
-                a = problem.allowed[v]
+                a = allowed[v]  # the other chains' pins stay
                 allowed[v] = others if a is None else tuple(d for d in a if d != 0)
         if any(a is not None and len(a) == 0 for a in allowed):
             tried.append({"variant": label, "makespan": None, "why": "device restrictions"})

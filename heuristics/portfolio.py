@@ -4,7 +4,7 @@ Members run in this order: the linear-time baselines (single, m-topo, greedy-fil
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
 the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
-chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), band-repair
+chain-pin (heuristics/chain_pin.py), chain-home (heuristics/chain_home.py), mem-repair (heuristics/memory_repair.py), band-repair
 (heuristics/band_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
 devices, heuristics/fewer_devices.py). Under the peak model etf and heft run before PARDNN and chain-pin, chain-split
 and weight-bands right after them (PEAK_ORDER; with no capacity on any device the members run as in the static
@@ -34,6 +34,7 @@ from placement.solution import Solution, SolveOptions
 from .memory_order import lower_peak_order
 from .band_repair import band_repair
 from .baselines import greedy_fill, single
+from .chain_home import chain_home
 from .chain_pin import chain_pin
 from .chain_split import chain_split
 from .critical_path import critical_path
@@ -53,7 +54,7 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
     "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "chain-pin": chain_pin,
-    "mem-repair": memory_repair, "band-repair": band_repair,
+    "chain-home": chain_home, "mem-repair": memory_repair, "band-repair": band_repair,
     "fewer-devices": fewer_devices,
 }
 ORDER = tuple(MEMBERS)
@@ -117,7 +118,11 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # fewer-devices runs PARDNN twice per smaller device count; it answers with the best of the runs
 # done when its share ends.
 # mem-repair too: each repair step is one evaluation and a pass over the peak's holders (0.5-3 s at 200K nodes).
-MEMBER_SHARE = {"chain-pin": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
+# chain-home (heuristics/chain_home.py: each accumulation chain beside the weight it updates) right after
+# chain-pin: with memory to spare it answers 408.2 on the 50K LSTM at K = 16 where ETF answers 429.3,
+# and 463.1 at K = 8 where ETF answers 591.8 (bench/results_scale.md, session 13); up to three ETFs,
+# 10 s at 50K nodes; on graphs without chains (CNN, transformer) it gives up at once.
+MEMBER_SHARE = {"chain-pin": 0.3, "chain-home": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
 # The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
 # (solvers/pipeline.py): at most CANDIDATES, best first; a member's placement counts as a
@@ -159,6 +164,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "chain-split": 6e-6 * k, "band-split": 2e-5, "weight-bands": 1e-4, "mem-repair": 3e-6 * k,
         "band-repair": 5e-6 * k,  # ETF, a split and a repair: 20 s at 200K nodes, K = 8 (load 4)
         "chain-pin": 4e-6 * k + 2e-5,  # ETF without the memory check, then a few evaluations
+        "chain-home": 1.2e-5 * k + 2e-5,  # up to three ETFs and six evaluations
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
