@@ -1,7 +1,7 @@
 """heuristics/chain_home.py: on generated LSTMs (memory to spare) every weight's update sits with the
 chain of running sums it reads and the longest chain has a device of its own; the answer is what
 the evaluator measures on the member's own order and beats ETF's and chain-pin's; graphs without
-accumulation chains (CNN, transformer) give up at once; determinism; the portfolio runs it."""
+accumulation chains (CNN, transformer) give up at once; determinism; the portfolio runs it right after ETF (last under the peak model)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ import pytest
 from heuristics.chain_home import MIN_SHARE, chain_home, home_groups
 from heuristics.chain_pin import accumulation_chains, chain_pin
 from heuristics.list_scheduling import etf
-from heuristics.portfolio import ORDER, portfolio
+from heuristics.portfolio import ORDER, PEAK_ORDER, PEAK_TIGHT_ORDER, portfolio
 from placement.bounds import makespan_lower_bound
 from placement.evaluator import evaluate
 from placement.generate import generate
@@ -79,8 +79,9 @@ def test_one_device_gives_up():
     assert chain_home(p, STATIC).status == "unknown"
 
 
-def test_portfolio_runs_it_after_chain_pin_and_keeps_the_best():
-    assert ORDER.index("chain-pin") < ORDER.index("chain-home") < ORDER.index("fewer-devices")
+def test_portfolio_runs_it_after_etf_and_keeps_the_best():
+    assert ORDER.index("etf") + 1 == ORDER.index("chain-home")
+    assert PEAK_ORDER[-1] == "chain-home" and PEAK_TIGHT_ORDER[-1] == "chain-home"
     p = generate("lstm", 1000, seed=1, devices=4, memory_fraction=None)
     sol = portfolio(p, STATIC)
     rec = {m["method"]: m for m in sol.info["members"]}
