@@ -2,7 +2,7 @@
 
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
-the best makespans on large generated graphs (etf, chain-home for unrolled loops: heuristics/chain_home.py, heft, critical-path), then pardnn-balanced,
+the best makespans on large generated graphs (etf, heft, chain-home for unrolled loops: heuristics/chain_home.py, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
 chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), band-repair
 (heuristics/band_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
@@ -51,7 +51,7 @@ from .random_feasible import random_feasible
 
 # The members in the order they run, under their method names.
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
-    "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "chain-home": chain_home, "heft": heft,
+    "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft, "chain-home": chain_home,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
     "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "chain-pin": chain_pin,
@@ -60,8 +60,9 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
 }
 ORDER = tuple(MEMBERS)
 # chain-home (heuristics/chain_home.py: each accumulation chain beside the weight it updates) right after
-# etf: with memory to spare it answers 408.2 on the 50K LSTM at K = 16 where ETF answers 429.3, and
-# 463.1 at K = 8 where ETF answers 591.8 (bench/results_scale.md, session 13); about 10 s at 50K nodes
+# heft, the last of the members the pipeline sizes the warm budget for (solvers/pipeline.py WARM_FIRST):
+# with memory to spare it answers 408.2 on the 50K LSTM at K = 16 where ETF answers 429.3, and 463.1
+# at K = 8 where ETF answers 591.8 (bench/results_scale.md, session 13); about 10 s at 50K nodes
 # (three ETFs), so after chain-pin it found no warm budget left at 120 s. On graphs without chains
 # (CNN, transformer) it gives up at once and costs the members after it nothing. Its ETF plans no
 # memory: under the peak model it runs last (LAST_UNDER_PEAK).

@@ -1,7 +1,7 @@
 """heuristics/chain_home.py: on generated LSTMs (memory to spare) every weight's update sits with the
 chain of running sums it reads and the longest chain has a device of its own; the answer is what
 the evaluator measures on the member's own order and beats ETF's and chain-pin's; graphs without
-accumulation chains (CNN, transformer) give up at once; determinism; the portfolio runs it right after ETF (last under the peak model)."""
+accumulation chains (CNN, transformer) give up at once; determinism; the portfolio runs it right after HEFT (last under the peak model)."""
 from __future__ import annotations
 
 import numpy as np
@@ -79,8 +79,8 @@ def test_one_device_gives_up():
     assert chain_home(p, STATIC).status == "unknown"
 
 
-def test_portfolio_runs_it_after_etf_and_keeps_the_best():
-    assert ORDER.index("etf") + 1 == ORDER.index("chain-home")
+def test_portfolio_runs_it_after_heft_and_keeps_the_best():
+    assert ORDER.index("heft") + 1 == ORDER.index("chain-home")
     assert PEAK_ORDER[-1] == "chain-home" and PEAK_TIGHT_ORDER[-1] == "chain-home"
     p = generate("lstm", 1000, seed=1, devices=4, memory_fraction=None)
     sol = portfolio(p, STATIC)
