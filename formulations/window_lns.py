@@ -39,8 +39,8 @@ from typing import Callable
 import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.evaluator import Evaluation, check
-from placement.incremental import IncrementalSchedule
+from placement.evaluator import Evaluation, ScheduleError, check, evaluate
+from placement.incremental import IncrementalSchedule, TimingGraph, timing_graph
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -69,7 +69,7 @@ def window_at(base: IncrementalSchedule, center: int, size: int) -> tuple[int, i
     """Positions [lo, hi) of about ``size`` nodes around ``center`` in the base schedule's
     (start, topological rank) order, and that order."""
     p = base.problem
-    seq = np.lexsort((p.topo_rank, base.start))
+    seq = np.lexsort((base.graph.rank, base.start))
     pos = int(np.flatnonzero(seq == center)[0])
     lo = max(0, min(pos - size // 2, p.n - size))
     return lo, min(p.n, lo + size), seq
@@ -82,12 +82,13 @@ def _scale(values: list[np.ndarray], makespan: float) -> float:
     return MODEL_UNITS / max(makespan, 1e-12)
 
 
-def _hint_starts(p: Problem, win: np.ndarray, dur: np.ndarray, pl: np.ndarray, finish_int: np.ndarray,
+def _hint_starts(g: TimingGraph, win: np.ndarray, dur: np.ndarray, pl: np.ndarray, finish_int: np.ndarray,
                  comm_int: np.ndarray, last_before: np.ndarray, in_win: np.ndarray) -> dict[int, int]:
     """Integer starts of the window's nodes on the incumbent's placement and order, earliest under
-    the model's (rounded-up) data: a feasible solution of the window model to hint it with."""
+    the model's (rounded-up) data: a feasible solution of the window model to hint it with. ``g``:
+    the timing graph (the problem's edges and the waits, placement.incremental.TimingGraph)."""
     d_of = {v: int(dur[i]) for i, v in enumerate(win.tolist())}
-    ptr, nbr, eid = p.pred_ptr
+    ptr, nbr, eid = g.pred_ptr
     s: dict[int, int] = {}
     e: dict[int, int] = {}
     free = {d: (int(finish_int[b]) if b >= 0 else 0) for d, b in enumerate(last_before.tolist())}
@@ -103,15 +104,15 @@ def _hint_starts(p: Problem, win: np.ndarray, dur: np.ndarray, pl: np.ndarray, f
     return s
 
 
-def _hint_makespan(p: Problem, win: np.ndarray, hint: dict[int, int], dur: np.ndarray, pl: np.ndarray,
+def _hint_makespan(p: Problem, g: TimingGraph, win: np.ndarray, hint: dict[int, int], dur: np.ndarray, pl: np.ndarray,
                    up: Callable[[float], np.ndarray], tail: np.ndarray, first_after: np.ndarray, e_out: np.ndarray,
                    const_int: int) -> int:
     """The objective of the hinted solution (the model's M under the incumbent's placement)."""
     end = {v: hint[v] + int(dur[i]) for i, v in enumerate(win.tolist())}
     best = max([const_int] + list(end.values()))
     for j in e_out.tolist():
-        u, w = int(p.src[j]), int(p.dst[j])
-        c = int(up(p.comm[j])) if pl[u] != pl[w] else 0
+        u, w = int(g.src[j]), int(g.dst[j])
+        c = int(up(g.comm[j])) if pl[u] != pl[w] else 0
         best = max(best, end[u] + c + int(up(p.time[w] + tail[w])))
     last: dict[int, int] = {}
     for v in win.tolist():
@@ -154,7 +155,11 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         a = nodes_a[after[nodes_a]] if nodes_a.size else nodes_a
         last_before[d] = b[-1] if b.size else -1
         first_after[d] = a[0] if a.size else -1
-    src, dst, comm = p.src, p.dst, p.comm
+    # The edges the model times: the graph's and the incumbent's waits (zero bytes, the wait's
+    # latency across devices as their transfer), so each wait is a constraint of the model, as in
+    # the evaluator; static memory counts nodes only, which waits do not change.
+    tg = base.graph
+    src, dst, comm = tg.src, tg.dst, tg.comm
     e_in = np.flatnonzero(in_win[dst] & before[src])  # fixed input -> window
     e_ww = np.flatnonzero(in_win[src] & in_win[dst])
     e_out = np.flatnonzero(in_win[src] & after[dst])  # window -> re-timed after
@@ -179,7 +184,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
     if roots.size:
         const.append(float((p.time[roots] + tail[roots]).max()))
     dur = up(p.time[win])
-    hint = _hint_starts(p, win, dur, pl, up(finish), up(comm), last_before, in_win)
+    hint = _hint_starts(tg, win, dur, pl, up(finish), up(comm), last_before, in_win)
     rest_max = int(up(float((p.time[after] + tail[after]).max(initial=0.0)))) + int(up(float(comm.max(initial=0.0))))
     horizon = int(max(hint.values(), default=0)) + int(dur.sum()) + 1
 
@@ -280,7 +285,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
             if terms:
                 m.add(sum(terms) <= room)
     m.minimize(mk)
-    m.add_hint(mk, _hint_makespan(p, win, hint, dur, pl, up, tail, first_after, e_out, const_int=int(up(max(const)))))
+    m.add_hint(mk, _hint_makespan(p, tg, win, hint, dur, pl, up, tail, first_after, e_out, const_int=int(up(max(const)))))
     where_w = {v: i for i, v in enumerate(win.tolist())}
     for v in win.tolist():  # hint: the incumbent, re-timed with the model's integers
         m.add_hint(s_var[v], int(hint[v]))
@@ -299,7 +304,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         if solver.boolean_value(lit_v):
             new_pl[v] = d
     s_win = {v: solver.value(s_var[v]) for v in win.tolist()}
-    rank = p.topo_rank
+    rank = tg.rank
     order: list[list[int]] = []
     for d in range(k):
         nodes = np.asarray(base.order[d], dtype=np.int64)
@@ -309,10 +314,19 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
     return new_pl, order, solver.objective_value / f
 
 
-def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memory_model: str) -> Evaluation | None:
+def timed(problem: Problem, placement: np.ndarray, order: list[list[int]], memory_model: str,
+          waits: list[tuple[int, int]] | None = None) -> Evaluation | None:
     """The schedule running each device's positive-time nodes in ``order`` as early as possible
     (zero-time nodes start when their inputs arrive: the contract lets them coincide with anything),
-    measured by the evaluator's checker; None if the order contradicts the graph."""
+    measured by the evaluator's checker; None if the order contradicts the graph.
+
+    With ``waits``: the evaluator's ordered schedule of the whole ``order`` with the waits (zero-time
+    nodes then keep their place in the order too), None if they close a cycle with it."""
+    if waits:
+        try:
+            return evaluate(problem, placement, order=order, memory_model=memory_model, waits=waits)
+        except ScheduleError:
+            return None
     busy = []
     for seq in order:
         nodes = np.asarray(seq, dtype=np.int64)
@@ -360,27 +374,35 @@ class WindowSearch:
     def __init__(self, problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *,
                  memory_model: str = "static", window: int = 300, window_seconds: float = 5.0,
                  stats: LnsStats | None = None, say: Callable[[str], None] | None = None,
-                 select: str = "critical") -> None:
+                 select: str = "critical", waits: list[tuple[int, int]] | None = None) -> None:
         if select not in SELECT:
             raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
         self.p, self.opts, self.memory_model = problem, opts, memory_model
         self.window_seconds, self.select, self.say = window_seconds, select, say
         self.stats = stats or LnsStats()
         self.rng = np.random.default_rng(opts.seed)
-        self.base = IncrementalSchedule(problem, placement, start)
-        self.best_ev = timed(problem, self.base.placement, self.base.order, memory_model)
+        self.base = IncrementalSchedule(problem, placement, start, timing_graph(problem, waits))
+        self.best_ev = timed(problem, self.base.placement, self.base.order, memory_model, self.waits)
         self.stats.start_makespan = self.stats.best_makespan = self.best_ev.makespan
         self.size = min(window, problem.n)
         self.tried: set[int] = set()
         self.mask = problem.allowed_mask()  # (n, K): the same for every window
 
-    def adopt(self, ev: Evaluation) -> bool:
-        """Continue from the schedule ``ev`` (placement and start times) when it is shorter than
-        the search's own best; True if adopted."""
+    @property
+    def waits(self) -> list[tuple[int, int]] | None:
+        """The waits every window keeps (model constraints, and the evaluator's with the answer's order)."""
+        return self.base.graph.wait_list
+
+    def adopt(self, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
+        """Continue from the schedule ``ev`` (placement and start times, meeting ``waits``, which the
+        search keeps from here on) when it is shorter than the search's own best; True if adopted."""
         eps = 1e-9 * max(1.0, self.best_ev.makespan)
         if ev.makespan >= self.best_ev.makespan - eps:
             return False
-        self.base.reset(ev.placement, ev.start)
+        if (waits or self.waits is not None) and (list(map(tuple, waits)) if waits else None) != self.waits:
+            self.base = IncrementalSchedule(self.p, ev.placement, ev.start, timing_graph(self.p, waits))
+        else:
+            self.base.reset(ev.placement, ev.start)
         self.best_ev = ev
         self.stats.best_makespan = ev.makespan
         self.tried.clear()
@@ -431,7 +453,7 @@ class WindowSearch:
             new_pl, order, promised = got
             if promised >= self.best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
                 continue
-            ev = timed(p, new_pl, order, self.memory_model)
+            ev = timed(p, new_pl, order, self.memory_model, self.waits)
             if ev is not None and ev.feasible(p) and ev.makespan < self.best_ev.makespan - eps:
                 stats.improved += 1
                 self.best_ev = ev
@@ -445,7 +467,8 @@ class WindowSearch:
 
 def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,
         memory_model: str = "static", window: int = 300, window_seconds: float = 5.0, stats: LnsStats | None = None,
-        say: Callable[[str], None] | None = None, select: str = "critical") -> tuple[np.ndarray, Evaluation]:
+        say: Callable[[str], None] | None = None, select: str = "critical",
+        waits: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, Evaluation]:
     """Improve the schedule (``placement``, ``start``: a valid schedule of it) window by window
     until ``deadline`` (time.monotonic()). Returns the best placement and its evaluation (the
     schedule of :func:`timed`), never worse than that of the input's order. Deterministic given
@@ -454,8 +477,11 @@ def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveO
     ``select``: "critical" centres each window on a random untried critical node; "sweep" walks
     the critical nodes in time order; "focus" is "critical" with only the critical nodes and their
     neighbours free to change device (the rest of the window is re-sequenced only); "pair" frees
-    the devices of only the two devices exchanging the most critical transfer time in the window."""
+    the devices of only the two devices exchanging the most critical transfer time in the window.
+
+    ``waits`` (met by ``start``): control dependencies every window keeps, as model constraints
+    and in the evaluator's schedule of the answer (docs/peak.md, "Waits in the search")."""
     search = WindowSearch(problem, placement, start, opts, memory_model=memory_model, window=window,
-                          window_seconds=window_seconds, stats=stats, say=say, select=select)
+                          window_seconds=window_seconds, stats=stats, say=say, select=select, waits=waits)
     best = search.run(deadline)
     return best.placement, best

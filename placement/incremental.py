@@ -38,33 +38,124 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 from . import kernels
-from .evaluator import Evaluation, MeasuredOnRead, as_placement, edge_delay, evaluate, static_memory
+from .evaluator import (Evaluation, MeasuredOnRead, ScheduleError, as_placement, as_waits, edge_delay, evaluate,
+                        static_memory, wait_delay)
 from .problem import Problem
 
 BOUND_VISITS = (4, 4096)  # the forward bound gives up after 4 * moved nodes + 4096 visits
 WITNESSES = 64  # nodes of longest paths checked first by every bounded trial (IncrementalSchedule._bound)
 
 
-def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray) -> list[list[int]]:
+@dataclass(frozen=True)
+class TimingGraph:
+    """What a kept-order schedule is timed by besides its device chains: the graph's edges and, after
+    them, the waits (u, v) (docs/model.md, "Waits") as edges that carry no bytes, each with the
+    evaluator's ``wait_delay`` as its "transfer", paid only when u and v are on different devices,
+    as a transfer is. So every path, tail, head and bound of the incremental schedule counts a wait
+    the way the evaluator's ordered schedule does, whatever devices its ends move to; the memory
+    is measured on the problem's own edges (a wait holds no tensor).
+
+    ``rank``: a topological rank of graph + waits that breaks ties of equal start times (the
+    problem's ``topo_rank`` when every wait goes forward in it, always so without waits).
+    ``edges``: the problem's edges, ``src.size - edges`` the waits after them."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    comm: np.ndarray
+    pred_ptr: tuple[np.ndarray, np.ndarray, np.ndarray]
+    succ_ptr: tuple[np.ndarray, np.ndarray, np.ndarray]
+    rank: np.ndarray
+    waits: np.ndarray  # (w, 2) node indices
+    edges: int
+
+    def delay(self, problem: Problem, placement: np.ndarray) -> np.ndarray:
+        """Per edge (the problem's, then the waits), the time actually paid on ``placement``."""
+        if not self.waits.size:
+            return edge_delay(problem, placement)
+        return np.where(placement[self.src] != placement[self.dst], self.comm, 0.0)
+
+    @property
+    def wait_list(self) -> list[tuple[int, int]] | None:
+        """The waits as pairs for a Solution or the evaluator (None without waits)."""
+        return [(int(u), int(v)) for u, v in self.waits.tolist()] if self.waits.size else None
+
+
+def _csr(a: np.ndarray, b: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ptr, node, edge): the edges a -> b grouped by a, in edge order (as Problem.succ_ptr)."""
+    order = np.argsort(a, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=n), out=ptr[1:])
+    return ptr, b[order].astype(np.int64), order.astype(np.int64)
+
+
+def timing_graph(problem: Problem, waits: Sequence[Sequence[int]] | np.ndarray | None = None) -> TimingGraph:
+    """The problem's edges plus ``waits`` (pairs of node indices or ids) as a :class:`TimingGraph`;
+    without waits the problem's own arrays, so every result stays bit for bit. Raises
+    ScheduleError when the waits close a cycle with the graph."""
+    w = as_waits(problem, waits) if waits is not None else np.zeros((0, 2), dtype=np.int64)
+    if not w.size:
+        return TimingGraph(problem.src, problem.dst, problem.comm, problem.pred_ptr, problem.succ_ptr,
+                           problem.topo_rank, w, problem.m)
+    n = problem.n
+    src = np.concatenate([problem.src, w[:, 0]]).astype(np.int64)
+    dst = np.concatenate([problem.dst, w[:, 1]]).astype(np.int64)
+    comm = np.concatenate([np.asarray(problem.comm, dtype=np.float64), np.full(len(w), wait_delay(problem))])
+    succ = _csr(src, dst, n)
+    rank = problem.topo_rank
+    if np.any(rank[w[:, 0]] >= rank[w[:, 1]]):
+        rank = _rank_with(problem, succ, dst)
+    return TimingGraph(src, dst, comm, _csr(dst, src, n), succ, rank, w, problem.m)
+
+
+def _rank_with(problem: Problem, succ: tuple[np.ndarray, np.ndarray, np.ndarray], dst: np.ndarray) -> np.ndarray:
+    """A topological rank of the graph plus waits (succ: their CSR), taking among the nodes whose
+    predecessors are all ranked the one first in ``topo_rank`` (so without waits: topo_rank)."""
+    n = problem.n
+    ptr, nbr, _ = succ
+    ptr_l, nbr_l = ptr.tolist(), nbr.tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    base = problem.topo_rank.tolist()
+    heap = [(base[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    rank = [0] * n
+    done = 0
+    while heap:
+        _, v = heapq.heappop(heap)
+        rank[v] = done
+        done += 1
+        for w in nbr_l[ptr_l[v]:ptr_l[v + 1]]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (base[w], w))
+    if done != n:
+        raise ScheduleError("the waits close a cycle with the graph")
+    return np.asarray(rank, dtype=np.int64)
+
+
+def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray,
+                 rank: np.ndarray | None = None) -> list[list[int]]:
     """Per-device node order by (reference start, topological rank): the order the incremental
-    schedule keeps (the same as solvers.refine.order_of)."""
-    seq = np.lexsort((problem.topo_rank, ref_start, placement))
+    schedule keeps (the same as solvers.refine.order_of). ``rank``: a :class:`TimingGraph`'s, when
+    the schedule has waits."""
+    seq = np.lexsort((problem.topo_rank if rank is None else rank, ref_start, placement))
     bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
 
 
-def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, order: list[list[int]]) -> bool:
+def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, order: list[list[int]],
+                 graph: TimingGraph | None = None) -> bool:
     """Is ``start`` already the earliest schedule of ``order`` (every start the latest of its input
-    arrivals and its device predecessor's finish, or 0)? Then re-timing it would change nothing:
-    the recurrence has one solution on a DAG. (After an accepted move, the common case.)"""
+    arrivals, waits (``graph``) and its device predecessor's finish, or 0)? Then re-timing it would
+    change nothing: the recurrence has one solution on a DAG. (After an accepted move, the common case.)"""
     finish = start + problem.time
     need = np.zeros(problem.n)
-    arrive = finish[problem.src] + edge_delay(problem, placement)
-    np.maximum.at(need, problem.dst, arrive)
+    _arrivals(problem, placement, finish, need, graph)
     for seq in order:
         if len(seq) > 1:
             a = np.asarray(seq, dtype=np.int64)
@@ -72,18 +163,28 @@ def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, ord
     return bool(np.array_equal(need, start))
 
 
-def _chains_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, prev: np.ndarray) -> bool:
+def _arrivals(problem: Problem, placement: np.ndarray, finish: np.ndarray, need: np.ndarray,
+              graph: TimingGraph | None) -> None:
+    """``need[v]`` raised to the latest arrival of v's inputs (and waits: ``graph``)."""
+    if graph is None or not graph.waits.size:
+        np.maximum.at(need, problem.dst, finish[problem.src] + edge_delay(problem, placement))
+    else:
+        np.maximum.at(need, graph.dst, finish[graph.src] + graph.delay(problem, placement))
+
+
+def _chains_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, prev: np.ndarray,
+                     graph: TimingGraph | None = None) -> bool:
     """:func:`_is_fixpoint` with the device chains given as each node's predecessor (-1: none)."""
     finish = start + problem.time
     need = np.zeros(problem.n)
-    arrive = finish[problem.src] + edge_delay(problem, placement)
-    np.maximum.at(need, problem.dst, arrive)
+    _arrivals(problem, placement, finish, need, graph)
     has = np.flatnonzero(prev >= 0)
     need[has] = np.maximum(need[has], finish[prev[has]])
     return bool(np.array_equal(need, start))
 
 
-def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndarray) -> np.ndarray | None:
+def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndarray,
+                     graph: TimingGraph | None = None) -> np.ndarray | None:
     """The start times of the evaluator's ordered schedule of ``placement`` with each device's
     nodes in (``ref_start``, topological rank) order (``device_order``), in one pass.
 
@@ -94,23 +195,28 @@ def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndar
     of the graph and of these chains (docs/scale.md, "Incremental evaluation"), so each node can
     be timed once, after its inputs and its device predecessor, with the evaluator's sums and
     maxima: the result equals it bit for bit (tests/test_incremental.py). None when the order is
-    not topological (``ref_start`` was not a schedule): then ask the evaluator."""
+    not topological (``ref_start`` was not a schedule): then ask the evaluator.
+
+    ``graph``: with waits (:func:`timing_graph`), each wait times its node as an input does, ties
+    broken by the graph's rank: the evaluator's ordered schedule with those waits."""
     n = problem.n
+    g = timing_graph(problem) if graph is None else graph
     ref = np.asarray(ref_start, dtype=float)
-    at = np.lexsort((problem.topo_rank, ref))
+    at = np.lexsort((g.rank, ref))
     pos = np.empty(n, dtype=np.int64)
     pos[at] = np.arange(n)
-    if np.any(pos[problem.src] >= pos[problem.dst]):
+    if np.any(pos[g.src] >= pos[g.dst]):
         return None
     seq = at[np.argsort(placement[at], kind="stable")]  # per device, in position order
     prev = np.full(n, -1, dtype=np.int64)
     same = placement[seq[1:]] == placement[seq[:-1]]
     prev[seq[1:][same]] = seq[:-1][same]
-    ptr, nbr, eid = problem.pred_ptr
+    ptr, nbr, eid = g.pred_ptr
+    delay = g.delay(problem, placement)[eid]
     fast = kernels.for_size(n)
     if fast is not None:
-        return fast.kept_order_start(at, prev, ptr, nbr, edge_delay(problem, placement)[eid], problem.time)
-    ptr_l, nbr_l, delay_l = ptr.tolist(), nbr.tolist(), edge_delay(problem, placement)[eid].tolist()
+        return fast.kept_order_start(at, prev, ptr, nbr, delay, problem.time)
+    ptr_l, nbr_l, delay_l = ptr.tolist(), nbr.tolist(), delay.tolist()
     dur, prev_l = problem.time.tolist(), prev.tolist()
     start = [0.0] * n
     fin = [0.0] * n
@@ -126,16 +232,57 @@ def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndar
     return np.asarray(start)
 
 
+def ordered_start(problem: Problem, placement: np.ndarray, order: list[list[int]], graph: TimingGraph) -> np.ndarray | None:
+    """The start times of the evaluator's ordered schedule of ``order`` (every node once, each on its
+    own device) with ``graph``'s waits, or None when the order contradicts a wait (or the graph).
+
+    Why: an order made without the waits (a priority list of refine's batch move) may run v
+    before u on one device against a wait (u, v); the evaluator then names the wait, through a
+    networkx search that cost 0.75 s per batch move at 50K nodes. Here a cycle is just None: the
+    same Kahn pass as the evaluator's (the same sums and maxima: its times bit for bit)."""
+    n = problem.n
+    chain_a = [np.asarray(seq[:-1], dtype=np.int64) for seq in order if len(seq) > 1]
+    chain_c = [np.asarray(seq[1:], dtype=np.int64) for seq in order if len(seq) > 1]
+    a = np.concatenate(chain_a) if chain_a else np.zeros(0, dtype=np.int64)
+    c = np.concatenate(chain_c) if chain_c else np.zeros(0, dtype=np.int64)
+    src = np.concatenate([graph.src, a])
+    dst = np.concatenate([graph.dst, c])
+    dly = np.concatenate([graph.delay(problem, placement), np.zeros(a.size)])
+    ptr, nbr, eid = _csr(src, dst, n)
+    indeg = np.bincount(dst, minlength=n)
+    fast = kernels.for_size(n)
+    if fast is not None:
+        start, done = fast.release_starts(ptr, nbr, dly[eid], indeg, problem.time, np.zeros(n))
+        return start if done == n else None
+    ptr_l, nbr_l, dly_l, deg, dur = ptr.tolist(), nbr.tolist(), dly[eid].tolist(), indeg.tolist(), problem.time.tolist()
+    st = [0.0] * n
+    stack = [v for v in range(n) if deg[v] == 0]
+    done = 0
+    while stack:
+        v = stack.pop()
+        done += 1
+        f = st[v] + dur[v]
+        for j in range(ptr_l[v], ptr_l[v + 1]):
+            w = nbr_l[j]
+            t = f + dly_l[j]
+            if t > st[w]:
+                st[w] = t
+            deg[w] -= 1
+            if deg[w] == 0:
+                stack.append(w)
+    return np.asarray(st) if done == n else None
+
+
 def ordered_evaluation(problem: Problem, placement: np.ndarray, order: list[list[int]], start: np.ndarray,
-                       memory_model: str = "static") -> Evaluation | None:
-    """The evaluator's Evaluation of ``placement`` run in ``order``, given start times believed to
+                       memory_model: str = "static", graph: TimingGraph | None = None) -> Evaluation | None:
+    """The evaluator's Evaluation of ``placement`` run in ``order`` (with ``graph``'s waits), given start times believed to
     be its schedule (e.g. a list simulation's, solvers/reschedule.py): None unless ``start`` is the
     earliest schedule of ``order`` (one vectorised check instead of re-timing every node in
     Python; the recurrence has one solution on a DAG, so the times are the evaluator's bit for
     bit). Memory is measured by the evaluator's own functions. ``order`` must hold every node once,
     each on its own device (as a list simulation's does)."""
     start = np.asarray(start, dtype=float)
-    if not _is_fixpoint(problem, placement, start, order):
+    if not _is_fixpoint(problem, placement, start, order, graph):
         return None
     finish = start + problem.time
     return MeasuredOnRead(problem, placement=placement, start=start, finish=finish,
@@ -272,7 +419,7 @@ def _graph_lists(s: IncrementalSchedule) -> None:
     d["_succs"] = [snbr[sptr[v]:sptr[v + 1]] for v in range(p.n)]
     d["_succ_comm"] = [scomm[sptr[v]:sptr[v + 1]] for v in range(p.n)]
     d["_dur"] = p.time.tolist()
-    d["_rank"] = p.topo_rank.tolist()
+    d["_rank"] = s.graph.rank.tolist()
 
 
 _GRAPH = ("_preds", "_succs", "_succ_comm", "_dur", "_rank")  # made once, by _graph_lists, on first use
@@ -300,17 +447,22 @@ class IncrementalSchedule:
     FIFO or ordered schedule); :meth:`commit` a trial to make it the new base (its start times
     become the new reference, as refine does when it accepts a move)."""
 
-    def __init__(self, problem: Problem, placement: np.ndarray, ref_start: np.ndarray) -> None:
+    def __init__(self, problem: Problem, placement: np.ndarray, ref_start: np.ndarray,
+                 waits: Sequence[Sequence[int]] | np.ndarray | TimingGraph | None = None) -> None:
         self.problem = problem
         p = problem
-        ptr, nbr, eid = p.pred_ptr
-        comm = p.comm[eid]
-        sptr, snbr, seid = p.succ_ptr
+        # The waits (u, v) are edges of the timing graph: every path below counts them as the
+        # evaluator does (TimingGraph). A move of u or v keeps the wait; only its latency follows the devices.
+        self.graph = waits if isinstance(waits, TimingGraph) else timing_graph(problem, waits)
+        g = self.graph
+        ptr, nbr, eid = g.pred_ptr
+        comm = g.comm[eid]
+        sptr, snbr, seid = g.succ_ptr
         i64, f64 = np.int64, np.float64
         # The graph as flat arrays for the compiled trial (kernels.move_trial), in the dtypes it was compiled for.
         self._csr = (np.ascontiguousarray(ptr, dtype=i64), np.ascontiguousarray(nbr, dtype=i64),
                      np.ascontiguousarray(comm, dtype=f64), np.ascontiguousarray(sptr, dtype=i64),
-                     np.ascontiguousarray(snbr, dtype=i64), np.ascontiguousarray(p.comm[seid], dtype=f64))
+                     np.ascontiguousarray(snbr, dtype=i64), np.ascontiguousarray(g.comm[seid], dtype=f64))
         self._time = np.ascontiguousarray(p.time, dtype=f64)
         self._flags: tuple | None = None  # the compiled trial's scratch flags and values, all clear between trials
         self.version = 0  # counts re-bases (Trial.version)
@@ -329,7 +481,7 @@ class IncrementalSchedule:
         ref = np.asarray(ref_start, dtype=float)
         # Positions in (ref start, rank) order: a topological order of the graph plus the chains of
         # any placement ordered this way; the cone is re-timed in it (a heap of positions).
-        at = np.lexsort((p.topo_rank, ref))
+        at = np.lexsort((self.graph.rank, ref))
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
         # Each device's nodes by (ref start, rank): device_order's order (a stable sort of that by device).
@@ -351,13 +503,13 @@ class IncrementalSchedule:
             nxt = np.full(n, -1, dtype=np.int64)
             same = pl[seq[1:]] == pl[seq[:-1]]
             nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
-            if _chains_fixpoint(p, pl, ref, prev):
+            if _chains_fixpoint(p, pl, ref, prev, self.graph):
                 start = ref
         self._seq_a, self._seq_lo = seq, lo
         if start is None:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
-            start = kept_order_start(p, pl, ref)
+            start = kept_order_start(p, pl, ref, self.graph)
             if start is None:
-                start = evaluate(p, pl, order=self._device_lists()).start
+                start = evaluate(p, pl, order=self._device_lists(), waits=self.graph.wait_list).start
         start = np.ascontiguousarray(start, dtype=np.float64)
         finish = start + p.time
         self._settle(pl, start, finish, at, pos, prev, nxt, np.argsort(-finish, kind="stable"))
@@ -431,9 +583,9 @@ class IncrementalSchedule:
         n = self.problem.n
         fast = kernels.for_size(n)
         if fast is not None:
-            p = self.problem
-            ptr, nbr, eid = p.succ_ptr
-            self._tail_a, self._tail_next_a = fast.tails(at, self.placement, p.time, ptr, nbr, p.comm[eid], nxt_a)
+            p, g = self.problem, self.graph
+            ptr, nbr, eid = g.succ_ptr
+            self._tail_a, self._tail_next_a = fast.tails(at, self.placement, p.time, ptr, nbr, g.comm[eid], nxt_a)
             return
         pl, dur, succs, nxt = self._pl, self._dur, self._succs, self._next
         comm = self._succ_comm
@@ -481,9 +633,10 @@ class IncrementalSchedule:
             self._avoid, self._before, self._after = avoid, before, after
             return
         has = prev >= 0
-        src = np.concatenate([p.src, prev[has]])
-        dst = np.concatenate([p.dst, np.flatnonzero(has)])
-        val = finish[src] + np.concatenate([edge_delay(p, self.placement), np.zeros(int(has.sum()))]) + dur[dst] + tail[dst]
+        g = self.graph
+        src = np.concatenate([g.src, prev[has]])
+        dst = np.concatenate([g.dst, np.flatnonzero(has)])
+        val = finish[src] + np.concatenate([g.delay(p, self.placement), np.zeros(int(has.sum()))]) + dur[dst] + tail[dst]
         lo, hi = pos[src] + 1, pos[dst] - 1  # the positions an edge jumps over, inclusive
         keep = hi >= lo
         lo, hi, val = lo[keep], hi[keep], val[keep]
@@ -511,9 +664,10 @@ class IncrementalSchedule:
         p = self.problem
         start, finish = self.start, self.finish
         parent = np.full(p.n, -1, dtype=np.int64)
-        arrive = finish[p.src] + edge_delay(p, self.placement)
-        tight = np.flatnonzero(arrive == start[p.dst])
-        parent[p.dst[tight]] = p.src[tight]
+        g = self.graph
+        arrive = finish[g.src] + g.delay(p, self.placement)
+        tight = np.flatnonzero(arrive == start[g.dst])
+        parent[g.dst[tight]] = g.src[tight]
         has = prev >= 0
         chain = np.flatnonzero(has)
         tight_c = chain[finish[prev[chain]] == start[chain]]
@@ -562,7 +716,7 @@ class IncrementalSchedule:
         p = self.problem
         n = p.n
         start = np.array(ref, dtype=np.float64)
-        rank = np.ascontiguousarray(p.topo_rank, dtype=np.int64)
+        rank = np.ascontiguousarray(self.graph.rank, dtype=np.int64)  # graph + waits
         flag = np.zeros(n, dtype=np.bool_)
         flag[changed] = True
         extra = self._off[~flag[self._off]]

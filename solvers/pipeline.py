@@ -51,7 +51,7 @@ from placement.solution import Solution, SolveOptions
 from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
-from .refine import RefineSearch, RefineStats, refine, refine_multilevel
+from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
 from .reschedule import reschedule, reschedule_seconds
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
@@ -209,6 +209,12 @@ class Incumbent:
     @property
     def makespan(self) -> float | None:
         return None if self.best is None else self.best[1].makespan
+
+    @property
+    def waits(self) -> list[tuple[int, int]] | None:
+        """The incumbent's waits that its schedule meets (solvers.refine.kept_waits): the searches
+        keep them as constraints (docs/peak.md, "Waits in the search")."""
+        return None if self.best is None else kept_waits(self.problem, self.best[1], self.best[0].waits)
 
 
 def finish_reserve(problem: Problem, total: float) -> float:
@@ -384,6 +390,16 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     return PipelineResult(inc.best, bound, proved, phases, reasons, used_exact)
 
 
+def searched(method: str, problem: Problem, placement: np.ndarray, ev: Evaluation,
+             waits: list[tuple[int, int]] | None) -> Solution:
+    """A search's answer as a Solution: its start times (what the incumbent's check measures) and,
+    when the search kept waits, those of them its schedule meets (all of them, for refine and
+    window LNS: each of their schedules is the evaluator's with its waits), so the next phase
+    keeps them too."""
+    return Solution(method, "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan,
+                    waits=kept_waits(problem, ev, waits))
+
+
 def _refine_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phases: list[Phase], bound: float,
                   budget: float | None, hb: Heartbeat, sub: Callable[..., SolveOptions], name: str = "refine") -> bool:
     """Refine the incumbent (solvers/refine.py) for ``budget`` seconds (60 without a limit) and
@@ -393,24 +409,27 @@ def _refine_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phases: 
     t = time.monotonic()
     deadline = t + (budget if budget is not None else 60.0)
     best_ev = inc.best[1]
+    waits = inc.waits  # kept by every move (a FIFO refine takes none: then the kept order)
     stats = RefineStats()
     hb.enter(name, moves=lambda: stats.evaluations, best=lambda: stats.best_makespan)
     multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
     multilevel = str(opts.extra.get("big_refine", BIG_REFINE)) == "multilevel"
-    if problem.n > multilevel_nodes and multilevel and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
+    if problem.n > multilevel_nodes and multilevel and waits is None and not _ordered_beats_fifo(problem, best_ev, opts.memory_model):
         placement, ev = refine_multilevel(problem, best_ev.placement, sub(budget), deadline=deadline,
                                           memory_model=opts.memory_model, stats=stats)
     elif problem.n > multilevel_nodes:
         # The incumbent's own order beats FIFO on its placement: keep it (moves judged by the
         # ordered schedule; one evaluation per move, not two, on graphs this big).
         placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                               memory_model=opts.memory_model, start=best_ev.start, keep_order=True, stats=stats)
+                               memory_model=opts.memory_model, start=best_ev.start, keep_order=True, stats=stats,
+                               waits=waits)
     else:
         # Keep the incumbent's device order as a candidate schedule: FIFO can be worse.
         placement, ev = refine(problem, best_ev.placement, sub(budget), deadline=deadline,
-                               memory_model=opts.memory_model, start=best_ev.start, keep_order="auto", stats=stats)
+                               memory_model=opts.memory_model, start=best_ev.start, keep_order="auto", stats=stats,
+                               waits=waits)
     before = inc.makespan
-    inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=ev.start, objective=ev.makespan))
+    inc.offer(searched("refine", problem, placement, ev, waits))
     phases.append(Phase(name, time.monotonic() - t, inc.makespan, bound, "heuristic", f"{before:.6g} -> {inc.makespan:.6g}"))
     return True
 
@@ -494,13 +513,14 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
             runs.append((start.makespan, i, _method_name(cand), start.makespan, None, stats, 0.0))
             continue
         hb.enter(f"probe {i + 1}/{count}", moves=lambda st=stats: st.evaluations, best=lambda st=stats: st.best_makespan)
+        waits = kept_waits(problem, start, cand.waits if start is ev else None)  # the member's waits its schedule meets
         search = RefineSearch(problem, start.placement, opts, memory_model=model, stats=stats, keep_order=keep,
-                              start=start.start, max_evals=None if evals is None else int(evals))
+                              start=start.start, max_evals=None if evals is None else int(evals), waits=waits)
         t_run = time.monotonic()
         placement, got = search.run(t_run + seconds - inc.check_seconds if evals is None else math.inf)
         run_s = time.monotonic() - t_run
         if got.makespan < inc.makespan * (1 - 1e-12):
-            inc.offer(Solution("refine", "heuristic", placement=np.asarray(placement), start=got.start, objective=got.makespan))
+            inc.offer(searched("refine", problem, placement, got, waits))
         gain = (start.makespan - got.makespan) / start.makespan
         runs.append((got.makespan, i, _method_name(cand), start.makespan, search, stats, gain / max(run_s, 1e-3)))
     if not runs:
@@ -558,10 +578,11 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
     deadline = time.monotonic() + (budget if budget is not None else 60.0)
     window = int(opts.extra.get("lns_window", LNS_WINDOW))
     select = str(opts.extra.get("lns_select", LNS_SELECT))
+    waits = inc.waits
     placement, ev = lns(problem, ev0.placement, ev0.start, opts, deadline=deadline - inc.check_seconds,
                         memory_model=opts.memory_model, window=window, window_seconds=window_seconds, stats=stats,
-                        select=select)
-    inc.offer(Solution("lns", "heuristic", placement=placement, start=ev.start, objective=ev.makespan))
+                        select=select, waits=waits)
+    inc.offer(searched("lns", problem, placement, ev, waits))
     ph.status = "feasible"
     ph.note = (f"{stats.windows} windows of {window} nodes ({select}), {stats.closed} closed, {stats.improved} improved: "
                f"{stats.start_makespan:.6g} -> {ev.makespan:.6g}")
@@ -611,13 +632,13 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         if name == "refine":
             keep = True if problem.n > multilevel_nodes else "auto"
             return RefineSearch(problem, ev.placement, opts, memory_model=opts.memory_model, stats=ref_stats,
-                                keep_order=keep, start=ev.start)
+                                keep_order=keep, start=ev.start, waits=inc.waits)
         if name == "segments":
             return SegmentSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model,
                                  size=int(opts.extra.get("segment_nodes", SEGMENT_NODES)),
                                  seconds=float(opts.extra.get("segment_seconds", SEGMENT_SECONDS)), stats=seg_stats)
         return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
-                            window_seconds=window_seconds, stats=lns_stats, select=select)
+                            window_seconds=window_seconds, stats=lns_stats, select=select, waits=inc.waits)
 
     waited = {name: 0 for name in names}  # slices since each search last ran
 
@@ -653,7 +674,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         else:
             ev = inc.best[1]
             if name == "refine":
-                arms[name].adopt(ev.placement, ev)
+                arms[name].adopt(ev.placement, ev, inc.waits)
+            elif name == "exact-lns":
+                arms[name].adopt(ev, inc.waits)
             else:
                 arms[name].adopt(ev)
         t_run = time.monotonic()
@@ -665,8 +688,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         run_s = time.monotonic() - t_run
         if ev.makespan < before * (1 - 1e-12):
             method = {"refine": "refine", "exact-lns": "lns", "segments": "segments"}[name]
-            inc.offer(Solution(method, "heuristic", placement=np.asarray(placement), start=ev.start,
-                               objective=ev.makespan))
+            inc.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
         took = time.monotonic() - t
         spent[name] += took
         for other in waited:

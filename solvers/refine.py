@@ -43,11 +43,12 @@ import numpy as np
 
 from heuristics.memory_order import memory_aware_order
 from placement import kernels
-from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate
+from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate, wait_delay
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
-from placement.incremental import IncrementalSchedule, Trial, kept_order_start, ordered_evaluation
+from placement.incremental import (IncrementalSchedule, TimingGraph, Trial, kept_order_start, ordered_evaluation,
+                                   ordered_start, timing_graph)
 
 from .reschedule import bottom_levels, list_schedule_start, priority_order
 
@@ -100,12 +101,27 @@ class _Units:
         self.mask = mask[[m[0] for m in self.members]] if self.count else np.zeros((0, problem.k), dtype=bool)
 
 
-def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray) -> list[list[int]]:
+def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray, rank: np.ndarray | None = None) -> list[list[int]]:
     """Per-device node order of a schedule: by start time, ties by topological rank (an order the
-    evaluator accepts for any valid schedule, and for any placement re-using its start times)."""
-    seq = np.lexsort((problem.topo_rank, start, placement))
+    evaluator accepts for any valid schedule, and for any placement re-using its start times).
+    ``rank``: a TimingGraph's (graph + waits), for a schedule with waits."""
+    seq = np.lexsort((problem.topo_rank if rank is None else rank, start, placement))
     bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
+
+
+def kept_waits(problem: Problem, ev: Evaluation, waits: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
+    """The waits (u, v) of ``waits`` that the schedule ``ev`` meets (v starts no earlier than u
+    finishes, plus the latency across devices: placement.evaluator.wait_delay), None for none:
+    those a search from ``ev`` can keep as constraints (an answer re-ordered to fit memory, e.g. by
+    solvers.ordering.fit_by_order, may no longer meet its method's waits)."""
+    if not waits:
+        return None
+    w = np.asarray(waits, dtype=np.int64).reshape(-1, 2)
+    pl = ev.placement
+    lat = np.where(pl[w[:, 0]] != pl[w[:, 1]], wait_delay(problem), 0.0)
+    met = ev.start[w[:, 1]] >= ev.finish[w[:, 0]] + lat  # exactly: an evaluator's schedule meets its waits with the same sums
+    return [(int(u), int(v)) for u, v in w[met].tolist()] or None
 
 
 def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
@@ -113,9 +129,10 @@ def _key(problem: Problem, ev: Evaluation) -> tuple[float, float]:
     return float(ev.overflow(problem).sum()), ev.makespan
 
 
-def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
+def critical_chain(problem: Problem, ev: Evaluation, graph: TimingGraph | None = None) -> list[int]:
     """Nodes of a critical chain of the schedule, last first: from the node finishing last, back
-    through the input arrival or the previous node on the same device that fixed each start.
+    through the input arrival (or wait: ``graph``) or the previous node on the same device that
+    fixed each start.
 
     Every node's decider (the first input of latest arrival if it arrives at the start, else the
     device predecessor in (start, finish) order if it finishes then) is computed at once in numpy;
@@ -129,10 +146,11 @@ def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     prev = np.full(n, -1, dtype=np.int64)
     same = pl[order[1:]] == pl[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
+    g = timing_graph(problem) if graph is None else graph
     fast = kernels.for_size(n)
     if fast is not None:  # the deciders of the chain's nodes only, compiled
-        ptr, nbr, eid = problem.pred_ptr
-        return fast.chain_walk(int(np.argmax(finish)), start, finish, prev, ptr, nbr, edge_delay(problem, pl)[eid],
+        ptr, nbr, eid = g.pred_ptr
+        return fast.chain_walk(int(np.argmax(finish)), start, finish, prev, ptr, nbr, g.delay(problem, pl)[eid],
                                eps).tolist()
     late = start - eps
     decider = np.full(n, -1, dtype=np.int64)
@@ -140,9 +158,9 @@ def critical_chain(problem: Problem, ev: Evaluation) -> list[int]:
     chain_ok = np.zeros(n, dtype=bool)
     chain_ok[has] = finish[prev[has]] >= late[has]
     decider[chain_ok] = prev[chain_ok]
-    ptr, nbr, eid = problem.pred_ptr
+    ptr, nbr, eid = g.pred_ptr
     if nbr.size:
-        arrive = finish[nbr] + edge_delay(problem, pl)[eid]
+        arrive = finish[nbr] + g.delay(problem, pl)[eid]
         count = np.diff(ptr)
         nodes = np.flatnonzero(count)
         top = np.maximum.reduceat(arrive, ptr[nodes])  # the latest arrival of each node with inputs
@@ -326,9 +344,16 @@ def _spread_compiled(fast, problem: Problem, ev: Evaluation, chain: list[int], u
 class _Search:
     def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
                  max_evals: int | None, patience: int, stats: RefineStats, keep_order: bool | str = False,
-                 start: np.ndarray | None = None, incremental: bool = True, batch: str = BATCH) -> None:
+                 start: np.ndarray | None = None, incremental: bool = True, batch: str = BATCH,
+                 waits: list[tuple[int, int]] | None = None) -> None:
         self.p = problem
         self.batch = batch
+        self._set_waits(waits)
+        if self.waits is not None:
+            # Waits need an order (the FIFO executor takes none), and the schedule they came with.
+            if start is None:
+                raise ValueError("refine: waits need the start times of the schedule they belong to")
+            keep_order = True
         self.rejected_batch: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the last batch move rejected
         self.batch_misses = 0  # batch moves rejected in a row
         self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
@@ -348,8 +373,8 @@ class _Search:
         self._spread_lists: dict[str, list] = {}  # the successor lists made by the first Python spread_runs
         self.pred = problem.pred_ptr
         self.cur = pl
-        self.cur_ev = self._eval(pl, None)
-        if keep_order:
+        self.cur_ev = self._eval(pl, None if self.waits is None else start)
+        if keep_order and self.waits is None:
             # The FIFO schedule's order re-timed is never later than FIFO; a given schedule's may be better.
             fifo_ev = self.cur_ev
             self.keep_order = True  # no second FIFO evaluation per start below
@@ -364,8 +389,11 @@ class _Search:
                     fifo_ev.makespan > (1 + AUTO_FIFO_SLACK) * self.cur_ev.makespan
                 self.keep_order = True if behind else "both"
         self.stats.judged_by = {False: "fifo", True: "order", "both": "both"}[self.keep_order]
+        if self.waits is not None:
+            self.stats.judged_by += f" with {len(self.waits)} waits"
         # In ordered mode a move re-times only the cone it affects (placement/incremental.py, equal
         # to the full ordered evaluation): built lazily, re-based whenever the current schedule changes.
+        self._incremental = incremental
         self.incremental = self.keep_order is True and incremental
         self._inc: IncrementalSchedule | None = None
         self._inc_for: Evaluation | None = None
@@ -373,6 +401,19 @@ class _Search:
         self.best, self.best_ev, self.best_key = pl, self.cur_ev, self.cur_key
         self.stats.start_makespan = self.cur_ev.makespan
         self.stale, self.last = 0, self.best_key  # kicks without progress, and the best when they started
+
+    def _set_waits(self, waits: list[tuple[int, int]] | None) -> None:
+        """The waits every schedule of this search keeps (docs/model.md, "Waits"): each evaluation,
+        full or incremental, holds v until u finishes (+ latency across devices), wherever a move
+        puts u and v (a wait names nodes, not devices, so it stays a valid constraint of any
+        placement; it only closes a cycle against an order that runs v before u on one device, and
+        every order here comes from start times that meet it)."""
+        new = [(int(u), int(v)) for u, v in waits] if waits else None
+        if getattr(self, "graph", None) is not None and new == self.waits:
+            return  # the same waits: the timing graph and the incremental schedule stay
+        self.graph = timing_graph(self.p, new)
+        self.waits = self.graph.wait_list
+        self._inc = None
 
     # -- budget --
     def out_of_budget(self) -> str:
@@ -393,20 +434,34 @@ class _Search:
         if ref_start is None:
             ev = evaluate(self.p, pl, memory_model=self.mm)
         else:
-            ev = evaluate(self.p, pl, order=order_of(self.p, pl, ref_start), memory_model=self.mm)
+            ev = evaluate(self.p, pl, order=order_of(self.p, pl, ref_start, self.graph.rank), memory_model=self.mm,
+                          waits=self.waits)
             if self.keep_order == "both":
                 fifo = evaluate(self.p, pl, memory_model=self.mm)
                 if _key(self.p, fifo) < _key(self.p, ev):
                     ev = fifo
-        if self.mm == "peak" and not ev.feasible(self.p):
-            # the placement may fit in a memory-aware order (heuristics/memory_order.py)
-            alt = evaluate(self.p, pl, order=memory_aware_order(self.p, pl), memory_model=self.mm)
-            if _key(self.p, alt) < _key(self.p, ev):
+        if self.mm == "peak" and not ev.feasible(self.p) and self.waits is None:
+            # the placement may fit in a memory-aware order (heuristics/memory_order.py). Not with
+            # waits: they are what holds the memory there, an order made without them rarely agrees
+            # with them, and making it took 24 s on the 200K LSTM (one batch move's whole slice)
+            alt = self._ordered(pl, memory_aware_order(self.p, pl))
+            if alt is not None and _key(self.p, alt) < _key(self.p, ev):
                 ev = alt
         self.full_seconds = max(self.full_seconds, time.monotonic() - t0)
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return ev
+
+    def _ordered(self, pl: np.ndarray, order: list[list[int]]) -> Evaluation | None:
+        """The evaluator's schedule of ``order`` with the search's waits; None when an order made
+        without them (memory-aware, priority lists) contradicts a wait."""
+        if self.waits is None:
+            return evaluate(self.p, pl, order=order, memory_model=self.mm)
+        start = ordered_start(self.p, pl, order, self.graph)  # None on a contradiction, without naming it
+        if start is None:
+            return None
+        got = ordered_evaluation(self.p, pl, order, start, self.mm, self.graph)
+        return got if got is not None else evaluate(self.p, pl, order=order, memory_model=self.mm, waits=self.waits)
 
     def _better(self, key: tuple[float, float], than: tuple[float, float]) -> bool:
         tol = 1e-9 * max(1.0, than[1])
@@ -428,7 +483,7 @@ class _Search:
         """Moves as (units, target devices), lazily and in a seeded random order: per critical node
         its single moves, boundary blocks and swaps, interleaved with moves of chain runs."""
         p, pl, un = self.p, self.cur, self.units
-        chain = critical_chain(p, ev)
+        chain = critical_chain(p, ev, self.graph)
         busy = np.bincount(pl, weights=p.time, minlength=p.k)
         calm = [int(d) for d in np.argsort(busy, kind="stable")]
         by_dev = np.lexsort((ev.start, pl))
@@ -545,7 +600,7 @@ class _Search:
     def _current_inc(self) -> IncrementalSchedule:
         """The incremental schedule based on the current schedule (built or re-based if stale)."""
         if self._inc is None:
-            self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start)
+            self._inc = IncrementalSchedule(self.p, self.cur, self.cur_ev.start, self.graph)
             self._inc_for = self.cur_ev
         elif self._inc_for is not self.cur_ev:
             self._inc.reset(self.cur, self.cur_ev.start)
@@ -589,10 +644,10 @@ class _Search:
             # the bottom-level priority schedule of the new placement too (solvers/reschedule.py).
             t0 = time.monotonic()
             prio = bottom_levels(self.p, edge_delay(self.p, pl))
-            other = evaluate(self.p, pl, order=priority_order(self.p, pl, prio), memory_model=self.mm)
+            other = self._ordered(pl, priority_order(self.p, pl, prio))
             self.eval_seconds += time.monotonic() - t0
             self.stats.evaluations += 1
-            if _key(self.p, other) < _key(self.p, ev):
+            if other is not None and _key(self.p, other) < _key(self.p, ev):
                 ev = other
         return self._accept(pl, ev, trial if trial is not None and ev is trial_ev else None)
 
@@ -618,10 +673,11 @@ class _Search:
         if sim < bar - 1e-9 * max(1.0, bar):
             # The simulation's times are the evaluator's schedule of its order: checked in numpy
             # instead of re-timed in full (evaluated in full only if the check fails).
-            other = ordered_evaluation(self.p, pl, order, start, self.mm)
+            # (With waits the simulation, which does not know them, is a fixpoint only where no wait binds.)
+            other = ordered_evaluation(self.p, pl, order, start, self.mm, self.graph)
             if other is None:
-                other = evaluate(self.p, pl, order=order, memory_model=self.mm)
-            if ev is None or _key(self.p, other) < _key(self.p, ev):
+                other = self._ordered(pl, order)
+            if other is not None and (ev is None or _key(self.p, other) < _key(self.p, ev)):
                 ev = other
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
@@ -653,11 +709,12 @@ class _Search:
                 self.eval_seconds += time.monotonic() - t0
                 self.stats.evaluations += 1
                 return ev, trial
-            start = kept_order_start(self.p, pl, ref)
+            start = kept_order_start(self.p, pl, ref, self.graph)
             if start is not None:
                 ev = None
                 if self.p.n and float((start + self.p.time).max()) < need:
-                    ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref), start, self.mm)
+                    ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref, self.graph.rank), start, self.mm,
+                                            self.graph)
                 if ev is not None or self.p.n == 0 or float((start + self.p.time).max()) >= need:
                     self.eval_seconds += time.monotonic() - t0
                     self.stats.evaluations += 1  # one evaluation, as _eval would count
@@ -778,13 +835,19 @@ class _Search:
                 return
             self._kick()
 
-    def adopt(self, pl: np.ndarray, ev: Evaluation) -> bool:
-        """Continue from placement ``pl`` with its schedule ``ev`` when it is better than the
-        search's best (another search found it); True if adopted. Moves are then judged by the
-        order of ``ev``'s start times (ordered mode), and the kicks count starts again."""
+    def adopt(self, pl: np.ndarray, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
+        """Continue from placement ``pl`` with its schedule ``ev`` (and the ``waits`` it keeps: from
+        here on the search's) when it is better than the search's best (another search found it);
+        True if adopted. Moves are then judged by the order of ``ev``'s start times (ordered mode),
+        and the kicks count starts again."""
         key = _key(self.p, ev)
         if not self._better(key, self.best_key):
             return False
+        if waits or self.waits is not None:
+            self._set_waits(waits)
+            if self.waits is not None and self.keep_order is not True:
+                self.keep_order = True  # waits need the kept order (FIFO takes none)
+                self.incremental = self._incremental
         self.cur, self.cur_ev, self.cur_key = pl, ev, key
         self.best, self.best_ev, self.best_key = pl, ev, key
         self.unit_dev = self._unit_dev(pl)
@@ -798,7 +861,8 @@ class _Search:
 def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadline: float,
            memory_model: str = "static", max_evals: int | None = None, patience: int = 20,
            stats: RefineStats | None = None, keep_order: bool | str = False,
-           start: np.ndarray | None = None, incremental: bool = True, batch: str = BATCH) -> tuple[np.ndarray, Evaluation]:
+           start: np.ndarray | None = None, incremental: bool = True, batch: str = BATCH,
+           waits: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, Evaluation]:
     """Improve ``placement`` by local search until ``deadline`` (a time.monotonic() value).
 
     Returns the best placement found and its evaluation (never worse than the input's: lower
@@ -818,11 +882,18 @@ def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadl
 
     ``incremental`` (ordered mode only): re-time only the cone a move affects
     (placement/incremental.py), equal to the full evaluation and much faster on big graphs.
-    ``batch``: how a batch move is judged (BATCH)."""
+    ``batch``: how a batch move is judged (BATCH).
+
+    ``waits`` (with ``start``, a schedule that meets them: :func:`kept_waits`): control dependencies
+    (u, v) every schedule of the search keeps (docs/model.md, "Waits"; chain-pin's held gradients).
+    Moves are then judged by the kept order with these waits only (never FIFO, which takes none),
+    and the returned Evaluation is the evaluator's schedule of ``order_of(problem, placement,
+    ev.start, timing_graph(problem, waits).rank)`` with the same waits, which meets them."""
     pl = as_placement(problem, placement)
     check_placement(problem, pl)
     search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats(),
-                     keep_order=keep_order or (start is not None), start=start, incremental=incremental, batch=batch)
+                     keep_order=keep_order or (start is not None), start=start, incremental=incremental, batch=batch,
+                     waits=waits)
     search.run()
     search.stats.end_makespan = search.best_ev.makespan
     return search.best, search.best_ev
@@ -835,11 +906,13 @@ class RefineSearch:
 
     def __init__(self, problem: Problem, placement: np.ndarray, opts: SolveOptions, *, memory_model: str = "static",
                  patience: int = 20, stats: RefineStats | None = None, keep_order: bool | str = False,
-                 start: np.ndarray | None = None, max_evals: int | None = None) -> None:
+                 start: np.ndarray | None = None, max_evals: int | None = None,
+                 waits: list[tuple[int, int]] | None = None) -> None:
         pl = as_placement(problem, placement)
         check_placement(problem, pl)
         self._search = _Search(problem, pl, opts, time.monotonic(), memory_model, max_evals, patience,
-                               stats or RefineStats(), keep_order=keep_order or (start is not None), start=start)
+                               stats or RefineStats(), keep_order=keep_order or (start is not None), start=start,
+                               waits=waits)
         self.stats = self._search.stats
 
     def run(self, deadline: float) -> tuple[np.ndarray, Evaluation]:
@@ -849,9 +922,14 @@ class RefineSearch:
         self.stats.end_makespan = self._search.best_ev.makespan
         return self._search.best, self._search.best_ev
 
-    def adopt(self, placement: np.ndarray, ev: Evaluation) -> bool:
-        """Go on from ``placement`` scheduled as ``ev`` if it is better than this search's best."""
-        return self._search.adopt(as_placement(self.p, placement), ev)
+    def adopt(self, placement: np.ndarray, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
+        """Go on from ``placement`` scheduled as ``ev`` (keeping ``waits``) if it is better than this search's best."""
+        return self._search.adopt(as_placement(self.p, placement), ev, waits)
+
+    @property
+    def waits(self) -> list[tuple[int, int]] | None:
+        """The waits the search's schedules keep (those of its best)."""
+        return self._search.waits
 
     @property
     def p(self) -> Problem:

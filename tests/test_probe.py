@@ -113,7 +113,7 @@ class ScriptedRefine:
     made: list["ScriptedRefine"] = []
 
     def __init__(self, problem, placement, opts, *, memory_model="static", stats=None, keep_order=False, start=None,
-                 max_evals=None):
+                 max_evals=None, waits=None):
         self.problem, self.from_ = problem, tuple(int(d) for d in placement)
         self.stats = stats or RefineStats()
         ScriptedRefine.made.append(self)
