@@ -9,7 +9,9 @@ independent solve (solvers/sweep.py: on Ray when installed). Then:
   (``from_capacity`` says where it came from, inf for the unconstrained solve);
 - monotone bounds: a makespan bound valid with capacity c holds for every smaller one (fewer
   placements), so each point's bound is the best found at its capacity or above;
-- every point's answer is evaluated again at its own capacity by the evaluator before it is kept.
+- every point's answer is evaluated again at its own capacity by the evaluator before it is kept:
+  by its device order and waits, or, where those start some nodes earlier than the answer did and
+  no longer fit (CP-SAT's integer times, docs/model.md), by its own start times (`check`).
 
 ``min_devices``: the fewest devices of a given capacity on which a placement is found, starting
 from the fewest the memory lower bound allows (proved minimal when the answer is found there).
@@ -18,11 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from placement.evaluator import evaluate
+from placement.evaluator import Evaluation, ScheduleError, check, evaluate
 from placement.memory_bounds import memory_lower_bound
 from placement.problem import Problem
 
@@ -46,6 +48,34 @@ class FrontierPoint:
         return out
 
 
+class Answer(NamedTuple):
+    """A kept answer (node indices): its placement, device order, waits and start times."""
+
+    placement: np.ndarray
+    order: list[list[int]]
+    waits: list[list[int]]
+    start: np.ndarray
+
+
+def answer_of(result: dict[str, Any]) -> Answer:
+    """The answer in a feasible :func:`solvers.sweep.solve_point` result."""
+    return Answer(np.asarray(result["placement"], dtype=np.int64), result["order"], result["waits"],
+                  np.asarray(result["start"], dtype=float))
+
+
+def evaluate_at(problem: Problem, ans: Answer, memory_model: str) -> Evaluation:
+    """``ans`` evaluated on ``problem`` (its capacity): the schedule its order and waits give when
+    that fits, else its own start times, checked (an answer with idle time that the waits do not
+    reproduce: the runtime must hold each node until its start time, as the report says)."""
+    ev = evaluate(problem, ans.placement, order=ans.order, memory_model=memory_model, waits=ans.waits)
+    if ev.feasible(problem):
+        return ev
+    try:
+        return check(problem, ans.placement, ans.start, memory_model)
+    except ScheduleError:
+        return ev  # fits by neither: the caller says so
+
+
 @dataclass
 class Frontier:
     devices: int
@@ -54,8 +84,8 @@ class Frontier:
     unconstrained_makespan: float | None
     points: list[FrontierPoint] = field(default_factory=list)
     ran: str = "sequential"
-    # the kept answer per point (placement, order, waits: node indices), for callers that want to write one
-    answers: list[tuple[np.ndarray, list[list[int]], list[list[int]]] | None] = field(default_factory=list)
+    # the kept answer per point, for callers that want to write one
+    answers: list[Answer | None] = field(default_factory=list)
 
     @property
     def smallest_feasible(self) -> float | None:
@@ -87,21 +117,20 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
     todo = [Point(problem.with_devices(k, c), method, memory_model, share, seed, {"capacity": c}) for c in caps]
     results, ran = run_points(todo, parallel, address)
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
-    best: tuple[float, float, np.ndarray, list[list[int]], list[list[int]]] | None = None  # (makespan, capacity, placement, order, waits)
+    best: tuple[float, float, Answer] | None = None  # (makespan, capacity found at, answer)
     for c, res in zip(caps, results):
         if res["feasible"] and (best is None or res["makespan"] < best[0] - 1e-12):
-            best = (res["makespan"], c, np.asarray(res["placement"], dtype=np.int64), res["order"], res["waits"])
+            best = (res["makespan"], c, answer_of(res))
         if top["feasible"] and high <= c * (1 + 1e-12) and (best is None or top["makespan"] < best[0] - 1e-12):
             # the unconstrained answer fits from its own memory up
-            best = (top["makespan"], math.inf, np.asarray(top["placement"], dtype=np.int64), top["order"], top["waits"])
+            best = (top["makespan"], math.inf, answer_of(top))
         point = FrontierPoint(c, res["status"], None, res["lower_bound"], seconds=res["seconds"])
         if best is not None:
-            # with the answer's waits: its order alone may not fit (chain-pin's held gradients)
-            ev = evaluate(problem.with_devices(k, c), best[2], order=best[3], memory_model=memory_model, waits=best[4])
+            ev = evaluate_at(problem.with_devices(k, c), best[2], memory_model)
             if not ev.feasible(problem.with_devices(k, c)):
                 raise RuntimeError(f"frontier: the answer found at {best[1]:.6g} does not fit {c:.6g}")
             point.makespan, point.memory, point.from_capacity = ev.makespan, ev.memory.tolist(), best[1]
-            out.answers.append((best[2], best[3], best[4]))
+            out.answers.append(best[2])
         else:
             out.answers.append(None)
         out.points.append(point)

@@ -37,8 +37,8 @@ class Point:
 
 def solve_point(point: Point) -> dict[str, Any]:
     """Run one point and return its report (the same dict ``solve --report`` writes) plus the
-    answer's placement, order and waits (node indices: the report's ``control_dependencies``,
-    listed when the order alone does not fit) so a sweep can re-use it."""
+    answer's placement, order, waits (node indices: the report's ``control_dependencies``,
+    listed when the order alone does not fit) and start times, so a sweep can re-use it."""
     opts = SolveOptions(memory_model=point.memory_model, time_limit=point.time_limit, seed=point.seed)
     res = run(point.problem, point.method, opts)
     rep = res.report(point.problem, point.memory_model)
@@ -50,6 +50,7 @@ def solve_point(point: Point) -> dict[str, Any]:
         out["placement"] = ev.placement.tolist()
         out["order"] = device_orders(point.problem, ev)
         out["waits"] = [[point.problem.index[u], point.problem.index[v]] for u, v in rep.get("control_dependencies", [])]
+        out["start"] = ev.start.tolist()
         out["memory"] = ev.memory.tolist()
     return out
 

@@ -52,12 +52,69 @@ def test_frontier_keeps_the_waits_an_answer_needs():
     fr = frontier(lstm, "peak", method="chain-pin", points=2, time_limit=None, parallel="none")
     kept = [(pt, ans) for pt, ans in zip(fr.points, fr.answers) if ans is not None]
     assert kept
-    for pt, (placement, order, waits) in kept:
+    for pt, (placement, order, waits, _start) in kept:
         q = lstm.with_devices(8, pt.capacity)
         ev = evaluate(q, placement, order=order, memory_model="peak", waits=waits)
         assert ev.feasible(q) and ev.makespan == pytest.approx(pt.makespan)
     assert any(w and not evaluate(lstm.with_devices(8, pt.capacity), pl, order=o, memory_model="peak").feasible(
-        lstm.with_devices(8, pt.capacity)) for pt, (pl, o, w) in kept)
+        lstm.with_devices(8, pt.capacity)) for pt, (pl, o, w, _s) in kept)
+
+
+def idle_plan():
+    """Two devices, capacity 5 bytes each, link latency 0.2. Device 0 runs B (4 s, 5 bytes, read by
+    C) then C (1 s) then W; device 1 runs U (0.5 s, 5 bytes, read by W on device 0). A received copy
+    is held from its producer's finish, so U must finish no earlier than C (5), when B's bytes are
+    freed: the plan starts U at 5. The waits the report derives hold U on the last node finishing
+    by 5 - 0.2, which is B (4), so they start U at 4.2 and its copy overlaps B's bytes (10 > 5)."""
+    from placement.problem import Link, make_problem
+    nodes = [{"id": "B", "time": 4, "out_bytes": 5, "param_bytes": 0}, {"id": "C", "time": 1, "out_bytes": 0, "param_bytes": 0},
+             {"id": "U", "time": 0.5, "out_bytes": 5, "param_bytes": 0}, {"id": "W", "time": 1, "out_bytes": 0, "param_bytes": 0}]
+    edges = [{"src": "B", "dst": "C", "bytes": 5}, {"src": "C", "dst": "W", "bytes": 0}, {"src": "U", "dst": "W", "bytes": 5}]
+    p = make_problem(nodes, edges, devices=2, memory=5, link=Link(latency=0.2, bandwidth=1.0))
+    ix = p.index
+    pl = np.array([0, 0, 1, 0])
+    start = np.zeros(4)
+    start[[ix["B"], ix["C"], ix["U"], ix["W"]]] = [0, 4, 5, 5.5 + 0.2 + 5]
+    return p, pl, start
+
+
+def test_the_idle_plan_fits_by_its_start_times_only():
+    from placement.evaluator import check
+    from solvers.ordering import order_report
+    p, pl, start = idle_plan()
+    ev = check(p, pl, start, "peak")  # by hand: 11.7, 5 bytes at most on each device
+    assert ev.makespan == pytest.approx(11.7) and ev.peak_memory.tolist() == [5.0, 5.0]
+    rep = order_report(p, ev, "peak")
+    assert rep["order_fits"] is False and rep["control_dependencies"] == [["B", "U"]]
+    assert rep["control_dependencies_fit"] is False and "start times" in rep["control_dependencies_note"]
+
+
+def test_frontier_keeps_an_answer_that_fits_by_its_start_times_only(monkeypatch):
+    """An answer whose order and derived waits overflow (CP-SAT's integer times) but whose start
+    times fit: the frontier checks it by its start times (it used to raise "does not fit" on its own
+    answer)."""
+    import solvers.frontier as fmod
+    from solvers.ordering import device_orders, order_report
+    from placement.evaluator import check
+    p, pl, start = idle_plan()
+    ev = check(p, pl, start, "peak")
+    rep = order_report(p, ev, "peak")
+    answer = {"feasible": True, "status": "feasible", "makespan": ev.makespan, "lower_bound": None, "seconds": 0.0,
+              "placement": pl.tolist(), "order": device_orders(p, ev), "start": start.tolist(), "memory": [5.0, 5.0],
+              "waits": [[p.index[u], p.index[v]] for u, v in rep["control_dependencies"]]}
+    monkeypatch.setattr(fmod, "solve_point", lambda point: answer)
+    monkeypatch.setattr(fmod, "run_points", lambda todo, parallel, address: ([answer for _ in todo], "sequential"))
+    fr = fmod.frontier(p, "peak", method="cpsat", points=3, time_limit=None, parallel="none")
+    assert fr.points and all(pt.makespan == pytest.approx(11.7) for pt in fr.points)
+    for pt, ans in zip(fr.points, fr.answers):
+        assert check(p.with_devices(2, pt.capacity), ans.placement, ans.start, "peak").feasible(p.with_devices(2, pt.capacity))
+
+
+def test_solve_point_returns_the_answers_start_times(transformer):
+    from solvers.sweep import Point, solve_point
+    res = solve_point(Point(transformer, "etf", "peak", None, 0))
+    ev = evaluate(transformer, np.asarray(res["placement"]), order=res["order"], memory_model="peak")
+    assert np.allclose(res["start"], ev.start) and res["makespan"] == pytest.approx(ev.makespan)
 
 def test_capacities_are_geometric_from_the_bound():
     assert capacities(10.0, 80.0, 4) == pytest.approx([10, 20, 40, 80])
