@@ -77,7 +77,7 @@ REPAIR_WITHIN = 1.5
 CELLS = 256  # time cells of the profiles bands are packed by
 SLACK = 0.3  # a cut may move this share of a band's bytes off the equal split to cross fewer transfers
 # The forward pass goes back on one device (forward_together) only when one device ran at least this
-# share of its work in the fast schedule: PARDNN's on 2 devices runs all of it on one (10K CNN), ETF's
+# share of its work in the fast schedule: PARDNN's on 2 devices runs 0.996 of it on one (10K CNN), ETF's
 # spreads it (200K CNN at K = 8: at most 0.52 on one device), and there the variant is 9% slower
 # than the plain split (3695.9 against 3400.3; 50K CNN at K = 8: 1350.1 against 1268.1).
 FORWARD_HOME = 0.8
