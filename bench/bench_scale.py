@@ -5,7 +5,7 @@ moves per second; placement/incremental.py re-times only the cone a move affects
 both sides on the same graphs and starts, and (``solve``) the whole CLI against its warm start.
 
     python3 bench/bench_scale.py moves GRAPH.json [...] [--seconds 20 | --evals N] [--memory-model static]
-            [--modes fifo,full,incremental] [--baseline DIR] [--kinds]
+            [--modes fifo,full,incremental] [--baseline DIR] [--kinds] [--batch-patience none|N]
         refine from ETF's placement for --seconds each: FIFO judged (full evaluations), ordered
         judged with full evaluations, ordered judged incrementally; moves/s, accepted moves,
         makespan reached. One process, one graph at a time: run it under
@@ -109,12 +109,17 @@ def _load_kernels() -> None:
 
 
 def moves(paths: list[str], seconds: float, memory_model: str, modes: list[str], label: str, header: bool = True,
-          kinds_table: bool = False, evals: int | None = None) -> None:
+          kinds_table: bool = False, evals: int | None = None, batch_patience: str | None = None) -> None:
     """Refine from ETF for ``seconds`` each or, with ``evals``, for that many evaluations (no
     deadline: the same path on any tree that keeps refine's path, compared by CPU seconds; the
-    last column fingerprints the answer's placement and start times)."""
+    last column fingerprints the answer's placement and start times). ``batch_patience``: "none"
+    or a number, refine's BATCH_PATIENCE for this tree's rows (session 13; "none" is the path
+    from before it)."""
     import solvers.refine as refine_mod
 
+    if batch_patience is not None:
+        refine_mod.BATCH_PATIENCE = None if batch_patience == "none" else int(batch_patience)
+        label = f"{label} (batch patience {batch_patience})"
     _load_kernels()
     kinds = _timing_moves(refine_mod._Search) if kinds_table else None
     if header:
@@ -350,6 +355,8 @@ def main() -> None:
     ap.add_argument("--keep", default=None, metavar="DIR", help="solve: keep each report in DIR")
     ap.add_argument("--kinds", action="store_true", help="moves: also time every move by kind (single, swap, block/run, "
                                                          "batch) and print a row of tried moves per CPU second per kind")
+    ap.add_argument("--batch-patience", default=None, help="moves: refine's BATCH_PATIENCE for this tree's rows "
+                                                            "(none, or a number; not the baseline's)")
     ap.add_argument("--modes", default="fifo,full,incremental", help="moves: which of " + ",".join(MOVES_MODES))
     ap.add_argument("--baseline", help="retime/moves/solve: also run the same rows with the project imported from this "
                                        "directory (e.g. main extracted by `git archive main | tar -x -C DIR`), "
@@ -373,7 +380,7 @@ def main() -> None:
                 header = False
             if args.what == "moves":
                 moves([graph], args.seconds, args.memory_model, args.modes.split(","), args.label, header, args.kinds,
-                      args.evals)
+                      args.evals, args.batch_patience)
             elif args.what == "retime":
                 retime([graph], args.count, args.memory_model, args.label, header)
             else:

@@ -2,14 +2,15 @@
 
 Members run in this order: the linear-time baselines (single, m-topo, greedy-fill) so a tight
 budget still gets an answer, PARDNN (the project's reference), then the list schedulers that give
-the best makespans on large generated graphs (etf, heft, critical-path), then pardnn-balanced,
+the best makespans on large generated graphs (etf, heft, chain-home for unrolled loops: heuristics/chain_home.py, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
 chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), band-repair
 (heuristics/band_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
 devices, heuristics/fewer_devices.py). Under the peak model etf and heft run before PARDNN and chain-pin, chain-split
 and weight-bands right after them (PEAK_ORDER; with no capacity on any device the members run as in the static
 model, which then constrains the same), and with tight memory band-split, chain-pin, min-memory, weight-bands,
-band-repair, mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER). Before each, its running time is estimated from the graph size
+band-repair, mem-span and chain-split right after the baselines (PEAK_TIGHT_ORDER); chain-home, which plans no
+memory, runs last under the peak model. Before each, its running time is estimated from the graph size
 (seconds per node + edge, measured on the generated 100K-node graphs at low load with about 1.5x to
 spare, bench/results_pipeline.md "Warm-start members"; linear clustering is quadratic) and the
 member is skipped when the estimate exceeds the time left. The answer is the memory-feasible member with the smallest
@@ -34,6 +35,7 @@ from placement.solution import Solution, SolveOptions
 from .memory_order import lower_peak_order
 from .band_repair import band_repair
 from .baselines import greedy_fill, single
+from .chain_home import chain_home
 from .chain_pin import chain_pin
 from .chain_split import chain_split
 from .critical_path import critical_path
@@ -49,7 +51,7 @@ from .random_feasible import random_feasible
 
 # The members in the order they run, under their method names.
 MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
-    "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft,
+    "single": single, "m-topo": m_topo, "greedy-fill": greedy_fill, "pardnn": pardnn, "etf": etf, "heft": heft, "chain-home": chain_home,
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
     "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "chain-pin": chain_pin,
@@ -57,6 +59,14 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "fewer-devices": fewer_devices,
 }
 ORDER = tuple(MEMBERS)
+# chain-home (heuristics/chain_home.py: each accumulation chain beside the weight it updates) right after
+# heft, the last of the members the pipeline sizes the warm budget for (solvers/pipeline.py WARM_FIRST):
+# with memory to spare it answers 408.2 on the 50K LSTM at K = 16 where ETF answers 429.3, and 463.1
+# at K = 8 where ETF answers 591.8 (bench/results_scale.md, session 13); about 10 s at 50K nodes
+# (three ETFs), so after chain-pin it found no warm budget left at 120 s. On graphs without chains
+# (CNN, transformer) it gives up at once and costs the members after it nothing. Its ETF plans no
+# memory: under the peak model it runs last (LAST_UNDER_PEAK).
+LAST_UNDER_PEAK = ("chain-home",)
 # Under the peak model the list schedulers run before PARDNN: they answer where PARDNN's overflow
 # handler does not (bench/results_peak.md), in a fifth of its time (10K-node transformer at 1.27x
 # the memory lower bound: etf 2.9 s, heft 3.7 s, pardnn 15.6 s without an answer), so a warm budget
@@ -68,7 +78,7 @@ ORDER = tuple(MEMBERS)
 # memory bound, so this order runs there, and weight-bands alone gives 975.4 against ETF's 932.2
 # with unlimited memory (bench/results_peak.md, session 9).
 PEAK_FIRST = ("single", "m-topo", "greedy-fill", "etf", "heft", "chain-pin", "chain-split", "weight-bands", "min-memory", "pardnn")
-PEAK_ORDER = PEAK_FIRST + tuple(m for m in ORDER if m not in PEAK_FIRST)
+PEAK_ORDER = PEAK_FIRST + tuple(m for m in ORDER if m not in PEAK_FIRST + LAST_UNDER_PEAK) + LAST_UNDER_PEAK
 # When memory is tight (every device below TIGHT x memory_lower_bound) min-memory runs first after
 # "single" (which gives up at once when params + a working set overflow): there the list
 # schedulers and PARDNN rarely answer (the 10K LSTM: none below 2.16 x the bound) and at 200K nodes
@@ -104,7 +114,7 @@ REPAIR_FROM = 1.4
 REPAIRS = ("band-repair", "mem-repair")
 PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-span", "chain-split",
                     "m-topo", "greedy-fill")
-PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)
+PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)  # chain-home still last
 # chain-pin (heuristics/chain_pin.py: ETF with each weight-gradient accumulation chain on one device)
 # right after band-split, and after etf and heft when memory is looser: on the LSTMs at 1.5 x their
 # smallest memory it fits with makespans 1.3-2.2 x shorter than band-split's (bench/results_peak.md,
@@ -117,7 +127,7 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # fewer-devices runs PARDNN twice per smaller device count; it answers with the best of the runs
 # done when its share ends.
 # mem-repair too: each repair step is one evaluation and a pass over the peak's holders (0.5-3 s at 200K nodes).
-MEMBER_SHARE = {"chain-pin": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
+MEMBER_SHARE = {"chain-pin": 0.3, "chain-home": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
 # The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
 # (solvers/pipeline.py): at most CANDIDATES, best first; a member's placement counts as a
@@ -159,6 +169,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "chain-split": 6e-6 * k, "band-split": 2e-5, "weight-bands": 1e-4, "mem-repair": 3e-6 * k,
         "band-repair": 5e-6 * k,  # ETF, a split and a repair: 20 s at 200K nodes, K = 8 (load 4)
         "chain-pin": 4e-6 * k + 2e-5,  # ETF without the memory check, then a few evaluations
+        "chain-home": 4e-6 * k + 2e-5,  # up to three ETFs and six evaluations: 10 s on the 50K LSTM at K = 16
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size

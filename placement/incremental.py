@@ -42,7 +42,7 @@ from bisect import bisect_left, bisect_right
 import numpy as np
 
 from . import kernels
-from .evaluator import Evaluation, as_placement, edge_delay, evaluate, peak_memory, static_memory
+from .evaluator import Evaluation, MeasuredOnRead, as_placement, edge_delay, evaluate, static_memory
 from .problem import Problem
 
 BOUND_VISITS = (4, 4096)  # the forward bound gives up after 4 * moved nodes + 4096 visits
@@ -55,37 +55,6 @@ def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray)
     seq = np.lexsort((problem.topo_rank, ref_start, placement))
     bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
-
-
-class MeasuredOnRead(Evaluation):
-    """An Evaluation whose peak memory the evaluator measures (placement.evaluator.peak_memory, the
-    same function and arrays) when it is first read, not when the schedule is made.
-
-    Why: under the static model refine never reads the peak of the schedules it accepts, yet
-    measuring it (numpy sorts of every buffer and event) cost 12-14 ms per accepted move at 40K
-    nodes, as much as a hundred rejected moves; whoever reads it (a report, the peak model's
-    overflow) gets the same array. The arrays of an Evaluation are never changed in place. Pickled
-    or copied, it becomes a plain Evaluation with its peak measured."""
-
-    def __init__(self, problem: Problem | None = None, peak_memory: np.ndarray | None = None, **fields) -> None:
-        self._problem: Problem | None = problem  # None once measured, or when given (dataclasses.replace)
-        self._peak: np.ndarray | None = None
-        super().__init__(peak_memory=peak_memory, **fields)
-
-    @property
-    def peak_memory(self) -> np.ndarray:  # type: ignore[override]
-        if self._peak is None:
-            self._peak = peak_memory(self._problem, self.placement, self.start, self.finish)
-            self._problem = None
-        return self._peak
-
-    @peak_memory.setter
-    def peak_memory(self, value: np.ndarray | None) -> None:
-        self._peak = value
-
-    def __reduce__(self):
-        return Evaluation, (self.placement, self.start, self.finish, self.makespan, self.static_memory, self.peak_memory,
-                            self.memory_model)
 
 
 def _is_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray, order: list[list[int]]) -> bool:
@@ -250,6 +219,7 @@ class Trial:
                  start: dict[int, float] | tuple[np.ndarray, np.ndarray], makespan: float, recomputed: int,
                  complete: bool = True) -> None:
         self.base = base
+        self.version = base.version  # the base it was tried on: a re-base after it makes it stale
         self.moves = moves  # node -> new device
         self._start = start
         self.makespan = makespan  # when not complete: a lower bound of it, at least the cutoff
@@ -343,6 +313,7 @@ class IncrementalSchedule:
                      np.ascontiguousarray(snbr, dtype=i64), np.ascontiguousarray(p.comm[seid], dtype=f64))
         self._time = np.ascontiguousarray(p.time, dtype=f64)
         self._flags: tuple | None = None  # the compiled trial's scratch flags and values, all clear between trials
+        self.version = 0  # counts re-bases (Trial.version)
         self.reset(placement, ref_start)
 
     def reset(self, placement: np.ndarray, ref_start: np.ndarray) -> None:
@@ -353,8 +324,7 @@ class IncrementalSchedule:
         them: at 40K nodes they were a third of a re-base)."""
         p = self.problem
         n = p.n
-        for name in _LAZY:
-            self.__dict__.pop(name, None)
+        self._forget()
         pl = as_placement(p, placement)
         ref = np.asarray(ref_start, dtype=float)
         # Positions in (ref start, rank) order: a topological order of the graph plus the chains of
@@ -363,26 +333,50 @@ class IncrementalSchedule:
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
         # Each device's nodes by (ref start, rank): device_order's order (a stable sort of that by device).
-        seq = at[np.argsort(pl[at], kind="stable")]
-        lo = np.searchsorted(pl[seq], np.arange(p.k + 1)).astype(np.int64)
-        prev = np.full(n, -1, dtype=np.int64)
-        nxt = np.full(n, -1, dtype=np.int64)
-        same = pl[seq[1:]] == pl[seq[:-1]]
-        nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
+        fast = kernels.for_size(n)
+        self._off: np.ndarray | None = None  # the nodes whose start is not their reference start (_rebase)
+        start = None
+        if fast is not None:  # chains by counting; the fixpoint test and the re-timing of what breaks it compiled
+            seq, lo, prev, nxt = fast.device_chains(at, pl, p.k)
+            start = np.array(ref, dtype=np.float64)
+            ok, off = fast.retime_order(at, pos, prev, nxt, pl, start, self._time, *self._csr[:5])
+            if ok:
+                self._off = off
+            else:
+                start = None
+        else:
+            seq = at[np.argsort(pl[at], kind="stable")]
+            lo = np.searchsorted(pl[seq], np.arange(p.k + 1)).astype(np.int64)
+            prev = np.full(n, -1, dtype=np.int64)
+            nxt = np.full(n, -1, dtype=np.int64)
+            same = pl[seq[1:]] == pl[seq[:-1]]
+            nxt[seq[:-1][same]], prev[seq[1:][same]] = seq[1:][same], seq[:-1][same]
+            if _chains_fixpoint(p, pl, ref, prev):
+                start = ref
         self._seq_a, self._seq_lo = seq, lo
-        if _chains_fixpoint(p, pl, ref, prev):
-            start = ref
-        else:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
+        if start is None:  # the evaluator's schedule of this order, timed in one pass (or by the evaluator)
             start = kept_order_start(p, pl, ref)
             if start is None:
                 start = evaluate(p, pl, order=self._device_lists()).start
         start = np.ascontiguousarray(start, dtype=np.float64)
         finish = start + p.time
+        self._settle(pl, start, finish, at, pos, prev, nxt, np.argsort(-finish, kind="stable"))
+
+    def _forget(self) -> None:
+        """Drop the Python lists of the old base (made again on first use)."""
+        self.version += 1
+        for name in _LAZY:
+            self.__dict__.pop(name, None)
+
+    def _settle(self, pl: np.ndarray, start: np.ndarray, finish: np.ndarray, at: np.ndarray, pos: np.ndarray,
+                prev: np.ndarray, nxt: np.ndarray, by_finish: np.ndarray) -> None:
+        """Take the new base's schedule, positions, chains and finish order; derive the rest."""
+        n = self.problem.n
         self.placement, self.start, self.finish = pl, start, finish
         self.makespan = float(finish.max()) if n else 0.0
         self._arrays = (at, pos, prev)  # the same as numpy arrays, for _prepare_bounds
         self._next_a = nxt
-        self._by_finish_a = np.argsort(-finish, kind="stable")
+        self._by_finish_a = by_finish
         self._scratch: tuple | None = None  # the compiled trial's copies of the base (_try_compiled)
         self._tails(at, nxt)
         self._last = int(self._by_finish_a[0]) if n else -1
@@ -479,6 +473,13 @@ class IncrementalSchedule:
         after = np.zeros(n + 1)  # after[i]: positions > i-1 ... stored so that after[i + 1] = max over > i
         if n:
             after[:n] = np.maximum.accumulate((dur + tail)[at][::-1])[::-1]
+        fast = kernels.for_size(n)
+        if fast is not None:
+            jump = fast.avoid_jumps(at, pos, prev, self.placement, finish, dur, tail, *self._csr[:3])
+            avoid = np.empty(n)
+            avoid[at] = np.maximum(np.maximum(before[:n], after[1:n + 1]), jump)
+            self._avoid, self._before, self._after = avoid, before, after
+            return
         has = prev >= 0
         src = np.concatenate([p.src, prev[has]])
         dst = np.concatenate([p.dst, np.flatnonzero(has)])
@@ -491,13 +492,8 @@ class IncrementalSchedule:
         if lo.size:
             k = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
             flat = tab.reshape(-1)
-            fast = kernels.for_size(n)
-            if fast is not None:
-                fast.scatter_max(flat, k * (n + 1) + lo, val)
-                fast.scatter_max(flat, k * (n + 1) + hi - (1 << k) + 1, val)
-            else:
-                np.maximum.at(flat, k * (n + 1) + lo, val)
-                np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
+            np.maximum.at(flat, k * (n + 1) + lo, val)
+            np.maximum.at(flat, k * (n + 1) + hi - (1 << k) + 1, val)
             for lev in range(levels - 1, 0, -1):
                 half = 1 << (lev - 1)
                 np.maximum(tab[lev - 1], tab[lev], out=tab[lev - 1])
@@ -538,9 +534,65 @@ class IncrementalSchedule:
         return self._tail_a.copy()
 
     def commit(self, trial: Trial) -> None:
-        """Make the trial's schedule the base, its start times the reference."""
+        """Make the trial's schedule the base, its start times the reference.
+
+        With the compiled kernels, and the trial tried on this very base, only what the move
+        changed is re-sorted and re-timed (:meth:`_rebase`); otherwise a full :meth:`reset`. Both
+        build the same base (tests/test_rebase.py)."""
         start, _ = trial.times()
+        fast = kernels.for_size(self.problem.n)
+        if (fast is not None and trial.version == self.version and self._off is not None
+                and isinstance(trial._start, tuple) and trial.complete):
+            if self._rebase(fast, trial.placement(), start, trial._start[0]):
+                return
         self.reset(trial.placement(), start)
+
+    def _rebase(self, fast, pl: np.ndarray, ref: np.ndarray, changed: np.ndarray) -> bool:
+        """:meth:`reset` to (``pl``, ``ref``) after a move whose re-timed nodes are ``changed``
+        (every node whose start differs from the base's).
+
+        The positions are by (reference start, rank): only the nodes whose key changed (the
+        re-timed ones, and those whose base start was not their old reference start, ``_off``) are
+        sorted, in the cone's order (nearly sorted already), and merged into the others' order; the
+        device chains are made by counting; the new order's schedule is ``ref`` except where a
+        zero-time node now waits behind a tie, re-timed from there (kernels.retime_order); the
+        finish order is merged likewise. O(n) passes instead of three sorts and a full re-timing.
+        False, nothing changed, if the positions are not topological (not reached for a trial's
+        schedule; the caller then resets in full)."""
+        p = self.problem
+        n = p.n
+        start = np.array(ref, dtype=np.float64)
+        rank = np.ascontiguousarray(p.topo_rank, dtype=np.int64)
+        flag = np.zeros(n, dtype=np.bool_)
+        flag[changed] = True
+        extra = self._off[~flag[self._off]]
+        flag[extra] = True
+        keys = np.concatenate([changed, extra]) if extra.size else changed
+        added = keys[np.argsort(start[keys], kind="stable")]
+        fast.order_ties(added, start, rank)
+        at = fast.merge_order(self._arrays[0], flag, added, start, rank)
+        pos = np.empty(n, dtype=np.int64)
+        pos[at] = np.arange(n)
+        seq, lo, prev, nxt = fast.device_chains(at, pl, p.k)
+        ok, off = fast.retime_order(at, pos, prev, nxt, pl, start, self._time, *self._csr[:5])
+        if not ok:
+            return False
+        self._forget()
+        self._seq_a, self._seq_lo = seq, lo
+        finish = start + p.time
+        moved = np.zeros(n, dtype=np.bool_)  # the nodes whose finish is not the base's
+        moved[changed] = True
+        late = off[~moved[off]]
+        moved[late] = True
+        keys = np.concatenate([changed, late]) if late.size else changed
+        neg = -finish
+        index = np.arange(n, dtype=np.int64)
+        added = keys[np.argsort(neg[keys], kind="stable")]
+        fast.order_ties(added, neg, index)
+        by_finish = fast.merge_order(self._by_finish_a, moved, added, neg, index)
+        self._off = off
+        self._settle(as_placement(p, pl), start, finish, at, pos, prev, nxt, by_finish)
+        return True
 
     def try_move(self, moves: dict[int, int], cutoff: float = float("inf")) -> Trial:
         """Re-time the schedule after the nodes of ``moves`` (node -> device) change device.

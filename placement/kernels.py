@@ -5,7 +5,8 @@ pure-Python passes over every node and edge (the list simulations, bottom levels
 re-timing, the tails of the incremental schedule: bench/results_scale.md, "Session 11") and in the
 per-move work of refine (a move's trial: the incremental schedule's overlay, bound and cone, one
 call of :func:`move_trial`; refine's candidates: :func:`chain_walk`, :func:`spread_pieces`,
-:func:`spread_assign`; "Session 12"). With the
+:func:`spread_assign`; "Session 12") and the re-base after an accepted move (:func:`merge_order`,
+:func:`order_ties`, :func:`device_chains`, :func:`retime_order`, :func:`avoid_jumps`; "Session 13"). With the
 optional extra ``fast`` (numba) installed, :func:`for_size` returns compiled versions of them;
 without it, or on small graphs where loading them costs more than it saves, it returns None and the
 callers run their own Python loops, which stay the reference: every kernel here gives the same
@@ -280,6 +281,206 @@ def kept_order_start(at, prev, ptr, nbr, delay_e, dur):
         start[v] = t
         fin[v] = t + dur[v]
     return start
+
+
+def avoid_jumps(at, pos, prev, pl, finish, dur, tail, ptr, nbr, comm_e):
+    """IncrementalSchedule._avoiding's range maximum: per position i, the longest path through an
+    edge a -> b (graph edges with ``comm_e`` across devices, device chains ``prev``) that jumps
+    over it (pos[a] < i < pos[b]). As the numpy version, each edge's value covers its range by two
+    blocks of 2^k positions and the levels are pushed down from the longest blocks to single
+    positions; here the edges are first bucketed by k and the levels kept one row at a time (the
+    full table of the numpy version is 29 MB at 200K nodes). Maxima: the same numbers."""
+    n = dur.size
+    levels = 1
+    while (1 << levels) <= n:
+        levels += 1
+    count = np.zeros(levels + 1, dtype=np.int64)
+    for rnd in range(2):  # first count the edges of each level, then place them
+        if rnd == 1:
+            for k in range(levels):
+                count[k + 1] += count[k]
+            total = count[levels]
+            e_val = np.empty(total)
+            e_lo = np.empty(total, dtype=np.int64)
+            e_r = np.empty(total, dtype=np.int64)
+            slot = count[:levels].copy()
+        for i in range(n):
+            b = at[i]
+            db = pl[b]
+            hi = pos[b] - 1
+            for j in range(ptr[b], ptr[b + 1] + 1):
+                if j < ptr[b + 1]:
+                    a = nbr[j]
+                else:
+                    a = prev[b]
+                    if a < 0:
+                        break
+                lo = pos[a] + 1
+                if hi < lo:
+                    continue
+                k = 0
+                while (2 << k) <= hi - lo + 1:
+                    k += 1
+                if rnd == 0:
+                    count[k + 1] += 1
+                    continue
+                val = finish[a]
+                if j < ptr[b + 1] and pl[a] != db:
+                    val += comm_e[j]
+                s = slot[k]
+                e_val[s] = val + dur[b] + tail[b]
+                e_lo[s] = lo
+                e_r[s] = hi - (1 << k) + 1
+                slot[k] = s + 1
+    row = np.zeros(n + 1)
+    for lev in range(levels - 1, -1, -1):
+        if lev < levels - 1:  # push the level above down: its blocks of 2^(lev+1) are two of 2^lev
+            half = 1 << lev
+            up = row
+            row = up.copy()
+            np.maximum(row[half:], up[:n + 1 - half], row[half:])
+        for e in range(count[lev], count[lev + 1]):
+            v = e_val[e]
+            if v > row[e_lo[e]]:
+                row[e_lo[e]] = v
+            if v > row[e_r[e]]:
+                row[e_r[e]] = v
+    return row[:n].copy()
+
+def merge_order(old, changed, added, k1, k2):
+    """``old`` (every node once, sorted by (k1, k2) before the change) without the nodes flagged
+    ``changed``, merged with ``added`` (exactly those nodes, sorted by the new (k1, k2)): every node
+    sorted by (k1, k2), the order np.lexsort((k2, k1)) gives when the pairs are unique. Why: after
+    an accepted move only the re-timed nodes' keys changed; a merge costs O(n), a sort O(n log n)."""
+    n = old.size
+    out = np.empty(n, dtype=np.int64)
+    i = 0
+    j = 0
+    for o in range(n):
+        while i < n and changed[old[i]]:
+            i += 1
+        if j < added.size and (i >= n or k1[added[j]] < k1[old[i]]
+                               or (k1[added[j]] == k1[old[i]] and k2[added[j]] < k2[old[i]])):
+            out[o] = added[j]
+            j += 1
+        else:
+            out[o] = old[i]
+            i += 1
+    return out
+
+
+def order_ties(nodes, key, tie):
+    """``nodes`` sorted stably by ``key`` (numpy's stable argsort: fast on the nearly sorted keys of
+    a cone): each run of equal keys re-sorted by ``tie`` (unique), in place, giving the order by
+    (key, tie) that np.lexsort((tie[nodes], key[nodes])) gives."""
+    i = 0
+    m = nodes.size
+    while i < m:
+        j = i + 1
+        while j < m and key[nodes[j]] == key[nodes[i]]:
+            j += 1
+        if j - i > 16:
+            run = nodes[i:j].copy()
+            ties = np.empty(j - i, dtype=np.int64)
+            for a in range(j - i):
+                ties[a] = tie[run[a]]
+            o = np.argsort(ties)
+            for a in range(j - i):
+                nodes[i + a] = run[o[a]]
+        else:
+            for a in range(i + 1, j):  # insertion sort of a short run
+                v = nodes[a]
+                b = a - 1
+                while b >= i and tie[nodes[b]] > tie[v]:
+                    nodes[b + 1] = nodes[b]
+                    b -= 1
+                nodes[b + 1] = v
+        i = j
+
+
+def device_chains(at, pl, k):
+    """Each device's nodes in position order ``at`` (``at[np.argsort(pl[at], kind="stable")]`` by
+    counting), each device's first slot in it, and every node's device predecessor and successor
+    (-1: none): the chains of IncrementalSchedule.reset."""
+    n = at.size
+    lo = np.zeros(k + 1, dtype=np.int64)
+    for v in range(n):
+        lo[pl[v] + 1] += 1
+    for d in range(k):
+        lo[d + 1] += lo[d]
+    fill = lo[:k].copy()
+    seq = np.empty(n, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
+    nxt = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        v = at[i]
+        d = pl[v]
+        c = fill[d]
+        if c > lo[d]:
+            u = seq[c - 1]
+            prev[v] = u
+            nxt[u] = v
+        seq[c] = v
+        fill[d] = c + 1
+    return seq, lo, prev, nxt
+
+
+def retime_order(at, pos, prev, nxt, pl, start, dur, pptr, pnbr, pcomm, sptr, snbr):
+    """The earliest schedule of the order ``at`` (positions ``pos``; device chains ``prev`` /
+    ``nxt``) computed from ``start``, a schedule believed to be it: the nodes whose start is not the
+    latest of their input arrivals and device predecessor's finish are re-timed, and what they
+    push, in position order, with kept_order_start's sums (``start`` is changed in place). Returns
+    (1, the re-timed nodes), or (0, none) when the positions are not a topological order of the
+    graph (then ``start`` is untouched). Why: a reference that is not its own order's fixpoint
+    differs from it in a node or two (zero-time nodes tied at one start); a full pass re-times all."""
+    n = dur.size
+    heap = np.empty(n, dtype=np.int64)
+    hsize = 0
+    queued = np.zeros(n, dtype=np.bool_)
+    listed = np.empty(n, dtype=np.int64)
+    nl = 0
+    for v in range(n):
+        t = 0.0
+        p = prev[v]
+        if p >= 0:
+            t = start[p] + dur[p]
+        dv = pl[v]
+        for j in range(pptr[v], pptr[v + 1]):
+            u = pnbr[j]
+            if pos[u] >= pos[v]:
+                return 0, np.empty(0, dtype=np.int64)
+            a = start[u] + dur[u]
+            if pl[u] != dv:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if t != start[v]:
+            queued[v] = True
+            listed[nl] = v
+            nl += 1
+            _ipush(heap, hsize, pos[v])
+            hsize += 1
+    nodes = np.empty(n, dtype=np.int64)
+    k = 0
+    while hsize > 0:
+        w = at[_ipop(heap, hsize)]
+        hsize -= 1
+        p = prev[w]
+        t = 0.0 if p < 0 else start[p] + dur[p]
+        dw = pl[w]
+        for j in range(pptr[w], pptr[w + 1]):
+            u = pnbr[j]
+            a = start[u] + dur[u]
+            if pl[u] != dw:
+                a += pcomm[j]
+            if a > t:
+                t = a
+        if t != start[w]:
+            start[w] = t
+            nodes[k] = w
+            k += 1
+            nl, hsize = _queue_pushed(w, sptr, snbr, nxt, pos, queued, listed, nl, heap, hsize)
+    return 1, nodes[:k].copy()
 
 
 def tails(seq, pl, dur, ptr, nbr, comm_e, nxt):
@@ -1019,14 +1220,6 @@ def by_parent(ranked, parent):
     return seq
 
 
-def scatter_max(flat, idx, val):
-    """np.maximum.at(flat, idx, val) (maxima: the order does not matter)."""
-    for i in range(idx.size):
-        j = idx[i]
-        if val[i] > flat[j]:
-            flat[j] = val[i]
-
-
 def forest_intervals(seq, parent):
     """placement.incremental._forest_intervals: preorder numbers ``tin`` and ``tin + subtree size``
     of a forest walked depth-first, roots and each node's children in the order of ``seq`` (the
@@ -1300,8 +1493,9 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_queue_pushed", "_ipop", "_segments", "_reoffer", "_avoids", "_outer",
             "_dropped", "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
-_KERNELS = ["bottom_levels", "kept_order_start", "tails", "forest_intervals", "move_trial",
-            "spread_pieces", "spread_assign", "chain_walk", "by_parent", "scatter_max", "release_starts",
+_KERNELS = ["bottom_levels", "kept_order_start", "avoid_jumps", "merge_order", "order_ties", "device_chains",
+            "retime_order", "tails", "forest_intervals", "move_trial",
+            "spread_pieces", "spread_assign", "chain_walk", "by_parent", "release_starts",
             "fifo_schedule", "list_schedule"]
 
 
@@ -1332,6 +1526,12 @@ def _call_each(fast: SimpleNamespace) -> None:
         "bottom_levels": lambda: fast.bottom_levels(ptr, nbr, dly, dur, order),
         "kept_order_start": lambda: fast.kept_order_start(order, np.full(3, -1, dtype=i64), ptr, nbr, dly, dur),
         "tails": lambda: fast.tails(order, dev, dur, ptr, nbr, dly, np.full(3, -1, dtype=i64)),
+        "merge_order": lambda: fast.merge_order(order, np.array([False, True, False]), order[1:2], dur, order),
+        "device_chains": lambda: fast.device_chains(order, dev, 2),
+        "retime_order": lambda: fast.retime_order(order, order, np.full(3, -1, dtype=i64), np.full(3, -1, dtype=i64), dev,
+                                                  dur.copy(), dur, ptr, nbr, dly, ptr, nbr),
+        "avoid_jumps": lambda: fast.avoid_jumps(order, order, np.full(3, -1, dtype=i64), dev, dur, dur, dur, ptr, nbr, dly),
+        "order_ties": lambda: fast.order_ties(order.copy(), dur, order),
         "forest_intervals": lambda: fast.forest_intervals(order, np.array([-1, 0, 0], dtype=i64)),
         "move_trial": lambda: fast.move_trial(
             order[:1], order[1:2], 1.5, 1, 1, 10, order, order, dev, dur, dur, dur, ptr, nbr, dly, ptr, nbr, dly,
@@ -1347,7 +1547,6 @@ def _call_each(fast: SimpleNamespace) -> None:
             np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
         "chain_walk": lambda: fast.chain_walk(2, dur, dur + 1.0, np.full(3, -1, dtype=i64), ptr, nbr, dly, 1e-9),
         "by_parent": lambda: fast.by_parent(order, np.array([-1, 0, 0], dtype=i64)),
-        "scatter_max": lambda: fast.scatter_max(np.zeros(3), order, dur),
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),

@@ -23,6 +23,7 @@ from formulations.held_split import held_split
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.layer_bands import band_split, weight_bands
+from heuristics.chain_home import chain_home
 from heuristics.chain_pin import chain_pin
 from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
@@ -98,6 +99,10 @@ TABLE: tuple[MethodInfo, ...] = (
     MethodInfo("chain-pin", HEURISTIC, MAKESPAN,
                "training graphs of unrolled loops: ETF with each weight-gradient accumulation chain and its gradients "
                "on one device, params off the busiest chain's device; deadline order (heuristics.chain_pin)", chain_pin),
+    MethodInfo("chain-home", HEURISTIC, MAKESPAN,
+               "training graphs of unrolled loops, memory to spare: ETF with each weight-gradient accumulation chain "
+               "beside the weight it updates, the longest chain's device its own once it starts (heuristics.chain_home)",
+               chain_home),
     MethodInfo("min-memory", HEURISTIC, MAKESPAN,
                "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
                "level (smallest memory per device)", min_memory),

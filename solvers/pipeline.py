@@ -52,7 +52,7 @@ from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineSearch, RefineStats, refine, refine_multilevel
-from .reschedule import reschedule
+from .reschedule import reschedule, reschedule_seconds
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -136,7 +136,6 @@ PROBE_SHARE = 0.3
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
-RESCHEDULE_SECONDS_PER_ELEMENT = 1e-5  # two priority lists and their evaluations: 2.5 s for 100K nodes + 200K edges (niced, loaded)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
 
@@ -428,7 +427,7 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
     the time left pays for it several times over."""
     if inc.best is None or opts.stop.is_set():
         return
-    if left is not None and left < 3 * RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m) + inc.check_seconds:
+    if left is not None and left < 3 * reschedule_seconds(problem) + inc.check_seconds:
         return
     t = time.monotonic()
     before = inc.makespan

@@ -58,6 +58,12 @@ from .reschedule import bottom_levels, list_schedule_start, priority_order
 BATCH = "lazy"
 SMALL_BATCH = 64  # a batch move of at most this many nodes is judged by the incremental schedule (_Search._kept_order)
 AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO is within 2% of the kept order
+# After this many batch moves rejected in a row, the next batch move waits 2, 4, ... up to
+# BATCH_WAIT_MAX rounds (None: a batch move every round, as before session 13). On the 40K
+# transformer 0 of 220 batch moves in 15 s were accepted, at 17 ms each (a third of the CPU);
+# on the CNN 98 of 137, the LSTM 24 of 110 (bench/results_scale.md, "Session 13").
+BATCH_PATIENCE: int | None = 4
+BATCH_WAIT_MAX = 32
 
 
 @dataclass
@@ -324,6 +330,8 @@ class _Search:
         self.p = problem
         self.batch = batch
         self.rejected_batch: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the last batch move rejected
+        self.batch_misses = 0  # batch moves rejected in a row
+        self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
         self.keep_order = keep_order
         self.units = _Units(problem)
         self.rng = np.random.default_rng(opts.seed)
@@ -467,7 +475,7 @@ class _Search:
             # A batch move the last round rejected comes back unchanged after a single move elsewhere
             # accepted (the chain's runs barely moved): at 50K nodes a second try costs a second for
             # nothing (bench/results_scale.md, "Session 8").
-            if batch != self.rejected_batch and fresh(units, devs):
+            if batch != self.rejected_batch and self._batch_due() and fresh(units, devs):
                 yield units, devs, True  # a batch move: also judged re-ordered by priority
         runs: list[tuple[list[int], list[int]]] = []  # the chain's runs on one device, each to every other device
         if chain:
@@ -687,6 +695,24 @@ class _Search:
             return True
         return False
 
+    def _batch_due(self) -> bool:
+        """Is this round's batch move to be tried? Not while it waits after BATCH_PATIENCE
+        rejections in a row (each round it skips counts down its wait)."""
+        if self.batch_wait > 0:
+            self.batch_wait -= 1
+            return False
+        return True
+
+    def _batch_judged(self, accepted: bool) -> None:
+        """Count a batch move's outcome: an acceptance ends the waits; from BATCH_PATIENCE rejections
+        in a row, each further one doubles the rounds the next batch move waits (up to BATCH_WAIT_MAX)."""
+        if accepted:
+            self.batch_misses = self.batch_wait = 0
+            return
+        self.batch_misses += 1
+        if BATCH_PATIENCE is not None and self.batch_misses >= BATCH_PATIENCE:
+            self.batch_wait = min(BATCH_WAIT_MAX, 2 ** (self.batch_misses - BATCH_PATIENCE + 1))
+
     def _unit_dev(self, pl: np.ndarray) -> np.ndarray:
         return pl[self.units.first] if self.units.count else np.zeros(0, dtype=np.int64)
 
@@ -730,7 +756,10 @@ class _Search:
             for move in self._candidates(self.cur_ev):
                 if self.out_of_budget():
                     break
-                if self._try(*move):
+                ok = self._try(*move)
+                if len(move) == 3:
+                    self._batch_judged(ok)
+                if ok:
                     improved = True
                     break
             if improved or self.out_of_budget():

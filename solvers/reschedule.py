@@ -30,6 +30,12 @@ from placement.problem import Problem
 
 
 PRIORITIES = ("bottom-level", "bottom-level-no-comm")
+# Seconds per node + edge of :func:`reschedule` (both priority lists simulated and evaluated).
+# Compiled kernels: 0.47-0.66 us of CPU at 40K-200K nodes, 0.9-2.2 us wall beside a load of 4-5
+# (bench/results_scale.md, "Session 13"); 2e-6 is the loaded wall time with a little to spare. The
+# Python loops: 2.5 s for 100K nodes + 200K edges, niced and loaded (session 7).
+RESCHEDULE_SECONDS_PER_ELEMENT = 2e-6
+RESCHEDULE_SECONDS_PER_ELEMENT_PYTHON = 1e-5
 
 
 def priority(problem: Problem, placement: np.ndarray, name: str) -> np.ndarray:
@@ -154,6 +160,14 @@ def list_schedule_start(problem: Problem, placement: np.ndarray, priority: np.nd
     if done != n:  # cannot happen for a validated DAG
         raise RuntimeError("priority_order: simulation stalled (the graph is not a DAG)")
     return order, np.asarray(start)
+
+
+def reschedule_seconds(problem: Problem) -> float:
+    """What :func:`reschedule` is expected to take on ``problem``: with the compiled kernels when
+    they are there for its size, else the Python loops."""
+    compiled = kernels.for_size(problem.n) is not None
+    per = RESCHEDULE_SECONDS_PER_ELEMENT if compiled else RESCHEDULE_SECONDS_PER_ELEMENT_PYTHON
+    return per * (problem.n + problem.m)
 
 
 def reschedule(problem: Problem, placement: np.ndarray, memory_model: str = "static",
