@@ -22,8 +22,13 @@ at its last local consumer's) stays within the capacity less MARGIN, and the cut
 to the cheapest crossing (the transfer time of the edges it would cut) within the band's last SLACK
 of bytes. The first band stays; the others go whole, largest first, to the device whose memory
 profile over time (256 cells) with the band added peaks lowest. Only the cuts add transfers to the
-main line. The split schedule, when within REPAIR_WITHIN x the capacity, goes to mem-repair's
-repair (heuristics/memory_repair.py) with the same order.
+main line. Where one device ran most of the forward pass in the fast schedule (PARDNN's main
+line), the split is also tried with the whole forward pass back on one device, the loss's
+(:func:`forward_together`): a device holds a received activation from its producer's end until its
+own backward reads it, so the bands keep their bytes while the forward pass crosses no cut, and
+each cut costs the main line one transfer (the backward's gradient) instead of two; the faster of
+the two splits goes on. The split schedule, when within REPAIR_WITHIN x the capacity, goes to
+mem-repair's repair (heuristics/memory_repair.py) with the same order.
 
 :func:`band_repair` does this for the fast schedules of :data:`STARTS` in turn (PARDNN's on 2
 devices, ETF's, PARDNN's on K/2 and K devices; a PARDNN run only while it is expected to end in the
@@ -32,7 +37,9 @@ fitting one with the smallest makespan (the evaluator's, on the order returned; 
 fits and is faster). A fast schedule that fits as it is, is answered as it is (mem-repair's answer).
 Measured (bench/results_peak.md, session 12): the 200K CNN at K = 8 and 10.22 GB from ETF's
 schedule 3453.0 (mem-repair: no answer; unlimited memory: 3402.5), the 10K CNN at K = 4 and 4.57
-GB from PARDNN's on 2 devices 467.3 (mem-span 537.5).
+GB from PARDNN's on 2 devices 467.3 (mem-span 537.5). With the forward pass together (session 13)
+the 10K CNN's splits of PARDNN's 2-device schedule run in 474.2 at K = 8 (was 513.4) and 470.8
+at K = 4 (was 495.9), 455.0 and 440.9 re-scheduled by priority lists (was 494.3 and 466.0).
 Deterministic: no randomness; ties go to the lower device.
 """
 from __future__ import annotations
@@ -69,6 +76,11 @@ STARTS = ("pardnn-2", "etf", "pardnn-k/2", "pardnn-k")
 REPAIR_WITHIN = 1.5
 CELLS = 256  # time cells of the profiles bands are packed by
 SLACK = 0.3  # a cut may move this share of a band's bytes off the equal split to cross fewer transfers
+# The forward pass goes back on one device (forward_together) only when one device ran at least this
+# share of its work in the fast schedule: PARDNN's on 2 devices runs 0.996 of it on one (10K CNN), ETF's
+# spreads it (200K CNN at K = 8: at most 0.52 on one device), and there the variant is 9% slower
+# than the plain split (3695.9 against 3400.3; 50K CNN at K = 8: 1350.1 against 1268.1).
+FORWARD_HOME = 0.8
 
 
 def positions(problem: Problem, pivot: int) -> np.ndarray:
@@ -251,6 +263,38 @@ def _cuts(problem: Problem, pl: np.ndarray, d: int, pos: np.ndarray, bpos: np.nd
     return np.asarray(cuts)
 
 
+def forward_nodes(problem: Problem, pivot: int) -> np.ndarray:
+    """Mask of the forward pass: nodes before the loss (``pivot``) in topological order that hold no
+    parameters and belong to no colocation group (those stay with their band)."""
+    return (problem.topo_rank < problem.topo_rank[pivot]) & (problem.param_bytes <= 0) & (problem.colocate < 0)
+
+
+def forward_device(problem: Problem, pl: np.ndarray, pivot: int) -> int | None:
+    """The device running at least FORWARD_HOME of the forward pass's work in placement ``pl``, or
+    None when the forward pass is spread (or has no work)."""
+    fwd = forward_nodes(problem, pivot)
+    work = np.bincount(pl[fwd], weights=problem.time[fwd], minlength=problem.k)
+    total = float(work.sum())
+    if total <= 0:
+        return None
+    d = int(np.argmax(work))
+    return d if work[d] >= FORWARD_HOME * total else None
+
+
+def forward_together(problem: Problem, split: np.ndarray, pivot: int) -> np.ndarray:
+    """``split`` with the whole forward pass (:func:`forward_nodes`) on the loss's device, each node
+    only where it is allowed. Why: a band's device then receives its activations (held there from
+    their producer's end until its own backward reads them, as when it made them), the forward
+    pass crosses no cut, and only the backward's gradient crosses each one."""
+    home = int(split[pivot])
+    move = forward_nodes(problem, pivot)
+    if problem.has_allowed:
+        move &= problem.allowed_mask()[:, home]
+    out = split.copy()
+    out[move] = home
+    return out
+
+
 def _fast_starts(problem: Problem, opts: SolveOptions) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """Fast schedules with unlimited memory, made one at a time (a PARDNN run only when it is
     expected to end in the time left): (name, placement, sequence: every node by its start time
@@ -302,15 +346,23 @@ def band_repair(problem: Problem, opts: SolveOptions) -> Solution:
     best = None
     for name, pl, seq in _fast_starts(problem, opts):
         ev = evaluate(problem, pl, order=device_orders(pl, seq, problem.k), memory_model="peak")
+        home = None if ev.feasible(problem) else forward_device(problem, pl, pivot)
         for margin in (0.0,) if ev.feasible(problem) else MARGINS:
             if stop():
                 break
             t = time.monotonic()
             split = pl if ev.feasible(problem) else split_bands(problem, pl, ev, pos, margin)
             got = evaluate(problem, split, order=device_orders(split, seq, problem.k), memory_model="peak")
-            over = float(np.max(got.peak_memory / problem.memory))
             row = {"start": name, "margin": margin, "fast": ev.makespan, "split_moved": int(np.count_nonzero(split != pl)),
-                   "split_over": over, "split_makespan": got.makespan}
+                   "forward": False}
+            if home is not None and not stop():
+                alt = forward_together(problem, split, pivot)
+                alt_ev = evaluate(problem, alt, order=device_orders(alt, seq, problem.k), memory_model="peak")
+                row.update(plain_makespan=got.makespan, forward_makespan=alt_ev.makespan)
+                if (not alt_ev.feasible(problem), alt_ev.makespan) < (not got.feasible(problem), got.makespan):
+                    split, got, row["forward"] = alt, alt_ev, True
+            over = float(np.max(got.peak_memory / problem.memory))
+            row.update(split_over=over, split_makespan=got.makespan)
             tried.append(row)
             if over > REPAIR_WITHIN:
                 row.update(fits=False, seconds=round(time.monotonic() - t, 3))

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.band_repair import band_repair, positions, split_bands
+from heuristics.band_repair import (FORWARD_HOME, band_repair, forward_device, forward_nodes, forward_together, positions,
+                                    split_bands)
 from heuristics.layer_bands import loss_pivot
 from heuristics.memory_repair import device_orders, memory_repair
 from heuristics.portfolio import MEMBER_SHARE, PEAK_TIGHT_ORDER, REPAIRS, member_order
@@ -183,3 +184,56 @@ def test_allowed_devices_beyond_a_fewer_device_start_skip_that_start():
     assert {s["start"] for s in sol.info["starts"]} == {"pardnn-k"}
     ev = check(p, sol.placement, sol.start, "peak")
     assert ev.feasible(p) and ev.makespan == pytest.approx(sol.objective)
+
+
+@pytest.mark.parametrize("comm", [0.5, 1.0])
+def test_the_forward_pass_together_crosses_each_cut_once_by_hand(comm):
+    # The split of the chain above (layers 1-2 on device 0, layers 3-4 and the loss on device 1)
+    # with f1 and f2 back on the loss's device: device 1 runs f1 f2 f3 f4 L b4 b3 in [0, 7), the
+    # gradient crosses once (b3 -> b2), b2 and b1 run in [7 + comm, 9 + comm) on device 0. Peaks
+    # by hand: device 1 while b4 runs (A3 + A4 + L + b4's output: 22; A1 and A2 are freed when f2
+    # and f3 end), device 0 while b2 runs (A1 and A2 received at their producers' ends, b3's copy,
+    # b2's output: 22). The plain split pays the forward crossing f2 -> f3 too: 9 + 2 comm.
+    p = training_net([10, 10, 10, 10], comm, 25.0, grads=False)
+    pivot = loss_pivot(p)
+    one = np.zeros(p.n, dtype=np.int64)
+    seq = p.topo_order
+    ev = evaluate(p, one, order=device_orders(one, seq, p.k), memory_model="peak")
+    split = split_bands(p, one, ev, positions(p, pivot))
+    assert forward_device(p, one, pivot) == 0
+    together = forward_together(p, split, pivot)
+    by_name = {p.ids[v]: int(together[v]) for v in range(p.n)}
+    assert by_name == {"f1": 1, "f2": 1, "b2": 0, "b1": 0, "f3": 1, "f4": 1, "L": 1, "b4": 1, "b3": 1}
+    got = evaluate(p, together, order=device_orders(together, seq, p.k), memory_model="peak")
+    assert got.makespan == pytest.approx(9 + comm)
+    assert got.peak_memory.tolist() == [22.0, 22.0]
+    sol = band_repair(p, SolveOptions(memory_model="peak"))
+    assert sol.status == "heuristic" and sol.objective == pytest.approx(9 + comm)
+    assert any(row["forward"] for row in sol.info["starts"])
+    assert makespan_optimum(p, "peak") <= sol.objective + 1e-9
+
+
+def test_the_forward_pass_goes_together_only_from_a_schedule_that_ran_it_on_one_device():
+    # The pivot (the largest live cut) is b4 here, so the forward work is f1..f4 and L, 1 unit
+    # each: 3 of 5 on device 0 is 0.6 < FORWARD_HOME; a colocated node is never moved (it stays
+    # with its band).
+    from dataclasses import replace
+    p = training_net([10, 10, 10, 10], 1.0, 25.0, grads=False)
+    pivot = loss_pivot(p)
+    assert {p.ids[v] for v in np.flatnonzero(forward_nodes(p, pivot))} == {"f1", "f2", "f3", "f4", "L"}
+    spread = np.zeros(p.n, dtype=np.int64)
+    spread[[p.index["f4"], p.index["L"]]] = 1
+    assert FORWARD_HOME > 0.6 and forward_device(p, spread, pivot) is None
+    spread[p.index["b1"]] = 1  # backward work does not count
+    assert forward_device(p, spread, pivot) is None
+    all_on_1 = np.ones(p.n, dtype=np.int64)
+    all_on_1[p.index["b1"]] = 0
+    assert forward_device(p, all_on_1, pivot) == 1
+    colocate = np.full(p.n, -1, dtype=np.int64)
+    colocate[[p.index["f1"], p.index["b1"]]] = 0
+    q = replace(p, colocate=colocate, colocate_names=["w1"])
+    assert not forward_nodes(q, pivot)[q.index["f1"]] and forward_nodes(q, pivot)[q.index["f2"]]
+    split = np.zeros(q.n, dtype=np.int64)
+    split[[q.index[x] for x in ("f3", "f4", "L", "b4", "b3")]] = 1
+    together = forward_together(q, split, pivot)
+    assert together[q.index["f1"]] == 0 and together[q.index["f2"]] == 1
