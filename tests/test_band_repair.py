@@ -4,8 +4,6 @@ gives up (a fitting placement exists: enumeration), what it answers is the evalu
 own order, within capacity), it stops when asked and it is deterministic."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -133,17 +131,6 @@ def test_deterministic():
     strip = [{k: v for k, v in s.items() if k != "seconds"} for s in a.info["starts"]]
     assert strip == [{k: v for k, v in s.items() if k != "seconds"} for s in b.info["starts"]]
     assert (a.placement is None and b.placement is None) or np.array_equal(a.placement, b.placement)
-
-
-def test_stops_when_asked_and_is_peak_only():
-    p0 = generate_cnn()
-    p = p0.with_devices(p0.k, 1.5 * memory_lower_bound(p0, "peak")["best"])
-    stop = threading.Event()
-    stop.set()
-    sol = band_repair(p, SolveOptions(memory_model="peak", stop=stop))
-    assert sol.placement is None and "out of time" in sol.reason
-    static = band_repair(p, SolveOptions(memory_model="static"))
-    assert static.placement is None and "peak" in static.reason
 
 
 def test_in_the_method_table_and_the_tight_portfolio():

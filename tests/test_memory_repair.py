@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from heuristics.band_repair import band_repair
 from heuristics.memory_repair import device_orders, fast_schedule, memory_repair, repair
 from heuristics.portfolio import MEMBER_SHARE, PEAK_TIGHT_ORDER, REPAIRS, member_order
 from placement.evaluator import check, evaluate
@@ -103,14 +104,15 @@ def generate_cnn():
     return generate("cnn", 400, seed=0, devices=4, memory_fraction=None)
 
 
-def test_stops_when_asked_and_is_peak_only():
+@pytest.mark.parametrize("member, ratio", [(memory_repair, 1.3), (band_repair, 1.5)], ids=["mem-repair", "band-repair"])
+def test_stops_when_asked_and_is_peak_only(member, ratio):
     p0 = generate_cnn()
-    p = p0.with_devices(p0.k, 1.3 * memory_lower_bound(p0, "peak")["best"])
+    p = p0.with_devices(p0.k, ratio * memory_lower_bound(p0, "peak")["best"])
     stop = threading.Event()
     stop.set()
-    sol = memory_repair(p, SolveOptions(memory_model="peak", stop=stop))
+    sol = member(p, SolveOptions(memory_model="peak", stop=stop))
     assert sol.placement is None and "out of time" in sol.reason
-    static = memory_repair(p, SolveOptions(memory_model="static"))
+    static = member(p, SolveOptions(memory_model="static"))
     assert static.placement is None and "peak" in static.reason
 
 
