@@ -1,7 +1,7 @@
 """band-repair (heuristics/band_repair.py): the band split of a hand-built training chain matches
 the bands worked out by hand, it fits small training graphs with weight gradients where mem-repair
 gives up (a fitting placement exists: enumeration), what it answers is the evaluator's (peak on its
-own order, within capacity), it stops when asked and it is deterministic."""
+own order, within capacity) and it is deterministic; it stops when asked (tests/test_memory_repair.py)."""
 from __future__ import annotations
 
 import numpy as np
