@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.chain_pin import accumulation_chains, chain_devices, chain_pin
+from heuristics.chain_pin import accumulation_chains, busiest_chain, chain_devices, chain_pin, descendants, kept_prefix
 from heuristics.deadline_order import deadline_schedule, need_times
-from heuristics.list_scheduling import etf
+from heuristics.list_scheduling import etf, etf_schedule
 from heuristics.portfolio import PEAK_ORDER, PEAK_TIGHT_ORDER
 from placement.evaluator import evaluate
 from placement.generate import generate
@@ -147,3 +148,49 @@ def test_deadline_order_runs_as_simulated(seed, k):
 def test_in_the_peak_portfolio_orders():
     assert PEAK_TIGHT_ORDER.index("band-split") < PEAK_TIGHT_ORDER.index("chain-pin") < PEAK_TIGHT_ORDER.index("min-memory")
     assert PEAK_ORDER.index("etf") < PEAK_ORDER.index("chain-pin") < PEAK_ORDER.index("pardnn")
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 3))
+def test_kept_prefix_keeps_the_reference_order_and_runs_as_simulated(seed, k):
+    """kept_prefix: the nodes the reference ran before the head (and not after a gradient) come
+    first, on each device in the reference's order; the waits it returns close no cycle with waits
+    inside ``after``; the evaluator runs the order returned, without those waits, as simulated."""
+    p = random_problem(seed, 10, k)
+    rng = np.random.default_rng(seed)
+    pl = rng.integers(0, k, p.n)
+    ref = evaluate(p, pl, order=None)
+    head = int(rng.integers(0, p.n))
+    grads = rng.choice(p.n, size=2, replace=False)
+    after = descendants(p, np.asarray(list(grads) + [head]))
+    inside = np.flatnonzero(after)
+    waits = [(int(u), int(v)) for u, v in rng.choice(inside, size=(3, 2)) if u != v and p.topo_rank[u] < p.topo_rank[v]]
+    need = need_times(p, pl, ref.start)
+    keep = kept_prefix(p, ref, need, head, after)
+    kept = np.flatnonzero((ref.start < ref.start[head]) & ~after)
+    assert sorted({v for w in keep for v in w}) == sorted(v for v in kept.tolist() if any(v in w for w in keep))
+    order, start = deadline_schedule(p, pl, need, waits=waits + keep)
+    ev = evaluate(p, pl, order, waits=waits)
+    assert np.allclose(ev.start, start)
+    for d in range(k):
+        mine = [v for v in order[d] if v in set(kept.tolist())]
+        assert mine == sorted(mine, key=lambda v: (ref.start[v], ref.finish[v], p.topo_rank[v]))
+
+
+def test_kept_prefix_keeps_the_loss_of_the_reference_on_a_generated_lstm(lstm_tight):
+    """On a generated LSTM the forward pass is run in ETF's order: the loss starts when it does in
+    the reference, where the deadline order alone delays it."""
+    p = lstm_tight
+    chains = accumulation_chains(p, 0.002 * float(p.memory.min()))
+    path, feeders = busiest_chain(p, chains)
+    allowed = chain_devices(p, chains)
+    sched = etf_schedule(replace(p, allowed=allowed, memory=np.full(p.k, math.inf)), 0.0, "static")
+    ref = evaluate(p, sched.dev, order=sched.order, memory_model="peak")
+    loss = list(p.ids).index("loss/total")
+    after = descendants(p, np.asarray([f for g in feeders for f in g] + [int(path[0])]))
+    need = need_times(p, sched.dev, ref.start)
+    _, plain = deadline_schedule(p, sched.dev, need.copy())
+    keep = kept_prefix(p, ref, need, int(path[0]), after)
+    _, start = deadline_schedule(p, sched.dev, need, waits=keep)
+    assert start[loss] == pytest.approx(ref.start[loss])
+    assert plain[loss] > ref.start[loss] + 1e-6  # what the deadline order alone does here
