@@ -43,7 +43,7 @@ from placement.evaluator import Evaluation, edge_delay, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .chain_pin import Chain, accumulation_chains
+from .chain_pin import Chain, accumulation_chains, descendants
 from .deadline_order import deadline_order
 from .list_scheduling import Stopped, etf_schedule
 
@@ -65,17 +65,7 @@ def home_groups(problem: Problem, chains: list[Chain]) -> list[list[int]]:
 
 def ancestors(problem: Problem, head: int) -> np.ndarray:
     """Mask of the nodes ``head`` is reachable from (itself included)."""
-    seen = np.zeros(problem.n, dtype=bool)
-    seen[head] = True
-    ptr, nbr, _ = problem.pred_ptr
-    stack = [head]
-    while stack:
-        v = stack.pop()
-        for u in nbr[ptr[v]:ptr[v + 1]].tolist():
-            if not seen[u]:
-                seen[u] = True
-                stack.append(u)
-    return seen
+    return descendants(problem, np.asarray([head], dtype=np.int64), upward=True)
 
 
 def critical_order(problem: Problem, placement: np.ndarray, stop) -> list[list[int]] | None:

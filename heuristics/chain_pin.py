@@ -223,11 +223,12 @@ def held_gradients(problem: Problem, chain: Chain, placement: np.ndarray, share:
     return HeldGradients(pl, waits, due)
 
 
-def descendants(problem: Problem, sources: np.ndarray) -> np.ndarray:
-    """Mask of the nodes reachable from ``sources`` (themselves included)."""
+def descendants(problem: Problem, sources: np.ndarray, upward: bool = False) -> np.ndarray:
+    """Mask of the nodes reachable from ``sources`` (themselves included); ``upward``: the nodes
+    ``sources`` are reachable from instead."""
     seen = np.zeros(problem.n, dtype=bool)
     seen[sources] = True
-    ptr, nbr, _ = problem.succ_ptr
+    ptr, nbr, _ = problem.pred_ptr if upward else problem.succ_ptr
     stack = np.flatnonzero(seen).tolist()
     while stack:
         v = stack.pop()
