@@ -151,8 +151,8 @@ def test_in_the_peak_portfolio_orders():
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), k=st.integers(1, 3))
-def test_kept_prefix_keeps_the_reference_order_and_runs_as_simulated(seed, k):
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 3), share=st.sampled_from([1.0, 0.8, 0.5]))
+def test_kept_prefix_keeps_the_reference_order_and_runs_as_simulated(seed, k, share):
     """kept_prefix: the nodes the reference ran before the head (and not after a gradient) come
     first, on each device in the reference's order; the waits it returns close no cycle with waits
     inside ``after``; the evaluator runs the order returned, without those waits, as simulated."""
@@ -166,8 +166,8 @@ def test_kept_prefix_keeps_the_reference_order_and_runs_as_simulated(seed, k):
     inside = np.flatnonzero(after)
     waits = [(int(u), int(v)) for u, v in rng.choice(inside, size=(3, 2)) if u != v and p.topo_rank[u] < p.topo_rank[v]]
     need = need_times(p, pl, ref.start)
-    keep = kept_prefix(p, ref, need, head, after)
-    kept = np.flatnonzero((ref.start < ref.start[head]) & ~after)
+    keep = kept_prefix(p, ref, need, head, after, share)
+    kept = np.flatnonzero((ref.start < share * ref.start[head]) & ~after)
     assert sorted({v for w in keep for v in w}) == sorted(v for v in kept.tolist() if any(v in w for w in keep))
     order, start = deadline_schedule(p, pl, need, waits=waits + keep)
     ev = evaluate(p, pl, order, waits=waits)
