@@ -120,8 +120,9 @@ def accumulation_chains(problem: Problem, min_bytes: float) -> list[Chain]:
     return chains
 
 
-def chain_devices(problem: Problem, chains: list[Chain]) -> list[tuple[int, ...] | None]:
-    """Allowed devices per node (module docstring, step 2)."""
+def chain_devices(problem: Problem, chains: list[Chain], free_shared: bool = False) -> list[tuple[int, ...] | None]:
+    """Allowed devices per node (module docstring, step 2); ``free_shared``: a chain put on a
+    device that already has one keeps its nodes there but not its gradients (ETF places them)."""
     k = problem.k
     allowed = list(problem.allowed)
     work = [float(problem.time[c].sum()) + sum(float(problem.time[f].sum()) for f in fs if f) for c, fs in chains]
@@ -129,12 +130,13 @@ def chain_devices(problem: Problem, chains: list[Chain]) -> list[tuple[int, ...]
     busiest = None
     for i in sorted(range(len(chains)), key=lambda i: (-work[i], int(chains[i][0][0]))):
         d = int(np.argmin(load))
+        shared = free_shared and load[d] > 0
         load[d] += work[i]
         if busiest is None:
             busiest = d
             load[d] = math.inf
         path, fs = chains[i]
-        for v in path.tolist() + [f for group in fs for f in group]:
+        for v in path.tolist() + ([] if shared else [f for group in fs for f in group]):
             allowed[v] = (d,)
     if busiest is None or k < 2:
         return allowed
@@ -284,7 +286,22 @@ def fifo_order(ev: Evaluation, k: int) -> list[list[int]]:
 
 
 def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
-    """``chain-pin`` (module docstring)."""
+    """``chain-pin`` (module docstring): step 2 both ways, a shared device's second chain with its
+    gradients free first, then all pinned; the faster answer (the first on a tie)."""
+    t0 = time.monotonic()
+    first = pinned_chains(problem, opts, free_shared=True)
+    left = opts.remaining()
+    if "chains" not in first.info or (left is not None and left < 1.2 * (time.monotonic() - t0)):
+        return replace(first, seconds=time.monotonic() - t0)  # no chain, or no time for the other way
+    second = pinned_chains(problem, opts, free_shared=False)
+    if first.objective is None or (second.objective is not None and second.objective < first.objective):
+        first, second = second, first
+    info = {**first.info, "other": {"free_shared": second.info.get("free_shared"), "makespan": second.objective}}
+    return replace(first, seconds=time.monotonic() - t0, info=info)
+
+
+def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> Solution:
+    """Steps 1-5 with :func:`chain_devices` (``free_shared``) as step 2."""
     t0 = time.monotonic()
     name = "chain-pin"
 
@@ -305,7 +322,7 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     chains = accumulation_chains(problem, min_bytes)
     if not chains:
         return unknown("no weight-gradient accumulation chain in the graph")
-    allowed = chain_devices(problem, chains)
+    allowed = chain_devices(problem, chains, free_shared)
     mask_ok = all(a is None or len(a) > 0 for a in allowed)
     pinned = replace(problem, allowed=allowed, memory=np.full(problem.k, math.inf))
     if not mask_ok or not pinned.allowed_mask().any(axis=1).all():
@@ -442,7 +459,7 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     if best is not None and model == "peak" and opts.extra.get("chain_pin_waits", True):
         held_rounds(best[0], top)
     info = {"chains": len(chains), "chain_lengths": [int(c.size) for c, _ in chains], "tried": tried,
-            "moved_params": moves}
+            "moved_params": moves, "free_shared": free_shared}
     if best is None:
         info["memory_over_capacity"] = least[0] if least is not None else None
         over = f" (least: {least[0]:.4g} x capacity)" if least is not None else ""

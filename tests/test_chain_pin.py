@@ -194,3 +194,29 @@ def test_kept_prefix_keeps_the_loss_of_the_reference_on_a_generated_lstm(lstm_ti
     _, start = deadline_schedule(p, sched.dev, need, waits=keep)
     assert start[loss] == pytest.approx(ref.start[loss])
     assert plain[loss] > ref.start[loss] + 1e-6  # what the deadline order alone does here
+
+
+def test_free_shared_frees_only_the_gradients_of_a_second_chain_on_a_device(lstm_tight):
+    """chain_devices(free_shared=True): every chain's nodes are pinned as before; a chain's
+    gradients stay pinned with it only when it is the first chain on its device; chain-pin answers
+    the faster of both ways."""
+    p = lstm_tight
+    chains = accumulation_chains(p, 0.002 * float(p.memory.min()))
+    strict = chain_devices(p, chains)
+    free = chain_devices(p, chains, free_shared=True)
+    first_on: dict[int, int] = {}
+    for i, (path, feeders) in enumerate(chains):
+        assert all(free[v] == strict[v] for v in path.tolist())
+        first_on.setdefault(strict[int(path[0])][0], i)
+    shared = 0
+    for i, (path, feeders) in enumerate(chains):
+        grads = [f for g in feeders for f in g]
+        d = strict[int(path[0])][0]
+        if first_on[d] == i:
+            assert all(free[f] == (d,) for f in grads)
+        else:
+            shared += 1
+            assert all(free[f] == p.allowed[f] for f in grads)
+    assert shared > 0  # nine chains on four devices
+    a = chain_pin(p, PEAK)
+    assert a.objective == min(x for x in (a.objective, a.info["other"]["makespan"]) if x is not None)
