@@ -442,10 +442,12 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
         if fitted.get(f"kept-{share:g}"):
             break
     moves: list[dict] = []
+    tries = 0
     for family in [f"kept-{x:g}" for x in KEPT_SHARES] + ["plain"]:  # the most kept first: the earliest loss
         if best is not None or model != "peak" or family not in least_of or least_of[family][0] > REPAIR \
-                or opts.out_of_time():
+                or opts.out_of_time() or (free_shared and tries):
             continue
+        tries += 1  # freed (the extra way): one move only, and no memory-aware order (60 s at 200K nodes, K = 4)
         ev = least_of[family][1]
         sequence = np.lexsort((problem.topo_rank, ev.start))  # the schedule's order, a topological one
         moved, done = move_params(problem, ev.placement, sequence, stop=opts.out_of_time)
@@ -455,7 +457,8 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
             ref = evaluate(problem, moved, order=order, memory_model=model)
             consider(f"moved-{family}", order, ref, family=family)
             deadline_rounds(moved, ref, "moved-", kept=None if family == "plain" else float(family[5:]))
-    if best is None and model == "peak" and least is not None and least[0] <= REPAIR and not opts.out_of_time():
+    if best is None and model == "peak" and least is not None and least[0] <= REPAIR and not opts.out_of_time() \
+            and not free_shared:
         got = lower_peak_order(problem, least[1].placement, fifo=None, stop=opts.out_of_time)
         consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(got.evaluation, problem.k),
                  got.evaluation)
