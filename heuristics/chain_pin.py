@@ -79,6 +79,7 @@ WAIT_LEADS = (0.2, 0.05)  # each tried: the 200K LSTM at K = 8 does best with 0.
 WAIT_AHEAD = 2  # a gradient made on the chain's device waits for the sum this many steps before its own
 WAIT_ROUNDS = 3
 WAIT_SLACK = 0.5  # a held gradient is released this many chain steps before it must leave
+WAIT_BISECT = 3  # bisection steps between the largest share that fits and the next larger one tried
 # Step 4's kept families: the share of the chain's start up to which a deadline order keeps its
 # reference's order, tried in turn until one fits (the 50K LSTM at K = 8 does best with 1 and a
 # parameter move; on the 200K, 1 overflows 1.10 x, 0.85 1.01 x, 0.8 fits: 2052.5, 0.7 2072.6, 0.6 2092.8)
@@ -415,9 +416,11 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
         return fitted, fastest
 
     def held_rounds(base: Evaluation, chain: Chain) -> None:
-        """Step 5, for each lead: the shares, the largest first, until one fits; then once the share
-        halfway to the last one that did not (the 50K LSTM at K = 8: 0.6 fits, 0.7 is 1.002 x over,
-        0.65 fits). Nothing more when the largest share, fitting or not, is no faster than ``base``."""
+        """Step 5, for each lead: the shares, the largest first, until one fits; then WAIT_BISECT
+        bisection steps between it and the last one that did not (the 50K LSTM at K = 8, lead 0.05:
+        0.7 fits, 0.85 is 1.12 x over; 0.775 over, 0.7375 and 0.7563 fit in one of their rounds: 516.60
+        against 0.7's 521.03).
+        Nothing more when the largest share, fitting or not, is no faster than ``base``."""
         for lead in WAIT_LEADS:
             over = None
             for share in WAIT_SHARES:
@@ -428,8 +431,15 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
                 if share == WAIT_SHARES[0] and fastest >= base.makespan:
                     return  # even every gradient held elsewhere is no faster: fewer would not be (K = 4 LSTMs)
                 if fitted:
-                    if over is not None:
-                        held_share(base, chain, round((share + over) / 2, 4), lead)
+                    low, high = share, over
+                    for _ in range(WAIT_BISECT):
+                        if high is None:
+                            break
+                        mid = round((low + high) / 2, 4)
+                        got = held_share(base, chain, mid, lead)
+                        if got is None:
+                            return
+                        low, high = (mid, high) if got[0] else (low, mid)
                     break
                 over = share
 
