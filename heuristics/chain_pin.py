@@ -295,8 +295,8 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     first = pinned_chains(problem, opts, free_shared=True)
     left = opts.remaining()
-    if "chains" not in first.info or (left is not None and left < 1.2 * (time.monotonic() - t0)):
-        return replace(first, seconds=time.monotonic() - t0)  # no chain, or no time for the other way
+    if not first.info.get("free_shared") or (left is not None and left < 1.2 * (time.monotonic() - t0)):
+        return replace(first, seconds=time.monotonic() - t0)  # no chain freed (or none at all), or no time
     second = pinned_chains(problem, opts, free_shared=False)
     if first.objective is None or (second.objective is not None and second.objective < first.objective):
         first, second = second, first
@@ -327,6 +327,7 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
     if not chains:
         return unknown("no weight-gradient accumulation chain in the graph")
     allowed = chain_devices(problem, chains, free_shared)
+    free_shared = free_shared and allowed != chain_devices(problem, chains)  # no device shared: the pinned way
     mask_ok = all(a is None or len(a) > 0 for a in allowed)
     pinned = replace(problem, allowed=allowed, memory=np.full(problem.k, math.inf))
     if not mask_ok or not pinned.allowed_mask().any(axis=1).all():
