@@ -22,9 +22,9 @@ How:
 2. :func:`chain_devices`: each chain with its feeders on one device, by their work, longest first
    onto the device with the least chain work; the busiest chain keeps its device to itself; param
    units (a colocation group holding params, or a lone param node), largest first, onto the other
-   devices with the fewest param bytes. Steps 2-5 run both ways and the faster answer is kept
-   (:func:`chain_pin`): first with the gradients of a chain put on a device that already has one
-   left to ETF (the 200K LSTM at K = 8: eight layer chains on seven devices, and the device with
+   devices with the fewest param bytes. When a chain shares a device, steps 2-5 run both ways and
+   the faster answer is kept (:func:`chain_pin`): first with the gradients of a chain put on a
+   device that already has one left to ETF (the 200K LSTM at K = 8: eight layer chains on seven devices, and the device with
    two ended 290 ms after the others; freed, chain-pin alone 1874.17 against 2052.34), then as said.
 3. ETF with unlimited memory on the problem so restricted: the other nodes where they finish first.
 4. Orders, each measured by the evaluator: ETF's own, then two families of ROUNDS deadline orders
