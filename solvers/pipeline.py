@@ -101,6 +101,7 @@ SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # slice gained 0.43%, LNS's 0.42-0.61% per slice after it, and without growth LNS kept every later
 # slice although refine after LNS had gained 10% in 18 s in the old sequence.
 SEARCH_STALE_GROWTH = 1.5
+STALE_WAIT_CAP = 40  # slices waited beyond this grow the estimate no more (1.5 ** 40 is 1e7)
 # A search whose last slice gained nothing keeps a zero estimate (it runs again only when all are
 # dry). Tried in session 9: a quarter of its best rate instead; on the CNN 200K at 600 s refine
 # then came back three times after its first slice and gained 0.00% each time (145 s lost).
@@ -645,7 +646,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     def estimate(k: str) -> float:
         # A waiting search's rate was measured on an older schedule, and the others' moves may
         # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited.
-        return rate[k] * SEARCH_STALE_GROWTH ** waited[k]
+        return stale_estimate(rate[k], waited[k])
 
     def pick() -> str:
         for k in names:
@@ -657,8 +658,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
 
     while not opts.stop.is_set():
         left = end - time.monotonic()
-        if left < 1.0:
-            break
+        if left < 1.0 + inc.check_seconds:
+            break  # each arm runs until its slice's end minus a check: none would run (nor stop spinning)
         name = pick()
         if name == "exact-lns" and left < 1.0 + window_seconds:
             name = "refine"  # no time for a window
@@ -715,6 +716,13 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
     return phases
+
+
+def stale_estimate(rate: float, waited: int) -> float:
+    """A waiting search's estimated rate: its last rate grown by SEARCH_STALE_GROWTH per slice
+    waited, the growth capped at STALE_WAIT_CAP slices (uncapped, a long wait raised
+    OverflowError: a float power past 1e308)."""
+    return rate * SEARCH_STALE_GROWTH ** min(waited, STALE_WAIT_CAP)
 
 
 def _multilevel_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:
