@@ -42,6 +42,7 @@ from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
+from heuristics.window_gather import gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
@@ -137,6 +138,12 @@ PROBE_SHARE = 0.3
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
+# The first probe's placement is also tried with its expensive-to-return windows gathered on the
+# chain's device (heuristics/window_gather.py), with each of these shares of a window's time left
+# away; each is re-scheduled and the lowest schedule of all is the probe's start. On the 200K CNN
+# at K = 4 ETF's 3468.83 re-schedules to 3455.98, gathered to 3377.8 / 3343.14 / 3360.75 with
+# 0.15 / 0.25 / 0.35 (at K = 8: 0.3 best; docs/scale.md, "Window gathering").
+GATHER_SHARES = (0.2, 0.3)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
 
@@ -508,10 +515,12 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
                 if rev.makespan < inc.makespan * (1 - 1e-12):
                     inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=rev.placement, order=order,
                                        objective=rev.makespan))
-        start = min(starts, key=lambda e: e.makespan)
+        gathered = _gathered(problem, opts, inc, ev.placement, resched_s) if i == 0 else []
+        start = min(starts + gathered, key=lambda e: e.makespan)
+        label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
         stats = RefineStats()
         if seconds <= 0.0 or opts.stop.is_set():
-            runs.append((start.makespan, i, _method_name(cand), start.makespan, None, stats, 0.0))
+            runs.append((start.makespan, i, label, start.makespan, None, stats, 0.0))
             continue
         hb.enter(f"probe {i + 1}/{count}", moves=lambda st=stats: st.evaluations, best=lambda st=stats: st.best_makespan)
         waits = kept_waits(problem, start, cand.waits if start is ev else None)  # the member's waits its schedule meets
@@ -523,7 +532,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         if got.makespan < inc.makespan * (1 - 1e-12):
             inc.offer(searched("refine", problem, placement, got, waits))
         gain = (start.makespan - got.makespan) / start.makespan
-        runs.append((got.makespan, i, _method_name(cand), start.makespan, search, stats, gain / max(run_s, 1e-3)))
+        runs.append((got.makespan, i, label, start.makespan, search, stats, gain / max(run_s, 1e-3)))
     if not runs:
         return None
     lead = min(runs, key=lambda r: (r[0], r[1]))
@@ -535,6 +544,29 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     if lead[4] is None or evals is not None:  # a search bounded by evaluations would stay bounded
         return Probe(None, lead[5], None)
     return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6])
+
+
+def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
+              resched_s: float) -> list[Evaluation]:
+    """``placement`` with its windows gathered (heuristics/window_gather.py) for each of
+    GATHER_SHARES (``opts.extra["gather_shares"]``; empty: none), each re-scheduled by the priority
+    lists; the feasible schedules, every one better than the incumbent offered to it."""
+    out: list[Evaluation] = []
+    for share in opts.extra.get("gather_shares", GATHER_SHARES):
+        if opts.stop.is_set():
+            break
+        t = time.monotonic()
+        gathered = gather_windows(problem, placement, share=float(share))
+        if np.array_equal(gathered, placement):
+            continue
+        for name, order, rev in reschedule(problem, gathered, opts.memory_model,
+                                           stop=lambda: opts.stop.is_set() or time.monotonic() > t + resched_s):
+            if rev.feasible(problem):
+                out.append(rev)
+                if rev.makespan < inc.makespan * (1 - 1e-12):
+                    inc.offer(Solution(f"gather:{share}:{name}", "heuristic", placement=rev.placement, order=order,
+                                       objective=rev.makespan))
+    return out
 
 
 def _method_name(sol: Solution) -> str:
