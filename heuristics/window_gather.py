@@ -20,10 +20,10 @@ How (:func:`gather_windows`), from any placement:
 3. Runs of gathered windows (no other window starts in between) put their chain nodes on one
    device D, D's static memory allowing (else the device with the most room takes over). Each
    window's members are cut into units (connected pieces: a path); the largest go away, each to
-   the other device with the least of the window's time so far, until they hold ``share`` of the
-   window's time; the other units join D. (A share balancing "the rest on D" against "a transfer
-   in, a share of K - 1 devices, a transfer out" was tried: it keeps almost everything on D,
-   whose memory then runs out block after block; a fixed share measured best.)
+   the other device with the least of the window's time so far, until they hold ``factor`` x the
+   time that balances the two sides: D runs the rest, (1 - s) T of the window's time T; the
+   K - 1 others s T / (K - 1) after the cheapest transfer in and before the cheapest out, m in
+   all; equal at s T = (T - m) (K - 1) / K. The other units join D.
 4. The weight gradients hanging off a gathered run's chain device (off-chain nodes with no chain
    descendant) go to the other devices with the least work: they only need to end by the end.
 
@@ -42,7 +42,7 @@ from placement.bypass_bound import reach
 from placement.memory_path_bound import best_path
 from placement.problem import Problem
 
-SHARE = 0.25  # of a gathered window's time that goes away (measured at 200K: docs/scale.md)
+FACTOR = 1.0  # times the balancing share of a window's time that goes away (docs/scale.md)
 FILL = 0.97  # of a device's memory a gathered run may fill before another device takes over
 
 
@@ -67,7 +67,7 @@ def _units(members: list[int], succ: list[list[int]]) -> list[list[int]]:
     return list(pieces.values())
 
 
-def gather_windows(problem: Problem, placement: np.ndarray, share: float = SHARE, fill: float = FILL) -> np.ndarray:
+def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACTOR, fill: float = FILL) -> np.ndarray:
     """``placement`` with its expensive-to-return windows gathered (module docstring); a copy."""
     pl = np.asarray(placement, dtype=np.int64).copy()
     n, k = problem.n, problem.k
@@ -131,7 +131,8 @@ def gather_windows(problem: Problem, placement: np.ndarray, share: float = SHARE
             j0, dev = lo, int(pl[chain[lo]])
         members = windows[(lo, hi)]
         total = float(t[members].sum())
-        away_time = share * total
+        # D runs the rest, (1 - s) T; the K - 1 others s T after a transfer in and before one out
+        away_time = factor * max(0.0, total - edges_in[(lo, hi)] - edges_out[(lo, hi)]) * (k - 1) / k
         away, home, got = [], [], 0.0
         for unit in sorted(_units(members, succ), key=lambda g: (-float(t[g].sum()), min(g))):
             if got < away_time:

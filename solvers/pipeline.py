@@ -139,11 +139,12 @@ PROBE_SHARE = 0.3
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
 # The first probe's placement is also tried with its expensive-to-return windows gathered on the
-# chain's device (heuristics/window_gather.py), with each of these shares of a window's time left
-# away; each is re-scheduled and the lowest schedule of all is the probe's start. On the 200K CNN
-# at K = 4 ETF's 3468.83 re-schedules to 3455.98, gathered to 3377.8 / 3343.14 / 3360.75 with
-# 0.15 / 0.25 / 0.35 (at K = 8: 0.3 best; docs/scale.md, "Window gathering").
-GATHER_SHARES = (0.2, 0.3)
+# chain's device (heuristics/window_gather.py), with each of these factors of the balancing share
+# of a window's time left away; each is re-scheduled and the lowest schedule of all is the probe's
+# start. ETF's placement re-scheduled / gathered (1.0, 1.3): 200K CNN K = 4 3455.98 / 3281.72,
+# 3297.63; K = 8 3331.23 / 3250.9, 3240.91; 50K K = 4 1271.15 / 1114.57, 1115.68 (docs/scale.md,
+# "Window gathering").
+GATHER_FACTORS = (1.0, 1.3)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
 
@@ -507,14 +508,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         ev = inc.offer(cand)  # the evaluator's schedule of the member's answer (or of an order that fits)
         if ev is None:
             continue
-        starts = [ev]
-        for name, order, rev in reschedule(problem, ev.placement, model,
-                                           stop=lambda: opts.stop.is_set() or time.monotonic() > t + resched_s):
-            if rev.feasible(problem):
-                starts.append(rev)
-                if rev.makespan < inc.makespan * (1 - 1e-12):
-                    inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=rev.placement, order=order,
-                                       objective=rev.makespan))
+        starts = [ev] + _rescheduled(problem, opts, inc, ev.placement, t + resched_s, "reschedule")
         gathered = _gathered(problem, opts, inc, ev.placement, resched_s) if i == 0 else []
         start = min(starts + gathered, key=lambda e: e.makespan)
         label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
@@ -549,23 +543,31 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
 def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
               resched_s: float) -> list[Evaluation]:
     """``placement`` with its windows gathered (heuristics/window_gather.py) for each of
-    GATHER_SHARES (``opts.extra["gather_shares"]``; empty: none), each re-scheduled by the priority
-    lists; the feasible schedules, every one better than the incumbent offered to it."""
+    GATHER_FACTORS (``opts.extra["gather_factors"]``; empty: none), each re-scheduled
+    (:func:`_rescheduled`)."""
     out: list[Evaluation] = []
-    for share in opts.extra.get("gather_shares", GATHER_SHARES):
+    for factor in opts.extra.get("gather_factors", GATHER_FACTORS):
         if opts.stop.is_set():
             break
         t = time.monotonic()
-        gathered = gather_windows(problem, placement, share=float(share))
-        if np.array_equal(gathered, placement):
-            continue
-        for name, order, rev in reschedule(problem, gathered, opts.memory_model,
-                                           stop=lambda: opts.stop.is_set() or time.monotonic() > t + resched_s):
-            if rev.feasible(problem):
-                out.append(rev)
-                if rev.makespan < inc.makespan * (1 - 1e-12):
-                    inc.offer(Solution(f"gather:{share}:{name}", "heuristic", placement=rev.placement, order=order,
-                                       objective=rev.makespan))
+        gathered = gather_windows(problem, placement, factor=float(factor))
+        if not np.array_equal(gathered, placement):
+            out += _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}")
+    return out
+
+
+def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray, until_t: float,
+                 label: str) -> list[Evaluation]:
+    """``placement`` scheduled by the priority lists (solvers/reschedule.py; no further list after
+    ``until_t``): the feasible schedules, every one better than the incumbent offered to it."""
+    out: list[Evaluation] = []
+    for name, order, rev in reschedule(problem, placement, opts.memory_model,
+                                       stop=lambda: opts.stop.is_set() or time.monotonic() > until_t):
+        if rev.feasible(problem):
+            out.append(rev)
+            if rev.makespan < inc.makespan * (1 - 1e-12):
+                inc.offer(Solution(f"{label}:{name}", "heuristic", placement=rev.placement, order=order,
+                                   objective=rev.makespan))
     return out
 
 

@@ -45,14 +45,15 @@ def branch_devices(prob, pl) -> dict[str, int]:
     return {name: int(pl[i]) for i, name in enumerate(prob.ids) if name.startswith("u")}
 
 
-def test_a_window_whose_results_are_expensive_comes_home_but_the_largest_share():
+def test_a_window_whose_results_are_expensive_comes_home_but_its_balancing_share():
     prob = fan(8, 1.0, comm_in=0.1, comm_out=5.0)
-    got = gather_windows(prob, spread(prob), share=0.0)
-    assert set(branch_devices(prob, got).values()) == {0}  # share 0: every member on the chain's device
-    got = gather_windows(prob, spread(prob), share=0.25)
+    got = gather_windows(prob, spread(prob), factor=0.0)
+    assert set(branch_devices(prob, got).values()) == {0}  # factor 0: every member on the chain's device
+    got = gather_windows(prob, spread(prob), factor=1.0)
     dev = branch_devices(prob, got)
     away = sorted(name for name, d in dev.items() if d != 0)
-    # the largest units go away until they hold a quarter of the window's time (8.28): u7 and u6
+    # the window's time T = 8.28, m = 0.1 in + 5 out: the largest units go away until they hold
+    # (T - m) (K - 1) / K = 2.12: u7 (1.07) and u6 (1.06), one on each other device
     assert away == ["u6", "u7"] and dev["u6"] != dev["u7"]
     assert all(got[prob.index[v]] == 0 for v in "abcsx")
 
@@ -60,14 +61,14 @@ def test_a_window_whose_results_are_expensive_comes_home_but_the_largest_share()
 def test_a_window_whose_input_is_the_expensive_crossing_is_left_alone():
     prob = fan(8, 1.0, comm_in=5.0, comm_out=0.1)
     start = spread(prob)
-    assert np.array_equal(gather_windows(prob, start, share=0.0), start)
+    assert np.array_equal(gather_windows(prob, start, factor=0.0), start)
 
 
 def test_gathering_keeps_each_device_within_its_memory():
     # the chain's device holds the chain and 2 more branches' bytes: the rest stay where they were
     prob = fan(8, 1.0, comm_in=0.1, comm_out=5.0, memory=(5 + 4) / FILL)
     start = np.array([0 if not name.startswith("u") else 1 + int(name[1:]) % 2 for name in prob.ids])
-    got = gather_windows(prob, start, share=0.0)
+    got = gather_windows(prob, start, factor=0.0)
     assert (static_memory(prob, got) <= prob.memory + 1e-9).all()
     assert (static_memory(prob, start) <= prob.memory).all()
     assert list(branch_devices(prob, got).values()).count(0) <= 4
@@ -77,8 +78,8 @@ def test_gathering_keeps_each_device_within_its_memory():
 def test_on_a_generated_cnn_colocation_and_memory_hold_and_it_is_deterministic(seed):
     prob = generate("cnn", 3000, seed=seed, devices=4, memory_fraction=0.6)
     start = np.asarray(etf(prob, SolveOptions()).placement)
-    got = gather_windows(prob, start, share=0.25)
-    assert np.array_equal(got, gather_windows(prob, start, share=0.25))
+    got = gather_windows(prob, start, factor=1.0)
+    assert np.array_equal(got, gather_windows(prob, start, factor=1.0))
     assert (got != start).sum() > 0
     for g in prob.groups:
         assert len(set(got[np.asarray(g)].tolist())) == 1
@@ -99,4 +100,4 @@ def test_the_probe_offers_gathered_schedules_judged_by_the_evaluator():
     for e in evs:
         check(prob, e.placement, e.start, "static")
         assert evaluate(prob, e.placement, order=None).makespan > 0
-    assert _gathered(prob, SolveOptions(extra={"gather_shares": ()}), inc, start, 60.0) == []
+    assert _gathered(prob, SolveOptions(extra={"gather_factors": ()}), inc, start, 60.0) == []
