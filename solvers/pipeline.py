@@ -30,6 +30,7 @@ ETF and HEFT fit, refine REFINE_SHARE at the end, the exact phase what lies betw
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -185,9 +186,12 @@ class Incumbent:
     """The best feasible answer so far, judged on the original graph."""
 
     def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation],
-                 publish: Callable[[tuple[Solution, Evaluation]], None] | None = None):
+                 publish: Callable[[tuple[Solution, Evaluation]], None] | None = None,
+                 stop: threading.Event | None = None):
         self.problem, self.memory_model, self.verify = problem, memory_model, verify
         self.publish = publish  # told every new best (the solve command's watchdog reads it)
+        self.stop = stop  # Ctrl-C / the CLI's time limit
+        self.deadline: float | None = None  # the pipeline's end: no memory-aware re-order runs past it
         self.best: tuple[Solution, Evaluation] | None = None
         self.check_seconds = 0.0  # the longest verification so far: what judging one more answer costs
 
@@ -198,7 +202,7 @@ class Incumbent:
         ev = self.verify(self.problem, sol, self.memory_model)
         self.check_seconds = max(self.check_seconds, time.monotonic() - t)
         if not ev.feasible(self.problem):
-            got = fit_by_order(self.problem, ev.placement, sol, self.memory_model)
+            got = fit_by_order(self.problem, ev.placement, sol, self.memory_model, stop=self._stopped)
             if got is None:
                 return None
             sol, ev = got
@@ -207,6 +211,9 @@ class Incumbent:
             if self.publish is not None:
                 self.publish(self.best)
         return ev
+
+    def _stopped(self) -> bool:
+        return (self.stop is not None and self.stop.is_set()) or (self.deadline is not None and time.monotonic() >= self.deadline)
 
     def hint(self) -> Solution | None:
         """The incumbent as a full schedule (placement and the evaluator's start times)."""
@@ -241,7 +248,7 @@ def pipeline(
     """Run the phases within ``opts.time_limit`` counted from ``opts.started`` (the CLI sets it when
     the process starts, so loading the graph counts too), leaving :func:`finish_reserve` at the end."""
     inc = Incumbent(problem, opts.memory_model, verify,
-                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
+                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]), stop=opts.stop)
     interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
     with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval,
                    on_enter=opts.best_so_far.enter) as hb:
@@ -257,6 +264,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     fallback = float(opts.extra.get("fallback_reserve", 0.0))
     end = None if total is None else t0 + total - finish_reserve(problem, total) - fallback
     usable = None if end is None else max(0.0, end - now)
+    inc.deadline = end
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
