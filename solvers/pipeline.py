@@ -517,7 +517,8 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         if ev is None:
             continue
         starts = [ev] + _rescheduled(problem, opts, inc, ev.placement, t + resched_s, "reschedule")
-        gathered = _gathered(problem, opts, inc, ev.placement, resched_s) if i == 0 else []
+        in_time = left is None or time.monotonic() - t0 < PROBE_SHARE * left
+        gathered = _gathered(problem, opts, inc, ev.placement, resched_s) if i == 0 and in_time else []
         start = min(starts + gathered, key=lambda e: e.makespan)
         label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
         stats = RefineStats()
