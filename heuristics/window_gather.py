@@ -10,7 +10,8 @@ gains nothing while any path stays away. The bypass bound (placement/bypass_boun
 such window the cheaper of "members on the chain's device" and "members away, a transfer out and
 one back": this pass builds the first kind, block after block.
 
-How (:func:`gather_windows`), from any placement:
+How, from any placement (:func:`find_windows`: steps 1-2, once per graph, stoppable between
+its passes; :func:`gather_windows`: steps 3-4, per placement and factor):
 
 1. The chain (the longest path by time) and its windows (placement/bypass_bound.py, ``reach``):
    the off-chain nodes with the same last chain ancestor p_a and first chain descendant p_b.
@@ -35,6 +36,8 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -46,7 +49,7 @@ FACTOR = 1.0  # times the balancing share of a window's time that goes away (doc
 FILL = 0.97  # of a device's memory a gathered run may fill before another device takes over
 
 
-def _units(members: list[int], succ: list[list[int]]) -> list[list[int]]:
+def _units(members: list[int], succ: dict[int, list[int]]) -> list[list[int]]:
     """The members cut into connected pieces (edges among members), largest first by count."""
     inside = set(members)
     parent = {u: u for u in members}
@@ -67,23 +70,39 @@ def _units(members: list[int], succ: list[list[int]]) -> list[list[int]]:
     return list(pieces.values())
 
 
-def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACTOR, fill: float = FILL) -> np.ndarray:
-    """``placement`` with its expensive-to-return windows gathered (module docstring); a copy."""
-    pl = np.asarray(placement, dtype=np.int64).copy()
-    n, k = problem.n, problem.k
-    if n == 0 or k < 2:
-        return pl
-    t = problem.time
+@dataclass
+class Windows:
+    """What gathering needs of the graph, whatever the placement (:func:`find_windows`)."""
+    chain: list[int]
+    a: list[int]  # per node its window's first chain position (-1: none)
+    units: dict[tuple[int, int], list[list[int]]]  # per gathered window (p_a, p_b) its units
+    crossing: dict[tuple[int, int], float]  # per gathered window: cheapest edge in + cheapest out
+    gathered: list[tuple[int, int]]  # the windows to gather, in chain order
+    others: list[int]  # the first chain positions of the windows left alone, sorted
+    ends: list[int]  # off-chain nodes with a chain ancestor and no chain descendant
+    movable: np.ndarray  # (n, K): may the pass put node i on device d
+
+
+def find_windows(problem: Problem, stop: Callable[[], bool] | None = None) -> Windows | None:
+    """The chain, its windows and which of them to gather (module docstring, steps 1-2); None
+    when ``stop`` says so between steps (about 1 s of Python at 200K nodes in all)."""
+    n, k, t = problem.n, problem.k, problem.time
+    halt = stop or (lambda: False)
     chain = best_path(problem, t, np.zeros(problem.m))
     L = len(chain)
     pos = [-1] * n
     for i, v in enumerate(chain):
         pos[v] = i
+    if halt():
+        return None
     a, _, _ = reach(problem, pos, reverse=False)
+    if halt():
+        return None
     b, _, _ = reach(problem, pos, reverse=True)
+    if halt():
+        return None
     ptr, nbr, eid = problem.succ_ptr
     ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), problem.comm[eid].tolist()
-    succ = [nbr_l[ptr_l[u]:ptr_l[u + 1]] for u in range(n)]
     movable = np.ones((n, k), dtype=bool) if not problem.has_allowed else problem.allowed_mask()
     for g in problem.groups:
         if len(g) > 1:
@@ -109,9 +128,26 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
     edges_in = {key: cheapest([chain[key[0]]], set(us)) for key, us in windows.items()}
     edges_out = {key: cheapest(us, {chain[key[1]]}) for key, us in windows.items()}
     gathered = sorted(key for key in windows if edges_out[key] > edges_in[key])
+    succ = {u: nbr_l[ptr_l[u]:ptr_l[u + 1]] for key in gathered for u in windows[key]}
+    return Windows(chain, a, {key: _units(windows[key], succ) for key in gathered},
+                   {key: edges_in[key] + edges_out[key] for key in gathered}, gathered,
+                   sorted(key[0] for key in windows if edges_out[key] <= edges_in[key]), ends, movable)
+
+
+def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACTOR, fill: float = FILL,
+                   found: Windows | None = None) -> np.ndarray:
+    """``placement`` with its expensive-to-return windows gathered (module docstring); a copy.
+    ``found``: :func:`find_windows` of ``problem``, when the caller has it already."""
+    pl = np.asarray(placement, dtype=np.int64).copy()
+    k, t = problem.k, problem.time
+    if problem.n == 0 or k < 2:
+        return pl
+    found = found or find_windows(problem)
+    assert found is not None
+    chain, a, gathered, others, movable = found.chain, found.a, found.gathered, found.others, found.movable
+    L = len(chain)
     if not gathered:
         return pl
-    others = sorted(key[0] for key in windows if edges_out[key] <= edges_in[key])
     w = problem.out_bytes + problem.param_bytes
     mem = np.bincount(pl, weights=w, minlength=k).astype(float)
     cap = problem.memory * fill
@@ -129,12 +165,12 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
         i = bisect.bisect_left(others, j0)
         if i < len(others) and others[i] <= lo:  # a window left alone in between: a new run
             j0, dev = lo, int(pl[chain[lo]])
-        members = windows[(lo, hi)]
-        total = float(t[members].sum())
+        units = found.units[(lo, hi)]
+        total = sum(float(t[g].sum()) for g in units)
         # D runs the rest, (1 - s) T; the K - 1 others s T after a transfer in and before one out
-        away_time = factor * max(0.0, total - edges_in[(lo, hi)] - edges_out[(lo, hi)]) * (k - 1) / k
+        away_time = factor * max(0.0, total - found.crossing[(lo, hi)]) * (k - 1) / k
         away, home, got = [], [], 0.0
-        for unit in sorted(_units(members, succ), key=lambda g: (-float(t[g].sum()), min(g))):
+        for unit in sorted(units, key=lambda g: (-float(t[g].sum()), min(g))):
             if got < away_time:
                 away.append(unit)
                 got += float(t[unit].sum())
@@ -162,7 +198,7 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
                 put(g, x)
         j0 = hi + 1
     busy = np.bincount(pl, weights=t, minlength=k).astype(float)
-    for u in ends:  # weight gradients off a gathered chain's device
+    for u in found.ends:  # weight gradients off a gathered chain's device
         d0 = int(pl[u])
         if chain_dev[a[u]] != d0 or not movable[u].any():
             continue

@@ -43,7 +43,7 @@ from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
-from heuristics.window_gather import gather_windows
+from heuristics.window_gather import find_windows, gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
@@ -555,11 +555,13 @@ def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: n
     GATHER_FACTORS (``opts.extra["gather_factors"]``; empty: none), each re-scheduled
     (:func:`_rescheduled`)."""
     out: list[Evaluation] = []
-    for factor in opts.extra.get("gather_factors", GATHER_FACTORS):
-        if opts.stop.is_set():
+    factors = opts.extra.get("gather_factors", GATHER_FACTORS)
+    found = find_windows(problem, stop=opts.stop.is_set) if factors else None
+    for factor in factors:
+        if found is None or opts.stop.is_set():
             break
         t = time.monotonic()
-        gathered = gather_windows(problem, placement, factor=float(factor))
+        gathered = gather_windows(problem, placement, factor=float(factor), found=found)
         if not np.array_equal(gathered, placement):
             out += _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}")
     return out

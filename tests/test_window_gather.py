@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from heuristics.list_scheduling import etf
-from heuristics.window_gather import FILL, gather_windows
+from heuristics.window_gather import FILL, find_windows, gather_windows
 from placement.evaluator import check, evaluate, static_memory
 from placement.generate import generate
 from placement.problem import make_problem
@@ -101,3 +101,20 @@ def test_the_probe_offers_gathered_schedules_judged_by_the_evaluator():
         check(prob, e.placement, e.start, "static")
         assert evaluate(prob, e.placement, order=None).makespan > 0
     assert _gathered(prob, SolveOptions(extra={"gather_factors": ()}), inc, start, 60.0) == []
+
+
+def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
+    prob = generate("cnn", 3000, seed=2, devices=4, memory_fraction=0.6)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) >= 2  # asked after the chain, then after the first reach: stop there
+    assert find_windows(prob, stop=stop) is None and len(calls) == 2
+    found = find_windows(prob)
+    start = np.asarray(etf(prob, SolveOptions()).placement)
+    assert np.array_equal(gather_windows(prob, start, found=found), gather_windows(prob, start))
+    opts = SolveOptions()
+    opts.stop.set()
+    inc = Incumbent(prob, "static", verify)
+    assert _gathered(prob, opts, inc, start, 60.0) == [] and inc.best is None
