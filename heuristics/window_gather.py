@@ -50,7 +50,7 @@ FILL = 0.97  # of a device's memory a gathered run may fill before another devic
 
 
 def _units(members: list[int], succ: dict[int, list[int]]) -> list[list[int]]:
-    """The members cut into connected pieces (edges among members), largest first by count."""
+    """The members cut into connected pieces (edges among members)."""
     inside = set(members)
     parent = {u: u for u in members}
 
