@@ -91,24 +91,17 @@ def test_portfolio_runs_it_after_heft_and_keeps_the_best():
 
 
 def restricted_chain(restrict: dict[str, list[int]] | None = None, coloc: dict[str, str] | None = None, steps: int = 10):
-    """A hand-built running sum s0 -> ... -> s9 of gradients g_i (100 bytes each, as the sums) made
-    from a loss, the last sum read by the weight's update (colocated with the weight), and six
-    independent fillers, on 3 devices; ``restrict``: allowed devices by node id, ``coloc``: more
-    colocation groups."""
+    """tests.test_waits_search's running sum s0 -> ... -> s9 of gradients g_i (100 bytes each, as the
+    sums) made from a loss, with six independent fillers f_j, the last sum read by the weight's
+    update (colocated with the weight W), on 3 devices, transfers of 3 units; ``restrict``: allowed
+    devices by node id, ``coloc``: more colocation groups."""
     from placement.problem import make_problem
+    from tests.test_waits_search import chain_records
 
-    nodes = [{"id": "loss", "time": 1.0, "out_bytes": 1, "param_bytes": 0},
-             {"id": "W", "time": 0.0, "out_bytes": 0, "param_bytes": 100, "colocate": "w"},
-             {"id": "upd", "time": 1.0, "out_bytes": 0, "param_bytes": 0, "colocate": "w"}]
-    edges = []
-    for i in range(steps):
-        nodes += [{"id": f"g{i}", "time": 1.0, "out_bytes": 100, "param_bytes": 0},
-                  {"id": f"s{i}", "time": 2.0, "out_bytes": 100, "param_bytes": 0}]
-        edges += [{"src": "loss", "dst": f"g{i}", "comm": 0.5}, {"src": f"g{i}", "dst": f"s{i}", "comm": 3}]
-        if i:
-            edges.append({"src": f"s{i - 1}", "dst": f"s{i}", "comm": 3})
-    edges += [{"src": f"s{steps - 1}", "dst": "upd", "comm": 3}, {"src": "W", "dst": "upd", "comm": 3}]
-    nodes += [{"id": f"f{j}", "time": 2.0, "out_bytes": 1, "param_bytes": 0} for j in range(6)]
+    nodes, edges = chain_records(steps, 6, comm=3.0)
+    nodes += [{"id": "W", "time": 0.0, "out_bytes": 0, "param_bytes": 100, "colocate": "w"},
+              {"id": "upd", "time": 1.0, "out_bytes": 0, "param_bytes": 0, "colocate": "w"}]
+    edges += [{"src": f"s{steps - 1}", "dst": "upd", "comm": 3.0}, {"src": "W", "dst": "upd", "comm": 3.0}]
     for rec in nodes:
         if restrict and rec["id"] in restrict:
             rec["devices"] = restrict[rec["id"]]
