@@ -280,13 +280,19 @@ def cmd_auto(kind: str, n: int, k: int, cap: float, only: bool = False) -> None:
     path = graph(kind, n)
     for memory in (repr(cap),) if only else (repr(cap), "inf"):
         rep = GRAPHS / f"auto-{kind}-{n}-{k}-{memory}.json"
+        rep.unlink(missing_ok=True)  # a run that writes no report must not be read as the last one's
         t = time.monotonic()
-        subprocess.run([PY, "-m", "solvers.cli", str(path), "--devices", str(k), "--memory", memory, "--memory-model", "peak",
-                        "--time-limit", "120", "--report", str(rep), "--quiet"], cwd=ROOT, capture_output=True)
+        proc = subprocess.run([PY, "-m", "solvers.cli", str(path), "--devices", str(k), "--memory", memory, "--memory-model",
+                               "peak", "--time-limit", "120", "--report", str(rep), "--quiet"], cwd=ROOT, capture_output=True,
+                              text=True)
         wall = time.monotonic() - t
-        doc = json.loads(rep.read_text()) if rep.exists() else {}
+        if not rep.exists():
+            print(f"{kind} {n} K={k} memory {memory}: NO REPORT (exit {proc.returncode}: {proc.stderr.strip()[-300:]}) "
+                  f"wall {wall:.1f}s load {load()}")
+            continue
+        doc = json.loads(rep.read_text())
         print(f"{kind} {n} K={k} memory {memory}: {doc.get('status')} makespan {doc.get('makespan')} bound {doc.get('lower_bound')} "
-              f"method {doc.get('method')} fits_fifo {doc.get('fits_fifo')} wall {wall:.1f}s load {load()}")
+              f"method {doc.get('method')} fits_fifo {doc.get('fits_fifo')} wall {wall:.1f}s exit {proc.returncode} load {load()}")
 
 
 MEMBERS_METHODS = ("mem-span", "min-memory", "etf", "heft", "greedy-fill", "pardnn")

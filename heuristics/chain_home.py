@@ -29,6 +29,11 @@ How:
    the chain's gradients pinned with it (chain-pin's rule for the longest chain only).
    (b) runs only when the chain's work exceeds the device's share of the work after its start.
 The feasible schedule with the smallest makespan; no randomness.
+
+Device restrictions (``allowed``, colocation): a chain goes only to a device every node of it and
+of its home group may use (the longest chain to the first such device, "device 0" above); a
+gradient is pinned only where it may run. A chain no single device admits is left to ETF; the
+longest one so gives up ("unknown"), as the member is built around its device.
 """
 from __future__ import annotations
 
@@ -92,13 +97,24 @@ def chain_home(problem: Problem, opts: SolveOptions) -> Solution:
     work = [float(problem.time[c].sum()) for c, _ in chains]
     rank = sorted(range(len(chains)), key=lambda i: (-work[i], int(chains[i][0][0])))
     top = rank[0]
+    mask = problem.allowed_mask()  # allowed devices, joint over colocation groups
+    # The devices each chain may sit on whole, with its home group.
+    fits = [mask[np.concatenate([chains[i][0], np.asarray(homes[i], dtype=np.int64)])].all(axis=0) for i in range(len(chains))]
+    if not fits[top].any():
+        return unknown("device restrictions keep the longest chain and its weight off every single device")
+    own = int(np.argmax(fits[top]))  # the longest chain's device ("device 0" of the module docstring)
     pin = np.full(problem.n, -1, dtype=np.int64)
     load = np.zeros(k)
-    load[0] = math.inf
+    load[own] = math.inf
     for i in rank:
-        d = 0 if i == top else int(np.argmin(load))
-        if i != top:
+        if i == top:
+            d = own
+        elif fits[i].any():
+            can = np.flatnonzero(fits[i])
+            d = int(can[np.argmin(load[can])])  # the longest chain's device only if no other takes it
             load[d] += work[i]
+        else:
+            continue  # no device takes the chain whole: ETF places it
         pin[chains[i][0]] = d
         pin[homes[i]] = d
     path, feeders = chains[top]
@@ -109,14 +125,16 @@ def chain_home(problem: Problem, opts: SolveOptions) -> Solution:
     # Made on the chain's device, each costs the chain its own time too: a step there takes a sum and a gradient.
     step = float(problem.time[path].mean()) + (float(problem.time[feed].sum()) / len(feeders) if feed.size else 0.0)
     lead = min(len(feeders), int(math.ceil(send / max(step, 1e-12))) + 1)
-    pin[[f for group in feeders[:lead] for f in group]] = 0
+    first = np.asarray([f for group in feeders[:lead] for f in group], dtype=np.int64)
+    pin[first[mask[first, own]]] = own  # only where they may run
     after = ~ancestors(problem, int(path[0]))
     share = float(problem.time[after].sum()) / k
     variants = [("home", pin, None)]
     if work[top] > share:
         variants.append(("home-closed", pin, after))
     fed = pin.copy()
-    fed[feed] = 0
+    if feed.size:
+        fed[feed[mask[feed, own]]] = own
     variants.append(("home-fed", fed, None))
 
     best: Evaluation | None = None
@@ -127,14 +145,14 @@ def chain_home(problem: Problem, opts: SolveOptions) -> Solution:
             break
         allowed = [(int(pins[v]),) if pins[v] >= 0 else problem.allowed[v] for v in range(problem.n)]
         if closed is not None:
-            others = tuple(range(1, k))
+            others = tuple(d for d in range(k) if d != own)
             keep = np.zeros(problem.n, dtype=bool)
             keep[path] = True
             keep[feed] = True
             keep[homes[top]] = True
             for v in np.flatnonzero(closed & ~keep).tolist():
                 a = allowed[v]  # the other chains' pins stay
-                allowed[v] = others if a is None else tuple(d for d in a if d != 0)
+                allowed[v] = others if a is None else tuple(d for d in a if d != own)
         if any(a is not None and len(a) == 0 for a in allowed):
             tried.append({"variant": label, "makespan": None, "why": "device restrictions"})
             continue

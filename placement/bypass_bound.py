@@ -59,7 +59,7 @@ def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
     return out
 
 
-def _reach(problem: Problem, pos: list[int], reverse: bool) -> tuple[list[int], list[float], list[float]]:
+def reach(problem: Problem, pos: list[int], reverse: bool) -> tuple[list[int], list[float], list[float]]:
     """Per off-chain node u: its window end a(u) (the last chain position with a path to u; with
     ``reverse`` the first chain position u has a path to, b(u)), -1 / L if none, and the value of
     one path between that chain node and u: its interior times (u excluded) and its smallest
@@ -214,8 +214,8 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     pos = [-1] * n
     for i, v in enumerate(chain):
         pos[v] = i
-    a, into_len, into_low = _reach(problem, pos, reverse=False)
-    b, out_len, out_low = _reach(problem, pos, reverse=True)
+    a, into_len, into_low = reach(problem, pos, reverse=False)
+    b, out_len, out_low = reach(problem, pos, reverse=True)
     cc = _chain_comm(problem, chain)
     ct = [0.0]
     for v in chain:

@@ -71,10 +71,15 @@ class MeasuredOnRead(Evaluation):
 
     @property
     def peak_memory(self) -> np.ndarray:  # type: ignore[override]
-        if self._peak is None:
-            self._peak = peak_memory(self._problem, self.placement, self.start, self.finish)
+        peak = self._peak
+        if peak is None:
+            problem = self._problem
+            if problem is None:  # another thread measured it in between (it sets the peak first)
+                return self._peak
+            peak = peak_memory(problem, self.placement, self.start, self.finish)
+            self._peak = peak
             self._problem = None
-        return self._peak
+        return peak
 
     @peak_memory.setter
     def peak_memory(self, value: np.ndarray | None) -> None:

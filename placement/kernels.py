@@ -39,7 +39,8 @@ import numpy as np
 THRESHOLD = 5000  # nodes; below it the Python loops win (bench/results_scale.md, "Session 11")
 MODE_VAR = "PLACEMENT_KERNELS"
 _loaded: SimpleNamespace | bool | None = None  # the compiled kernels, False when numba is missing
-_lock = threading.RLock()
+_lock = threading.RLock()  # held by load() for the whole import and compile
+_start_lock = threading.Lock()  # held only to start the background loader (never during a compile)
 _loader: threading.Thread | None = None
 
 
@@ -88,8 +89,14 @@ def _normal(a):
 
 
 def _load_in_background() -> None:
+    """Start the loader thread once. Not under ``_lock``: the loader holds that lock for the whole
+    import and compile, and until numba is imported ``_loaded`` is still None, so every caller in
+    that window came here again; with ``_lock`` it then waited for the whole compile (30 s of the
+    solver thread with a stale cache at load 4, session 14), against :func:`for_size`'s promise."""
     global _loader
-    with _lock:
+    if _loader is not None:
+        return
+    with _start_lock:
         if _loader is None:
             _loader = threading.Thread(target=_load_quietly, name="placement.kernels", daemon=True)
             _loader.start()

@@ -11,7 +11,9 @@ independent solve (solvers/sweep.py: on Ray when installed). Then:
   placements), so each point's bound is the best found at its capacity or above;
 - every point's answer is evaluated again at its own capacity by the evaluator before it is kept:
   by its device order and waits, or, where those start some nodes earlier than the answer did and
-  no longer fit (CP-SAT's integer times, docs/model.md), by its own start times (`check`).
+  no longer fit (CP-SAT's integer times, docs/model.md), by its own start times (`check`); "best"
+  is by that evaluation, not by the solves' own makespans (an answer with idle time evaluates
+  shorter by its order: judged by the solves', a larger capacity could report a longer makespan).
 
 ``min_devices``: the fewest devices of a given capacity on which a placement is found, starting
 from the fewest the memory lower bound allows (proved minimal when the answer is found there).
@@ -117,20 +119,30 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
     todo = [Point(problem.with_devices(k, c), method, memory_model, share, seed, {"capacity": c}) for c in caps]
     results, ran = run_points(todo, parallel, address)
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
-    best: tuple[float, float, Answer] | None = None  # (makespan, capacity found at, answer)
+    best: tuple[float, Answer] | None = None  # (capacity found at, answer): the point before's
     for c, res in zip(caps, results):
-        if res["feasible"] and (best is None or res["makespan"] < best[0] - 1e-12):
-            best = (res["makespan"], c, answer_of(res))
-        if top["feasible"] and high <= c * (1 + 1e-12) and (best is None or top["makespan"] < best[0] - 1e-12):
-            # the unconstrained answer fits from its own memory up
-            best = (top["makespan"], math.inf, answer_of(top))
+        at_c = problem.with_devices(k, c)
+        # The candidates judged by the evaluator at this capacity, not by their solves' makespans: an
+        # answer with idle time re-evaluates shorter by its order (evaluate_at), and the point before's
+        # answer, which fits here too, must not give way to a longer one (monotone points).
+        cands = [] if best is None else [best]
+        if res["feasible"]:
+            cands.append((c, answer_of(res)))
+        if top["feasible"] and high <= c * (1 + 1e-12):  # the unconstrained answer fits from its own memory up
+            cands.append((math.inf, answer_of(top)))
         point = FrontierPoint(c, res["status"], None, res["lower_bound"], seconds=res["seconds"])
-        if best is not None:
-            ev = evaluate_at(problem.with_devices(k, c), best[2], memory_model)
-            if not ev.feasible(problem.with_devices(k, c)):
-                raise RuntimeError(f"frontier: the answer found at {best[1]:.6g} does not fit {c:.6g}")
-            point.makespan, point.memory, point.from_capacity = ev.makespan, ev.memory.tolist(), best[1]
-            out.answers.append(best[2])
+        chosen = None
+        for found, ans in cands:
+            ev = evaluate_at(at_c, ans, memory_model)
+            if not ev.feasible(at_c):
+                raise RuntimeError(f"frontier: the answer found at {found:.6g} does not fit {c:.6g}")
+            if chosen is None or ev.makespan < chosen[0].makespan - 1e-12:
+                chosen = (ev, found, ans)
+        if chosen is not None:
+            ev, found, ans = chosen
+            best = (found, ans)
+            point.makespan, point.memory, point.from_capacity = ev.makespan, ev.memory.tolist(), found
+            out.answers.append(ans)
         else:
             out.answers.append(None)
         out.points.append(point)

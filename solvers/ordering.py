@@ -4,7 +4,7 @@ and the report says which per-device order the answer assumes and whether FIFO w
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -14,13 +14,15 @@ from placement.problem import Problem
 from placement.solution import Solution
 
 
-def fit_by_order(problem: Problem, placement: np.ndarray, sol: Solution, memory_model: str) -> tuple[Solution, Evaluation] | None:
+def fit_by_order(problem: Problem, placement: np.ndarray, sol: Solution, memory_model: str,
+                 stop: Callable[[], bool] | None = None) -> tuple[Solution, Evaluation] | None:
     """Under the peak model, ``placement`` re-ordered to fit memory, as a heuristic answer of
     ``sol``'s method carrying the order (None when no order tried fits, or in the static model,
-    where the order does not change memory)."""
+    where the order does not change memory). The rules left unfinished when ``stop()`` turns true
+    are not tried (at 200K nodes each is tens of seconds of Python)."""
     if memory_model != "peak" or placement is None:
         return None
-    got = lower_peak_order(problem, np.asarray(placement, dtype=np.int64))
+    got = lower_peak_order(problem, np.asarray(placement, dtype=np.int64), stop=stop)
     if not got.evaluation.feasible(problem):
         return None
     info = {k: v for k, v in sol.info.items() if k not in ("placement", "overflow")}

@@ -30,6 +30,7 @@ ETF and HEFT fit, refine REFINE_SHARE at the end, the exact phase what lies betw
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -42,6 +43,7 @@ from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
+from heuristics.window_gather import find_windows, gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
@@ -101,6 +103,7 @@ SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # slice gained 0.43%, LNS's 0.42-0.61% per slice after it, and without growth LNS kept every later
 # slice although refine after LNS had gained 10% in 18 s in the old sequence.
 SEARCH_STALE_GROWTH = 1.5
+STALE_WAIT_CAP = 40  # slices waited beyond this grow the estimate no more (1.5 ** 40 is 1e7)
 # A search whose last slice gained nothing keeps a zero estimate (it runs again only when all are
 # dry). Tried in session 9: a quarter of its best rate instead; on the CNN 200K at 600 s refine
 # then came back three times after its first slice and gained 0.00% each time (145 s lost).
@@ -136,6 +139,13 @@ PROBE_SHARE = 0.3
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
+# The first probe's placement is also tried with its expensive-to-return windows gathered on the
+# chain's device (heuristics/window_gather.py), with each of these factors of the balancing share
+# of a window's time left away; each is re-scheduled and the lowest schedule of all is the probe's
+# start. ETF's placement re-scheduled / gathered (1.0, 1.3): 200K CNN K = 4 3455.98 / 3281.72,
+# 3297.63; K = 8 3331.23 / 3250.9, 3240.91; 50K K = 4 1271.15 / 1114.57, 1115.68 (docs/scale.md,
+# "Window gathering").
+GATHER_FACTORS = (1.0, 1.3)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
 
@@ -176,9 +186,12 @@ class Incumbent:
     """The best feasible answer so far, judged on the original graph."""
 
     def __init__(self, problem: Problem, memory_model: str, verify: Callable[[Problem, Solution, str], Evaluation],
-                 publish: Callable[[tuple[Solution, Evaluation]], None] | None = None):
+                 publish: Callable[[tuple[Solution, Evaluation]], None] | None = None,
+                 stop: threading.Event | None = None):
         self.problem, self.memory_model, self.verify = problem, memory_model, verify
         self.publish = publish  # told every new best (the solve command's watchdog reads it)
+        self.stop = stop  # Ctrl-C / the CLI's time limit
+        self.deadline: float | None = None  # the pipeline's end: no memory-aware re-order runs past it
         self.best: tuple[Solution, Evaluation] | None = None
         self.check_seconds = 0.0  # the longest verification so far: what judging one more answer costs
 
@@ -189,7 +202,7 @@ class Incumbent:
         ev = self.verify(self.problem, sol, self.memory_model)
         self.check_seconds = max(self.check_seconds, time.monotonic() - t)
         if not ev.feasible(self.problem):
-            got = fit_by_order(self.problem, ev.placement, sol, self.memory_model)
+            got = fit_by_order(self.problem, ev.placement, sol, self.memory_model, stop=self._stopped)
             if got is None:
                 return None
             sol, ev = got
@@ -198,6 +211,9 @@ class Incumbent:
             if self.publish is not None:
                 self.publish(self.best)
         return ev
+
+    def _stopped(self) -> bool:
+        return (self.stop is not None and self.stop.is_set()) or (self.deadline is not None and time.monotonic() >= self.deadline)
 
     def hint(self) -> Solution | None:
         """The incumbent as a full schedule (placement and the evaluator's start times)."""
@@ -232,7 +248,7 @@ def pipeline(
     """Run the phases within ``opts.time_limit`` counted from ``opts.started`` (the CLI sets it when
     the process starts, so loading the graph counts too), leaving :func:`finish_reserve` at the end."""
     inc = Incumbent(problem, opts.memory_model, verify,
-                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]))
+                    publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]), stop=opts.stop)
     interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
     with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval,
                    on_enter=opts.best_so_far.enter) as hb:
@@ -248,6 +264,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     fallback = float(opts.extra.get("fallback_reserve", 0.0))
     end = None if total is None else t0 + total - finish_reserve(problem, total) - fallback
     usable = None if end is None else max(0.0, end - now)
+    inc.deadline = end
     warm_share = float(opts.extra.get("warm_share", WARM_SHARE))
     coarse = problem.n > int(opts.extra.get("exact_max_nodes", EXACT_MAX_NODES))
     refine_share = float(opts.extra.get("refine_share", REFINE_SHARE))
@@ -499,18 +516,14 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         ev = inc.offer(cand)  # the evaluator's schedule of the member's answer (or of an order that fits)
         if ev is None:
             continue
-        starts = [ev]
-        for name, order, rev in reschedule(problem, ev.placement, model,
-                                           stop=lambda: opts.stop.is_set() or time.monotonic() > t + resched_s):
-            if rev.feasible(problem):
-                starts.append(rev)
-                if rev.makespan < inc.makespan * (1 - 1e-12):
-                    inc.offer(Solution(f"reschedule:{name}", "heuristic", placement=rev.placement, order=order,
-                                       objective=rev.makespan))
-        start = min(starts, key=lambda e: e.makespan)
+        starts = [ev] + _rescheduled(problem, opts, inc, ev.placement, t + resched_s, "reschedule")
+        in_time = left is None or time.monotonic() - t0 < PROBE_SHARE * left
+        gathered = _gathered(problem, opts, inc, ev.placement, resched_s) if i == 0 and in_time else []
+        start = min(starts + gathered, key=lambda e: e.makespan)
+        label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
         stats = RefineStats()
         if seconds <= 0.0 or opts.stop.is_set():
-            runs.append((start.makespan, i, _method_name(cand), start.makespan, None, stats, 0.0))
+            runs.append((start.makespan, i, label, start.makespan, None, stats, 0.0))
             continue
         hb.enter(f"probe {i + 1}/{count}", moves=lambda st=stats: st.evaluations, best=lambda st=stats: st.best_makespan)
         waits = kept_waits(problem, start, cand.waits if start is ev else None)  # the member's waits its schedule meets
@@ -522,7 +535,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         if got.makespan < inc.makespan * (1 - 1e-12):
             inc.offer(searched("refine", problem, placement, got, waits))
         gain = (start.makespan - got.makespan) / start.makespan
-        runs.append((got.makespan, i, _method_name(cand), start.makespan, search, stats, gain / max(run_s, 1e-3)))
+        runs.append((got.makespan, i, label, start.makespan, search, stats, gain / max(run_s, 1e-3)))
     if not runs:
         return None
     lead = min(runs, key=lambda r: (r[0], r[1]))
@@ -534,6 +547,39 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     if lead[4] is None or evals is not None:  # a search bounded by evaluations would stay bounded
         return Probe(None, lead[5], None)
     return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6])
+
+
+def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
+              resched_s: float) -> list[Evaluation]:
+    """``placement`` with its windows gathered (heuristics/window_gather.py) for each of
+    GATHER_FACTORS (``opts.extra["gather_factors"]``; empty: none), each re-scheduled
+    (:func:`_rescheduled`)."""
+    out: list[Evaluation] = []
+    factors = opts.extra.get("gather_factors", GATHER_FACTORS)
+    found = find_windows(problem, stop=opts.stop.is_set) if factors else None
+    for factor in factors:
+        if found is None or opts.stop.is_set():
+            break
+        t = time.monotonic()
+        gathered = gather_windows(problem, placement, factor=float(factor), found=found)
+        if not np.array_equal(gathered, placement):
+            out += _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}")
+    return out
+
+
+def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray, until_t: float,
+                 label: str) -> list[Evaluation]:
+    """``placement`` scheduled by the priority lists (solvers/reschedule.py; no further list after
+    ``until_t``): the feasible schedules, every one better than the incumbent offered to it."""
+    out: list[Evaluation] = []
+    for name, order, rev in reschedule(problem, placement, opts.memory_model,
+                                       stop=lambda: opts.stop.is_set() or time.monotonic() > until_t):
+        if rev.feasible(problem):
+            out.append(rev)
+            if rev.makespan < inc.makespan * (1 - 1e-12):
+                inc.offer(Solution(f"{label}:{name}", "heuristic", placement=rev.placement, order=order,
+                                   objective=rev.makespan))
+    return out
 
 
 def _method_name(sol: Solution) -> str:
@@ -645,7 +691,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     def estimate(k: str) -> float:
         # A waiting search's rate was measured on an older schedule, and the others' moves may
         # have opened room for it: its estimate grows by SEARCH_STALE_GROWTH per slice waited.
-        return rate[k] * SEARCH_STALE_GROWTH ** waited[k]
+        return stale_estimate(rate[k], waited[k])
 
     def pick() -> str:
         for k in names:
@@ -657,8 +703,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
 
     while not opts.stop.is_set():
         left = end - time.monotonic()
-        if left < 1.0:
-            break
+        if left < 1.0 + inc.check_seconds:
+            break  # each arm runs until its slice's end minus a check: none would run (nor stop spinning)
         name = pick()
         if name == "exact-lns" and left < 1.0 + window_seconds:
             name = "refine"  # no time for a window
@@ -715,6 +761,13 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
     return phases
+
+
+def stale_estimate(rate: float, waited: int) -> float:
+    """A waiting search's estimated rate: its last rate grown by SEARCH_STALE_GROWTH per slice
+    waited, the growth capped at STALE_WAIT_CAP slices (uncapped, a long wait raised
+    OverflowError: a float power past 1e308)."""
+    return rate * SEARCH_STALE_GROWTH ** min(waited, STALE_WAIT_CAP)
 
 
 def _multilevel_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: float | None, hb: Heartbeat) -> Phase:

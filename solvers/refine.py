@@ -416,6 +416,9 @@ class _Search:
         self._inc = None
 
     # -- budget --
+    def _past_deadline(self) -> bool:
+        return self.stop.is_set() or time.monotonic() >= self.deadline
+
     def out_of_budget(self) -> str:
         """Why to stop now, or "": an evaluation that would end past the deadline is not started."""
         if self.stop.is_set():
@@ -443,8 +446,10 @@ class _Search:
         if self.mm == "peak" and not ev.feasible(self.p) and self.waits is None:
             # the placement may fit in a memory-aware order (heuristics/memory_order.py). Not with
             # waits: they are what holds the memory there, an order made without them rarely agrees
-            # with them, and making it took 24 s on the 200K LSTM (one batch move's whole slice)
-            alt = self._ordered(pl, memory_aware_order(self.p, pl))
+            # with them, and making it took 24 s on the 200K LSTM (one batch move's whole slice).
+            # It stops at the deadline (or Ctrl-C): at 200K nodes it is tens of seconds of Python.
+            order = memory_aware_order(self.p, pl, stop=self._past_deadline)
+            alt = None if order is None else self._ordered(pl, order)
             if alt is not None and _key(self.p, alt) < _key(self.p, ev):
                 ev = alt
         self.full_seconds = max(self.full_seconds, time.monotonic() - t0)

@@ -275,10 +275,11 @@ def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callab
         if ev.feasible(problem):
             best = (sol, ev)
         else:
-            best = fit_by_order(problem, sol.placement, sol, opts.memory_model)
+            best = fit_by_order(problem, sol.placement, sol, opts.memory_model, stop=opts.stop.is_set)
             if best is None:
                 reasons.append(f"{method}: its answer exceeds memory by {ev.overflow(problem).tolist()} bytes per device")
-    elif overflowing_placement(sol) is not None and (got := fit_by_order(problem, overflowing_placement(sol), sol, opts.memory_model)):
+    elif overflowing_placement(sol) is not None and (got := fit_by_order(problem, overflowing_placement(sol), sol, opts.memory_model,
+                                                                          stop=opts.stop.is_set)):
         best = got  # its placement overflows in FIFO order but fits in a memory-aware order
         entry["memory_order"] = got[0].info.get("memory_order")
         sol = got[0]

@@ -94,3 +94,28 @@ def test_auto_phases_mode_keeps_the_old_sequence():
     res = run(prob, "auto", SolveOptions(time_limit=8, workers=2, extra=extra))
     names = [h["name"] for h in res.history]
     assert "search" not in names and "exact-lns" in names and names[-1] == "refine"
+
+
+def test_a_wait_however_long_grows_the_estimate_without_overflow():
+    from solvers.pipeline import SEARCH_STALE_GROWTH, STALE_WAIT_CAP, stale_estimate
+    assert stale_estimate(0.5, 2) == pytest.approx(0.5 * SEARCH_STALE_GROWTH ** 2)
+    assert stale_estimate(0.5, 10_000) == stale_estimate(0.5, STALE_WAIT_CAP) > stale_estimate(0.5, 2)
+    assert stale_estimate(0.0, 10_000) == 0.0
+
+
+def test_the_search_runs_no_slice_when_a_check_outlasts_the_budget():
+    # On the 200K CNN under load a verification took longer than the second left: each arm was
+    # given a deadline already past, returned at once, and the loop spun until the waiting arm's
+    # estimate (1.5 ** slices waited) overflowed. Now it stops.
+    from solvers.pipeline import Incumbent, _alternate_phase
+    from solvers.progress import Heartbeat
+    from solvers.run import verify
+    from placement.solution import Solution
+    prob, pl, ev0 = start_of("cnn", 300, 1)
+    inc = Incumbent(prob, "static", verify)
+    inc.offer(Solution("start", "heuristic", placement=pl, start=ev0.start, objective=ev0.makespan))
+    inc.check_seconds = 5.0  # as if one check took 5 s
+    with Heartbeat(None, lambda: inc.makespan, 0.0) as hb:
+        phases = _alternate_phase(prob, SolveOptions(workers=2), inc, 0.0, 3.0, hb)
+    assert phases[-1].name == "search" and phases[-1].note.endswith("in slices: ")
+    assert inc.best[1].makespan == ev0.makespan

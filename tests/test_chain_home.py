@@ -88,3 +88,54 @@ def test_portfolio_runs_it_after_heft_and_keeps_the_best():
     assert rec["chain-home"]["feasible"]
     assert sol.objective <= rec["chain-home"]["makespan"]
     assert sol.objective == min(m["makespan"] for m in sol.info["members"] if m["feasible"])
+
+
+def restricted_chain(restrict: dict[str, list[int]] | None = None, coloc: dict[str, str] | None = None, steps: int = 10):
+    """tests.test_waits_search's running sum s0 -> ... -> s9 of gradients g_i (100 bytes each, as the
+    sums) made from a loss, with six independent fillers f_j, the last sum read by the weight's
+    update (colocated with the weight W), on 3 devices, transfers of 3 units; ``restrict``: allowed
+    devices by node id, ``coloc``: more colocation groups."""
+    from placement.problem import make_problem
+    from tests.test_waits_search import chain_records
+
+    nodes, edges = chain_records(steps, 6, comm=3.0)
+    nodes += [{"id": "W", "time": 0.0, "out_bytes": 0, "param_bytes": 100, "colocate": "w"},
+              {"id": "upd", "time": 1.0, "out_bytes": 0, "param_bytes": 0, "colocate": "w"}]
+    edges += [{"src": f"s{steps - 1}", "dst": "upd", "comm": 3.0}, {"src": "W", "dst": "upd", "comm": 3.0}]
+    for rec in nodes:
+        if restrict and rec["id"] in restrict:
+            rec["devices"] = restrict[rec["id"]]
+        if coloc and rec["id"] in coloc:
+            rec["colocate"] = coloc[rec["id"]]
+    return make_problem(nodes, edges, devices=3)
+
+
+@pytest.mark.parametrize("model", ["static", "peak"])
+@pytest.mark.parametrize("restrict,coloc", [
+    ({"s3": [1]}, None),  # a sum of the chain only on device 1: the whole chain goes there
+    ({"g0": [2]}, None),  # a first gradient (pinned with the chain) only on device 2
+    ({"upd": [2]}, None),  # the weight's update (the chain's home group) only on device 2
+    ({"f0": [2]}, {"g0": "x", "f0": "x"}),  # a first gradient colocated with a node only on device 2
+    ({"f1": [1]}, {"s2": "y", "f1": "y"}),  # a sum colocated with a node only on device 1
+    ({"s3": [1, 2], "upd": [2]}, None),
+])
+def test_respects_allowed_devices_and_colocation(restrict, coloc, model):
+    """Session 14 review: the pins once ignored ``allowed`` (ScheduleError from the evaluator)."""
+    p = restricted_chain(restrict, coloc)
+    assert accumulation_chains(p, MIN_SHARE * float(p.out_bytes.max()))  # the case has its chain
+    sol = chain_home(p, SolveOptions(memory_model=model))
+    assert sol.status == "heuristic"
+    mask = p.allowed_mask()
+    assert mask[np.arange(p.n), sol.placement].all()
+    ev = evaluate(p, sol.placement, order=sol.order, memory_model=model)  # raises on a broken restriction
+    assert ev.makespan == sol.objective and np.array_equal(ev.start, sol.start)
+    chain = [p.index[f"s{i}"] for i in range(10)] + [p.index["upd"], p.index["W"]]
+    assert len(set(sol.placement[chain].tolist())) == 1  # the chain and its weight on one device
+    again = chain_home(p, SolveOptions(memory_model=model))
+    assert np.array_equal(again.placement, sol.placement) and again.order == sol.order
+
+
+def test_gives_up_when_no_device_takes_the_longest_chain():
+    p = restricted_chain({"s2": [1], "s5": [2]})
+    sol = chain_home(p, STATIC)
+    assert sol.status == "unknown" and sol.placement is None and "device restrictions" in sol.reason

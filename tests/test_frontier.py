@@ -199,3 +199,39 @@ def test_frontier_on_ray_equals_the_sequential_frontier(transformer):
     assert [p.makespan for p in par.points] == [p.makespan for p in seq.points]
     assert [p.lower_bound for p in par.points] == [p.lower_bound for p in seq.points]
     assert any(p.makespan is not None for p in par.points)
+
+
+def test_frontier_points_stay_monotone_when_an_answer_re_evaluates_shorter(monkeypatch):
+    """Session 14 review. An answer with idle time (start times later than its order needs: CP-SAT's
+    integer plans) re-evaluates shorter by its order; a later point's answer that is shorter by its
+    own solve's makespan but not by the evaluator's at that capacity must not replace it: the
+    points were 3, 4 (a larger capacity reporting a longer makespan)."""
+    import solvers.frontier as fmod
+    from placement.evaluator import check
+    from placement.problem import make_problem
+
+    nodes = [{"id": x, "time": 1.0, "out_bytes": int(x == "a"), "param_bytes": 0} for x in "abc"]  # fits anywhere
+    edges = [{"src": "a", "dst": "b", "comm": 0.5}, {"src": "b", "dst": "c", "comm": 0.5}]
+    p = make_problem(nodes, edges, devices=2)
+
+    def answer(pl, start):
+        pl, start = np.asarray(pl), np.asarray(start, dtype=float)
+        ev = check(p, pl, start, "static")
+        order = [[v for v in np.argsort(start, kind="stable").tolist() if pl[v] == d] for d in range(2)]
+        return {"feasible": True, "status": "feasible", "makespan": ev.makespan, "lower_bound": None, "seconds": 0.0,
+                "placement": pl.tolist(), "order": order, "waits": [], "start": start.tolist(),
+                "memory": ev.memory.tolist()}
+
+    idle = answer([0, 0, 0], [0, 1, 5])  # claims 6; its order gives 3 (one device, no transfers)
+    tight = answer([0, 1, 0], [0, 1.5, 3])  # claims 4 = what its order gives: two transfers
+    top = dict(answer([0, 1, 0], [0, 1.5, 9]), memory=[2.0, 2.0])  # claims 10; "needs" 2 bytes: capacities 1 to 2
+    results = {0: idle, 1: tight}
+    monkeypatch.setattr(fmod, "solve_point", lambda point: top)
+    monkeypatch.setattr(fmod, "run_points",
+                        lambda todo, parallel, address: ([results.get(i, tight) for i in range(len(todo))], "sequential"))
+    fr = fmod.frontier(p, "static", method="cpsat", points=3, time_limit=None, parallel="none")
+    spans = [pt.makespan for pt in fr.points]
+    assert len(spans) == 3 and spans[0] == 3.0
+    assert all(b <= a for a, b in zip(spans, spans[1:])), spans
+    for pt, ans in zip(fr.points, fr.answers):  # each point's makespan is its kept answer's, at its capacity
+        assert fmod.evaluate_at(p.with_devices(2, pt.capacity), ans, "static").makespan == pt.makespan

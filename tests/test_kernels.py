@@ -488,3 +488,43 @@ def test_the_bounds_structures_equal_the_python_loops(prob, seed):
     for name in ("_avoid", "_before", "_after"):
         assert_same_floats(getattr(plain, name), getattr(fast, name))
     assert plain._witness == fast._witness
+
+
+def test_auto_never_waits_for_a_load_under_way(monkeypatch):
+    """Session 14 review: in auto mode a caller goes on with the Python loops while the kernels load
+    (for_size's promise). A call made while the loader still held its lock with nothing loaded yet
+    (numba being imported: ``_loaded`` still None) waited for the whole import and compile: 30 s
+    of a solve's search thread with a stale cache. Here the load is faked and held open until the
+    callers have returned; the generous join below only keeps a regression from hanging the suite."""
+    import threading
+
+    started, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_load():  # as kernels.load: the lock held, nothing loaded yet (numba's import)
+        with kernels._lock:
+            started.set()
+            release.wait()
+            kernels._loaded = False  # as if numba were missing: the callers keep the Python loops
+        return None
+
+    monkeypatch.setenv(kernels.MODE_VAR, "auto")
+    monkeypatch.setattr(kernels, "_loaded", None)
+    monkeypatch.setattr(kernels, "_loader", None)
+    monkeypatch.setattr(kernels, "load", slow_load)
+    got = []
+
+    def caller() -> None:
+        got.append(kernels.for_size(10**6))  # starts the loader
+        started.wait()
+        got.append(kernels.for_size(10**6))  # during the load: must not wait for it
+        returned.set()
+
+    thread = threading.Thread(target=caller, daemon=True)
+    thread.start()
+    try:
+        assert returned.wait(20.0), "for_size waited for the background load"
+        assert got == [None, None]
+    finally:
+        release.set()
+        thread.join(20.0)
+        kernels._loader.join(20.0)

@@ -158,3 +158,48 @@ def test_portfolio_runs_the_list_schedulers_before_pardnn_under_peak():
 
     assert sorted(PEAK_ORDER) == sorted(ORDER)
     assert PEAK_ORDER.index("etf") < PEAK_ORDER.index("pardnn") and PEAK_ORDER.index("heft") < PEAK_ORDER.index("pardnn")
+
+
+def test_refine_reorders_an_overflowing_schedule_only_before_its_deadline():
+    """Refine re-judges a placement that overflows in FIFO order by a memory-aware order (peak
+    model); that rule is tens of seconds of Python at 200K nodes, so it must stop at refine's
+    deadline: past it, the FIFO schedule (201 bytes, over) stays; before it, the re-order fits."""
+    import time
+
+    from solvers.refine import RefineStats, _Search
+
+    p = two_chains(150)
+    pl = np.zeros(p.n, dtype=np.int64)
+    search = _Search(p, pl, SolveOptions(), time.monotonic() + 3600.0, "peak", None, 10, RefineStats())
+    assert search.cur_ev.peak_memory[0] == 101 and search.cur_ev.feasible(p)
+    search.deadline = time.monotonic() - 1.0
+    late = search._eval(pl, None)
+    assert late.peak_memory[0] == 201 and not late.feasible(p)
+
+
+def test_incumbent_reorders_an_offer_only_before_the_pipeline_ends():
+    """The pipeline's incumbent re-orders an answer that overflows in FIFO order (peak model) before
+    rejecting it; past the pipeline's end (or after a stop) it must not start those rules, which
+    are tens of seconds of Python at 200K nodes: the offer is then refused."""
+    import threading
+    import time
+
+    from placement.solution import Solution
+    from solvers.pipeline import Incumbent
+
+    p = two_chains(150)
+    pl = np.zeros(p.n, dtype=np.int64)
+    offer = Solution("test", "heuristic", placement=pl, objective=5.0)
+
+    def verify(problem, sol, mm):
+        return evaluate(problem, sol.placement, memory_model=mm)
+
+    inc = Incumbent(p, "peak", verify, stop=threading.Event())
+    ev = inc.offer(offer)
+    assert ev is not None and ev.peak_memory[0] == 101 and inc.best is not None
+    late = Incumbent(p, "peak", verify, stop=threading.Event())
+    late.deadline = time.monotonic() - 1.0
+    assert late.offer(offer) is None and late.best is None
+    stopped = Incumbent(p, "peak", verify, stop=threading.Event())
+    stopped.stop.set()
+    assert stopped.offer(offer) is None and stopped.best is None

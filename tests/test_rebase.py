@@ -140,6 +140,29 @@ def test_the_evaluators_peak_measured_when_read_is_the_eager_one(seed, n, k, ord
     assert checked.peak_memory.tobytes() == eager.tobytes()
 
 
+def test_a_peak_measured_by_another_reader_in_between_is_the_one_returned():
+    """Session 14 review: two first reads at once (a report in the main thread, the abandoned search
+    in its own). The interleaving is forced: the other read completes just after this one found no
+    peak yet and before it reads the problem, which the other read has dropped by then (it was
+    ``peak_memory(None, ...)``: AttributeError)."""
+    prob = random_problem(7, 10, 3, zero_time_p=0.3)
+    pl = np.arange(10) % 3
+    ev = evaluate(prob, pl)
+    other = {"done": False}
+
+    class Interleaved(MeasuredOnRead):
+        def __getattribute__(self, name):
+            if name == "_problem" and not other["done"]:
+                other["done"] = True
+                MeasuredOnRead.peak_memory.fget(self)  # the other reader, from start to end
+            return object.__getattribute__(self, name)
+
+    racy = Interleaved(prob, placement=ev.placement, start=ev.start, finish=ev.finish, makespan=ev.makespan,
+                       static_memory=ev.static_memory, memory_model="static")
+    assert racy.peak_memory.tobytes() == peak_memory(prob, pl, ev.start, ev.finish).tobytes()
+    assert other["done"]
+
+
 def _eager_measure(problem, pl, start, finish, memory_model):
     return Evaluation(placement=pl, start=start, finish=finish, makespan=float(finish.max()) if problem.n else 0.0,
                       static_memory=evaluator.static_memory(problem, pl),

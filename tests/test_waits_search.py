@@ -27,13 +27,16 @@ from tests.test_kernels import kernel_mode
 from tests.test_waits import brute_earliest
 
 
-def waited_case(seed: int, n: int, k: int, count: int, link: bool):
+def waited_case(seed: int, n: int, k: int, count: int, link: bool, zero_time_p: float = 0.3, free: float = 0.0):
     """A random problem, placement and waits that close no cycle with the graph, and the
-    evaluator's schedule of the placement in topological order (by the waits' rank) with them."""
-    prob = random_problem(seed, n, k, zero_time_p=0.3)  # zero-time nodes: ties of equal starts
+    evaluator's schedule of the placement in topological order (by the waits' rank) with them.
+    ``zero_time_p`` of the nodes take no time, ``free`` of the transfers none (ties of equal starts)."""
+    prob = random_problem(seed, n, k, zero_time_p=zero_time_p)
     if link:
         prob.link = Link(latency=float(1 + seed % 3), bandwidth=1.0)
     rng = random.Random(seed)
+    if free:
+        prob.comm[np.asarray([rng.random() < free for _ in range(prob.m)], dtype=bool)] = 0.0
     pl = np.array([rng.randrange(k) for _ in range(n)])
     waits = []
     for _ in range(count):
@@ -140,16 +143,22 @@ def lstm_like(steps: int = 12, fillers: int = 4, capacity: float = 400.0):
     100 bytes each, like the sums) made from a shared loss; fillers: independent work. Made ahead
     of the chain on another device, every gradient is held, received, on the chain's device until
     its sum ends: an order cannot stop a device with nothing else to do from making them early."""
+    nodes, edges = chain_records(steps, fillers)
+    return make_problem(nodes, edges, devices=3, memory=capacity)
+
+
+def chain_records(steps: int, fillers: int, comm: float = 0.5) -> tuple[list[dict], list[dict]]:
+    """:func:`lstm_like`'s nodes and edges (``comm``: every transfer's time)."""
     nodes = [{"id": "loss", "time": 1.0, "out_bytes": 1, "param_bytes": 0}]
     edges = []
     for i in range(steps):
         nodes += [{"id": f"g{i}", "time": 1.0, "out_bytes": 100, "param_bytes": 0},
                   {"id": f"s{i}", "time": 3.0, "out_bytes": 100, "param_bytes": 0}]
-        edges += [{"src": "loss", "dst": f"g{i}", "comm": 0.5}, {"src": f"g{i}", "dst": f"s{i}", "comm": 0.5}]
+        edges += [{"src": "loss", "dst": f"g{i}", "comm": comm}, {"src": f"g{i}", "dst": f"s{i}", "comm": comm}]
         if i:
-            edges.append({"src": f"s{i - 1}", "dst": f"s{i}", "comm": 0.5})
+            edges.append({"src": f"s{i - 1}", "dst": f"s{i}", "comm": comm})
     nodes += [{"id": f"f{j}", "time": 2.0, "out_bytes": 1, "param_bytes": 0} for j in range(fillers)]
-    return make_problem(nodes, edges, devices=3, memory=capacity)
+    return nodes, edges
 
 
 def held_answer(prob, steps: int = 12, fillers: int = 4):
