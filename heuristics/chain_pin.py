@@ -26,6 +26,8 @@ How:
    the faster answer is kept (:func:`chain_pin`): first with the gradients of a chain put on a
    device that already has one left to ETF (the 200K LSTM at K = 8: eight layer chains on seven devices, and the device with
    two ended 290 ms after the others; freed, chain-pin alone 1874.17 against 2052.34), then as said.
+   Device restrictions (``allowed``, colocation) hold: a chain goes only to a device every node of
+   it may use (none: ETF places it), a feeder or a param unit only where it may run.
 3. ETF with unlimited memory on the problem so restricted: the other nodes where they finish first.
 4. Orders, each measured by the evaluator: ETF's own, then two families of ROUNDS deadline orders
    (heuristics.deadline_order, each round's schedule the next one's reference; a gradient loses a
@@ -129,19 +131,26 @@ def chain_devices(problem: Problem, chains: list[Chain], free_shared: bool = Fal
     device that already has one keeps its nodes there but not its gradients (ETF places them)."""
     k = problem.k
     allowed = list(problem.allowed)
+    mask = problem.allowed_mask()  # the devices each node may use, joint over its colocation group
     work = [float(problem.time[c].sum()) + sum(float(problem.time[f].sum()) for f in fs if f) for c, fs in chains]
     load = np.zeros(k)
     busiest = None
     for i in sorted(range(len(chains)), key=lambda i: (-work[i], int(chains[i][0][0]))):
-        d = int(np.argmin(load))
+        path, fs = chains[i]
+        can = np.flatnonzero(mask[path].all(axis=0))  # devices that take the whole chain
+        if can.size == 0:
+            continue  # device restrictions split the chain: ETF places it
+        d = int(can[np.argmin(load[can])])
         shared = free_shared and load[d] > 0
         load[d] += work[i]
         if busiest is None:
             busiest = d
             load[d] = math.inf
-        path, fs = chains[i]
-        for v in path.tolist() + ([] if shared else [f for group in fs for f in group]):
+        for v in path.tolist():
             allowed[v] = (d,)
+        for v in ([] if shared else [f for group in fs for f in group]):
+            if mask[v, d]:  # a gradient that may not run there stays free
+                allowed[v] = (d,)
     if busiest is None or k < 2:
         return allowed
     rest = [d for d in range(k) if d != busiest]
@@ -155,9 +164,10 @@ def chain_devices(problem: Problem, chains: list[Chain], free_shared: bool = Fal
     held = dict.fromkeys(rest, 0.0)
     for key in sorted(units, key=lambda x: (-size[x], x)):
         vs = units[key]
-        if any(allowed[v] is not None for v in vs):
+        ok = [x for x in rest if mask[vs, x].all()]
+        if not ok or any(allowed[v] is not None for v in vs):
             continue
-        d = min(rest, key=lambda x: (held[x], x))
+        d = min(ok, key=lambda x: (held[x], x))
         held[d] += size[key]
         for v in vs:
             allowed[v] = (d,)

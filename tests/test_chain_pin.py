@@ -220,3 +220,28 @@ def test_free_shared_frees_only_the_gradients_of_a_second_chain_on_a_device(lstm
     assert shared > 0  # nine chains on four devices
     a = chain_pin(p, PEAK)
     assert a.objective == min(x for x in (a.objective, a.info["other"]["makespan"]) if x is not None)
+
+
+@pytest.mark.parametrize("model", ["static", "peak"])
+@pytest.mark.parametrize("restrict,coloc", [
+    ({"s3": [1]}, None),  # a sum of the chain only on device 1
+    ({"g0": [2]}, None),  # a gradient only on device 2
+    ({"upd": [2]}, None),  # the weight's update only on device 2
+    ({"f0": [2]}, {"g0": "x", "f0": "x"}),  # a gradient colocated with a node only on device 2
+    ({"f1": [1]}, {"s2": "y", "f1": "y"}),  # a sum colocated with a node only on device 1
+    ({"s2": [1], "s5": [2]}, None),  # no device takes the chain whole
+])
+def test_respects_allowed_devices_and_colocation(restrict, coloc, model):
+    """Session 14 review: chain-pin's pins ignored ``allowed`` (the evaluator raised ScheduleError on
+    its answer). It answers within the restrictions, as the evaluator checks."""
+    from tests.test_chain_home import restricted_chain
+
+    p = restricted_chain(restrict, coloc)
+    sol = chain_pin(p, SolveOptions(memory_model=model))
+    assert sol.status == "heuristic", sol.reason  # a chain no device takes whole is left to ETF
+    assert p.allowed_mask()[np.arange(p.n), sol.placement].all()
+    ev = evaluate(p, sol.placement, order=sol.order, memory_model=model, waits=sol.waits)
+    assert math.isclose(ev.makespan, sol.objective, rel_tol=1e-12)
+    if restrict == {"s3": [1]}:
+        chain = [p.index[f"s{i}"] for i in range(10)]
+        assert set(sol.placement[chain].tolist()) == {1}  # the chain pinned whole where s3 may run
