@@ -26,7 +26,7 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
     python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static] [--memory 4GB] [--keep DIR] [--baseline DIR]
         `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
         seconds, makespan, certified gap, the warm start's best member and its makespan.
-    python3 bench/bench_scale.py members GRAPH.json [...] [--time-limit 600] [--memory-model peak] [--keep DIR]
+    python3 bench/bench_scale.py members GRAPH.json [...] [--time-limit 600] [--memory-model peak] [--keep DIR] [--only m1,m2]
         untimed screen: every portfolio member alone (heuristics/portfolio.py's order for the
         problem) with the time limit a user would give it, judged by the evaluator; the valid lower
         bound; whether the best member leaves ROOM below it for the goal; each member's seconds
@@ -248,14 +248,17 @@ def solve(paths: list[str], time_limit: float, memory_model: str, label: str, he
 ROOM = 0.05
 
 
-def members(paths: list[str], time_limit: float, memory_model: str, keep: str | None = None) -> None:
+def members(paths: list[str], time_limit: float, memory_model: str, keep: str | None = None,
+            only: list[str] | None = None) -> None:
     """Each portfolio member alone on each graph, with ``time_limit`` as ``solve --method NAME``
     would give it (less the finish reserve); members whose estimated time exceeds the limit are
     skipped, as the portfolio would. Prints one row per member and one summary row per graph:
     the best single heuristic, the valid lower bound (placement/bounds.py, the one a report
     starts from), and whether (best - bound) / best leaves ROOM. ``warm s`` is the warm-start
     budget auto gives the whole portfolio at this limit: a member slower than it is one auto's
-    warm start does not run to the end, though a user running it alone gets its answer."""
+    warm start does not run to the end, though a user running it alone gets its answer. ``only``:
+    these members alone (at 200K nodes each takes minutes): the best of them is then an upper
+    bound on the best single heuristic, and the room it shows may be more than there is."""
     from heuristics.portfolio import MEMBERS, estimate_seconds, member_order
     from placement.bounds import lower_bounds
     from solvers.pipeline import WARM_SHARE, finish_reserve, warm_seconds
@@ -273,7 +276,7 @@ def members(paths: list[str], time_limit: float, memory_model: str, keep: str | 
         warm = warm_seconds(prob, time_limit - reserve, WARM_SHARE, memory_model)
         opts = SolveOptions(memory_model=memory_model)
         rows = []
-        for member in member_order(prob, opts)[0]:
+        for member in (m for m in member_order(prob, opts)[0] if only is None or m in only):
             est = estimate_seconds(member, prob.n, prob.m, prob.k, memory_model)
             row = {"member": member, "makespan": None, "feasible": False, "seconds": 0.0, "estimate": est, "note": ""}
             if est > time_limit - reserve:
@@ -298,7 +301,7 @@ def members(paths: list[str], time_limit: float, memory_model: str, keep: str | 
         in_warm = min((r for r in fit if r["seconds"] <= warm), key=lambda r: r["makespan"], default=None)
         summary = {"graph": name, "n": prob.n, "k": prob.k, "memory_model": memory_model, "time_limit": time_limit,
                    "bound": bound.best, "bounds": bound.as_dict(), "bound_seconds": bound_s, "warm_seconds": warm,
-                   "best": best, "best_within_warm": in_warm, "members": rows}
+                   "best": best, "best_within_warm": in_warm, "members": rows, "only": only}
         if best is not None:
             room = (best["makespan"] - bound.best) / best["makespan"]
             summary["room"] = room
@@ -424,6 +427,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--memory-model", default="static")
     ap.add_argument("--memory", default=None, help="solve: memory per device passed to the CLI (e.g. 4GB)")
+    ap.add_argument("--only", default=None, help="members: these portfolio members only (comma-separated)")
     ap.add_argument("--keep", default=None, metavar="DIR", help="solve: keep each report in DIR")
     ap.add_argument("--kinds", action="store_true", help="moves: also time every move by kind (single, swap, block/run, "
                                                          "batch) and print a row of tried moves per CPU second per kind")
@@ -459,7 +463,7 @@ def main() -> None:
                 solve([graph], args.time_limit, args.memory_model, args.label, header, args.memory, args.keep)
             header = False
     elif args.what == "members":
-        members(args.graphs, args.time_limit, args.memory_model, args.keep)
+        members(args.graphs, args.time_limit, args.memory_model, args.keep, args.only.split(",") if args.only else None)
     elif args.what == "kernels":
         kernel_times(args.graphs, args.count, args.label)
     elif args.what == "kernel-load":
