@@ -26,6 +26,11 @@ both sides on the same graphs and starts, and (``solve``) the whole CLI against 
     python3 bench/bench_scale.py solve GRAPH.json [...] [--time-limit 120] [--memory-model static] [--memory 4GB] [--keep DIR] [--baseline DIR]
         `python -m solvers.cli GRAPH --time-limit T --report R --quiet` as a whole process: wall
         seconds, makespan, certified gap, the warm start's best member and its makespan.
+    python3 bench/bench_scale.py members GRAPH.json [...] [--time-limit 600] [--memory-model peak] [--keep DIR] [--only m1,m2]
+        untimed screen: every portfolio member alone (heuristics/portfolio.py's order for the
+        problem) with the time limit a user would give it, judged by the evaluator; the valid lower
+        bound; whether the best member leaves ROOM below it for the goal; each member's seconds
+        against the budget auto's warm start gets at that limit. --keep DIR: one JSON line per graph.
 
 Prints markdown table rows with the load average.
 """
@@ -239,6 +244,76 @@ def solve(paths: list[str], time_limit: float, memory_model: str, label: str, he
               f"({warm.get('note', '-')}) | {vs} | {steps} | {load()} |", flush=True)
 
 
+# Issue 16: "5% below the best single heuristic on every graph where the certified gap leaves 5% of room".
+ROOM = 0.05
+
+
+def members(paths: list[str], time_limit: float, memory_model: str, keep: str | None = None,
+            only: list[str] | None = None) -> None:
+    """Each portfolio member alone on each graph, with ``time_limit`` as ``solve --method NAME``
+    would give it (less the finish reserve); members whose estimated time exceeds the limit are
+    skipped, as the portfolio would. Prints one row per member and one summary row per graph:
+    the best single heuristic, the valid lower bound (placement/bounds.py, the one a report
+    starts from), and whether (best - bound) / best leaves ROOM. ``warm s`` is the warm-start
+    budget auto gives the whole portfolio at this limit: a member slower than it is one auto's
+    warm start does not run to the end, though a user running it alone gets its answer. ``only``:
+    these members alone (at 200K nodes each takes minutes): the best of them is then an upper
+    bound on the best single heuristic, and the room it shows may be more than there is."""
+    from heuristics.portfolio import MEMBERS, estimate_seconds, member_order
+    from placement.bounds import lower_bounds
+    from solvers.pipeline import WARM_SHARE, finish_reserve, warm_seconds
+    from solvers.run import verify
+
+    print("| graph | n | K | member | makespan | feasible | seconds | estimate s | note | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path in paths:
+        prob = load_problem(path)
+        name = Path(path).stem
+        t = time.monotonic()
+        bound = lower_bounds(prob, memory_model)
+        bound_s = time.monotonic() - t
+        reserve = finish_reserve(prob, time_limit)
+        warm = warm_seconds(prob, time_limit - reserve, WARM_SHARE, memory_model)
+        opts = SolveOptions(memory_model=memory_model)
+        rows = []
+        for member in (m for m in member_order(prob, opts)[0] if only is None or m in only):
+            est = estimate_seconds(member, prob.n, prob.m, prob.k, memory_model)
+            row = {"member": member, "makespan": None, "feasible": False, "seconds": 0.0, "estimate": est, "note": ""}
+            if est > time_limit - reserve:
+                row["note"] = "skipped: estimate over the limit"
+            else:
+                t = time.monotonic()
+                try:
+                    sol = MEMBERS[member](prob, SolveOptions(memory_model=memory_model, time_limit=time_limit - reserve))
+                    row["seconds"] = time.monotonic() - t
+                    if sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal"):
+                        ev = verify(prob, sol, memory_model)
+                        row["makespan"], row["feasible"] = ev.makespan, bool(ev.feasible(prob))
+                    row["note"] = (sol.reason or "")[:80]
+                except Exception as exc:  # noqa: BLE001 - one broken member must not end the screen
+                    row["seconds"], row["note"] = time.monotonic() - t, f"{type(exc).__name__}: {exc}"[:80]
+            rows.append(row)
+            shown = "-" if row["makespan"] is None else f"{row['makespan']:.6g}"
+            print(f"| {name} | {prob.n} | {prob.k} | {member} | {shown} | {'yes' if row['feasible'] else 'no'} | "
+                  f"{row['seconds']:.1f} | {est:.1f} | {row['note'].replace('|', '/')} | {load()} |", flush=True)
+        fit = [r for r in rows if r["feasible"]]
+        best = min(fit, key=lambda r: r["makespan"], default=None)
+        in_warm = min((r for r in fit if r["seconds"] <= warm), key=lambda r: r["makespan"], default=None)
+        summary = {"graph": name, "n": prob.n, "k": prob.k, "memory_model": memory_model, "time_limit": time_limit,
+                   "bound": bound.best, "bounds": bound.as_dict(), "bound_seconds": bound_s, "warm_seconds": warm,
+                   "best": best, "best_within_warm": in_warm, "members": rows, "only": only}
+        if best is not None:
+            room = (best["makespan"] - bound.best) / best["makespan"]
+            summary["room"] = room
+            print(f"| **{name}** | {prob.n} | {prob.k} | best: {best['member']} | {best['makespan']:.6g} | bound "
+                  f"{bound.best:.6g} ({bound_s:.0f} s) | room {100 * room:.2f}% ({'yes' if room >= ROOM else 'no'}) | warm {warm:.0f} s"
+                  f" | within it: {in_warm['member'] if in_warm else '-'} {in_warm['makespan'] if in_warm else ''} | {load()} |", flush=True)
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            with open(Path(keep) / "members.jsonl", "a") as out:
+                out.write(json.dumps(summary) + "\n")
+
+
 def kernel_times(paths: list[str], reps: int, label: str, header: bool = True) -> None:
     """Per call, each compiled kernel (placement/kernels.py) against its Python loop, through the
     function that uses it, on the same input (a random placement of colocation groups, its FIFO
@@ -343,7 +418,7 @@ def ab(paths: list[str], time_limit: float, memory_model: str, variants: list[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("moves", "retime", "solve", "ab", "kernels", "kernel-load"))
+    ap.add_argument("what", choices=("moves", "retime", "solve", "members", "ab", "kernels", "kernel-load"))
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--variants", default="lns,coarse")
     ap.add_argument("graphs", nargs="+")
@@ -352,6 +427,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--memory-model", default="static")
     ap.add_argument("--memory", default=None, help="solve: memory per device passed to the CLI (e.g. 4GB)")
+    ap.add_argument("--only", default=None, help="members: these portfolio members only (comma-separated)")
     ap.add_argument("--keep", default=None, metavar="DIR", help="solve: keep each report in DIR")
     ap.add_argument("--kinds", action="store_true", help="moves: also time every move by kind (single, swap, block/run, "
                                                          "batch) and print a row of tried moves per CPU second per kind")
@@ -386,6 +462,8 @@ def main() -> None:
             else:
                 solve([graph], args.time_limit, args.memory_model, args.label, header, args.memory, args.keep)
             header = False
+    elif args.what == "members":
+        members(args.graphs, args.time_limit, args.memory_model, args.keep, args.only.split(",") if args.only else None)
     elif args.what == "kernels":
         kernel_times(args.graphs, args.count, args.label)
     elif args.what == "kernel-load":
