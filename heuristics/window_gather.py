@@ -43,31 +43,11 @@ import numpy as np
 
 from placement.bypass_bound import reach
 from placement.memory_path_bound import best_path
+from placement.pieces import connected_pieces
 from placement.problem import Problem
 
 FACTOR = 1.0  # times the balancing share of a window's time that goes away (docs/scale.md)
 FILL = 0.97  # of a device's memory a gathered run may fill before another device takes over
-
-
-def _units(members: list[int], succ: dict[int, list[int]]) -> list[list[int]]:
-    """The members cut into connected pieces (edges among members)."""
-    inside = set(members)
-    parent = {u: u for u in members}
-
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u in members:
-        for w in succ[u]:
-            if w in inside:
-                parent[root(u)] = root(w)
-    pieces: dict[int, list[int]] = defaultdict(list)
-    for u in members:
-        pieces[root(u)].append(u)
-    return list(pieces.values())
 
 
 @dataclass
@@ -129,7 +109,7 @@ def find_windows(problem: Problem, stop: Callable[[], bool] | None = None) -> Wi
     edges_out = {key: cheapest(us, {chain[key[1]]}) for key, us in windows.items()}
     gathered = sorted(key for key in windows if edges_out[key] > edges_in[key])
     succ = {u: nbr_l[ptr_l[u]:ptr_l[u + 1]] for key in gathered for u in windows[key]}
-    return Windows(chain, a, {key: _units(windows[key], succ) for key in gathered},
+    return Windows(chain, a, {key: connected_pieces(windows[key], succ) for key in gathered},
                    {key: edges_in[key] + edges_out[key] for key in gathered}, gathered,
                    sorted(key[0] for key in windows if edges_out[key] <= edges_in[key]), ends, movable)
 

@@ -44,6 +44,7 @@ import numpy as np
 from heuristics.memory_order import memory_aware_order
 from placement import kernels
 from placement.evaluator import Evaluation, as_placement, check_placement, edge_delay, evaluate, wait_delay
+from placement.pieces import connected_pieces
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -212,29 +213,6 @@ class _Slices:
         return self.nbr[self.ptr[v]:self.ptr[v + 1]].tolist()
 
 
-def _components(run: list[int], succs) -> list[list[int]]:
-    """The nodes of ``run`` grouped by the connected components of the graph edges among them
-    (in order of their first node in ``run``); ``succs[v]``: v's successors."""
-    where = {v: i for i, v in enumerate(run)}
-    parent = list(range(len(run)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, v in enumerate(run):
-        for w in succs[v]:
-            j = where.get(w)
-            if j is not None:
-                parent[root(j)] = root(i)
-    groups: dict[int, list[int]] = {}
-    for i, v in enumerate(run):
-        groups.setdefault(root(i), []).append(v)
-    return list(groups.values())
-
-
 def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np.ndarray, need: np.ndarray,
                 mask: np.ndarray, memory_model: str = "static", lists: dict[str, list] | None = None) -> dict[int, int]:
     """One batch move along the critical chain: {unit: new device}.
@@ -284,7 +262,7 @@ def spread_runs(problem: Problem, ev: Evaluation, chain: list[int], units_of: np
         run, i = ch[i:j + 1], j + 1
         if len(run) < 2:
             continue
-        pieces = _components(run, succs)
+        pieces = connected_pieces(run, succs)
         if len(pieces) < 2:
             continue
         if "units" not in lists:
