@@ -221,6 +221,23 @@ def keep_candidate(kept: list[Solution], sol: Solution, k: int, limit: int = CAN
     return sorted(rest + [sol], key=lambda o: o.objective)[:limit]  # stable: ties keep the earlier member
 
 
+def _own_share_end(opts: SolveOptions, names: tuple[str, ...], t0: float) -> float | None:
+    """When the portfolio's own share of its limit ends, or None when all of the limit is its own.
+
+    A caller that stretched the limit so that some members fit (the pipeline's warm start:
+    ``opts.extra["stretched_for"]``, solvers/pipeline.py WARM_FIRST) gives its unstretched share as
+    ``opts.extra["own_seconds"]``. Once a feasible answer is in hand, the other members then run only
+    within that share: on the 200K CNN (K = 8, peak, 600 s) the limit was stretched to 353 s for ETF
+    and HEFT, which took 40 s, and weight-bands and mem-span filled the rest without a better answer
+    (bench/results_scale.md, session 14). Under tight memory (the orders of PEAK_TIGHT_ORDER) every
+    member keeps the whole limit: there the memory-planning members are what fits.
+    """
+    own = opts.extra.get("own_seconds")
+    if own is None or names not in (ORDER, PEAK_ORDER):
+        return None
+    return t0 + float(own)
+
+
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     t0 = time.monotonic()
     if opts.memory_model == "peak" and bool(np.isinf(problem.memory).all()):
@@ -231,6 +248,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     best: Solution | None = None
     kept: list[Solution] = []
     names, mlb = member_order(problem, opts)
+    own_end = _own_share_end(opts, names, t0)
+    stretched_for = tuple(opts.extra.get("stretched_for", ()))
     for name in names:
         rem = opts.remaining()
         est = estimate_seconds(name, problem.n, problem.m, problem.k, opts.memory_model)
@@ -238,8 +257,16 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
             members.append({"method": name, "status": "skipped", "makespan": None, "feasible": False, "seconds": 0.0,
                             "reason": f"estimated {est:.3g} s > {rem:.3g} s left"})
             continue
+        own = None if own_end is None or best is None or name in stretched_for else own_end - time.monotonic()
+        if own is not None and est > own:
+            members.append({"method": name, "status": "skipped", "makespan": None, "feasible": False, "seconds": 0.0,
+                            "reason": f"estimated {est:.3g} s > {max(own, 0.0):.3g} s left of the portfolio's own share "
+                                      "(the rest is for the members its limit was stretched for)"})
+            continue
         extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb}
         limit = rem if rem is None or name not in MEMBER_SHARE else max(est, MEMBER_SHARE[name] * rem)
+        if own is not None:
+            limit = own if limit is None else min(limit, own)
         sub = replace(opts, time_limit=limit, started=time.monotonic(), hint=None, extra=extra)
         t = time.monotonic()
         try:

@@ -67,8 +67,11 @@ REFINE_SHARE = 0.15  # also on coarse graphs: 0.5 lost 25% on a 100K LSTM and wo
 WARM_MAX_SHARE = 0.6
 # The warm budget is stretched so that these portfolio members fit: PARDNN and the two list
 # schedulers that gave the best warm starts on the 100K-node graphs (etf: transformer, CNN; heft:
-# LSTM; bench/results_pipeline.md "Warm-start members").
-WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft")
+# LSTM; bench/results_pipeline.md "Warm-start members"), and chain-home, the best member on every
+# generated LSTM (bench/results_scale.md, session 14's grid). Only they run in the stretch: the
+# other members keep to WARM_SHARE once an answer is in hand (heuristics/portfolio.py
+# _own_share_end), except under tight memory.
+WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft", "chain-home")
 # Kept free at the end of the limit for what follows the pipeline: re-checking the answer, the
 # report, --explain, writing JSON: 7.8 s for 335K nodes + edges at load 10 when the report was
 # indented JSON (60% of it); written one field per line since, that write fell from 1.4 s to
@@ -290,12 +293,14 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     ph = Phase("warm-start")
     t = time.monotonic()
     warm_end = None if usable is None else t + warm_seconds(problem, usable, warm_share, opts.memory_model)
+    # the stretch beyond the warm share is for WARM_FIRST (the portfolio's own share ends with it)
+    warm_extra = {} if usable is None else {"own_seconds": warm_share * usable, "stretched_for": WARM_FIRST}
     candidates: list[Solution] = []  # the portfolio's distinct placements, best first (the probe's)
     for name in warm_start_methods(problem):
         budget = until(warm_end)
         if budget is not None and budget <= 0.0:
             break  # topo-split would not watch the clock
-        sol = WARM_START[name](problem, sub(budget))
+        sol = WARM_START[name](problem, sub(budget, extra={**opts.extra, **warm_extra}))
         candidates.extend(sol.info.get("candidates", []) if sol.info else [])
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],

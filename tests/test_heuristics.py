@@ -257,3 +257,41 @@ def test_portfolio_runs_members_static_when_no_device_has_a_capacity(monkeypatch
     ev = evaluate(p, sol.placement, sol.order, memory_model="peak")
     assert ev.makespan == pytest.approx(sol.objective)
     assert ev.feasible(p)
+
+
+def test_portfolio_runs_only_the_stretched_for_members_past_its_own_share():
+    """A caller that stretched the portfolio's limit for some members (the pipeline's warm start)
+    gives its own share: once an answer is in hand, with memory loose, the other members are
+    skipped past it and the stretched-for ones still run; the answer is the best of what ran."""
+    p = generate("transformer", 250, seed=1, devices=3)
+    stretched = ("single", "m-topo", "etf", "heft")
+    sol = get("portfolio").func(p, SolveOptions(time_limit=60, extra={"own_seconds": 0.0, "stretched_for": stretched}))
+    members = sol.info["members"]
+    first_ok = next(i for i, m in enumerate(members) if m["feasible"])
+    after = members[first_ok + 1:]
+    ran = [m["method"] for m in after if m["status"] != "skipped"]
+    assert set(ran) <= set(stretched) and "etf" in ran and "heft" in ran
+    skipped = [m for m in after if m["method"] not in stretched]
+    assert skipped and all(m["status"] == "skipped" and "own share" in m["reason"] for m in skipped)
+    assert sol.objective == min(m["makespan"] for m in members if m["feasible"])
+    # without the share every member runs
+    full = get("portfolio").func(p, SolveOptions(time_limit=60))
+    assert not any("own share" in (m["reason"] or "") for m in full.info["members"])
+    assert full.objective <= sol.objective
+
+
+def test_portfolio_share_does_not_cut_members_under_tight_peak_memory():
+    """Under tight memory (the peak model's tight orders) the memory-planning members keep the
+    whole limit whatever share the caller gives."""
+    from heuristics.portfolio import ORDER, PEAK_ORDER, member_order
+    from placement.memory_bounds import memory_lower_bound
+
+    p = generate("lstm", 300, seed=0, devices=4)
+    lb = float(memory_lower_bound(p, "peak")["best"])
+    tight = p.with_devices(memory=1.5 * lb)
+    opts = SolveOptions(time_limit=60, memory_model="peak", extra={"own_seconds": 0.0, "stretched_for": ("single",)})
+    names, _ = member_order(tight, opts)
+    assert names not in (ORDER, PEAK_ORDER)
+    sol = get("portfolio").func(tight, opts)
+    assert not any("own share" in (m["reason"] or "") for m in sol.info["members"])
+    assert sum(m["status"] != "skipped" for m in sol.info["members"]) > 3

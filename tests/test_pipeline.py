@@ -148,6 +148,28 @@ def test_warm_budget_covers_the_members_the_portfolio_runs_first():
             assert got >= need
 
 
+def test_warm_start_gives_the_portfolio_its_share_and_what_the_stretch_is_for(monkeypatch):
+    """The portfolio's limit is the stretched warm budget; its own share (WARM_SHARE of the usable
+    time) and the members the stretch is for (WARM_FIRST) go with it."""
+    import solvers.pipeline as pl
+
+    seen: list[SolveOptions] = []
+    real = pl.WARM_START["portfolio"]
+
+    def spy(problem, opts):
+        seen.append(opts)
+        return real(problem, opts)
+
+    monkeypatch.setitem(pl.WARM_START, "portfolio", spy)
+    prob = generate("transformer", nodes=300, devices=4, seed=2)
+    res = run(prob, "auto", SolveOptions(time_limit=8.0))
+    assert res.evaluation is not None and res.evaluation.feasible(prob)
+    opts = seen[0]
+    assert opts.extra["stretched_for"] == pl.WARM_FIRST
+    assert 0.0 < opts.extra["own_seconds"] <= opts.time_limit + 1e-3
+    assert opts.extra["own_seconds"] == pytest.approx(pl.WARM_SHARE * 8.0, rel=0.25)
+
+
 def test_fallback_reserve_is_freed_once_the_warm_start_answers():
     """A caller's fallback reserve (Tofu's plan for grouped graphs) holds the whole limit here, so
     the warm start gets no time; the linear-time baselines answer, which frees the reserve, and
