@@ -43,7 +43,7 @@ from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
-from heuristics.window_gather import find_windows, gather_windows
+from heuristics.window_gather import Windows, find_windows, gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
@@ -142,12 +142,14 @@ PROBE_SHARE = 0.3
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
-# The first probe's placement is also tried with its expensive-to-return windows gathered on the
+# Each probe's placement is also tried with its expensive-to-return windows gathered on the
 # chain's device (heuristics/window_gather.py), with each of these factors of the balancing share
 # of a window's time left away; each is re-scheduled and the lowest schedule of all is the probe's
 # start. ETF's placement re-scheduled / gathered (1.0, 1.3): 200K CNN K = 4 3455.98 / 3281.72,
 # 3297.63; K = 8 3331.23 / 3250.9, 3240.91; 50K K = 4 1271.15 / 1114.57, 1115.68 (docs/scale.md,
-# "Window gathering").
+# "Window gathering"). Every probe, not only the first: on the 200K CNN at K = 4 under the peak
+# model PARDNN's 3424.62 leads the warm start and gathers to 3440.85 / 3467.58, where ETF's
+# 3468.83 gathers to 3281 (session 15); the windows are found once, each gathering is ~1 s there.
 GATHER_FACTORS = (1.0, 1.3)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
@@ -513,6 +515,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     keep: bool | str = True if problem.n > int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES)) else "auto"
     resched_s = 2 * PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)  # then no further list
     runs: list[tuple[float, int, str, float, RefineSearch | None, RefineStats, float]] = []
+    windows: list[Windows | None] = []  # the graph's windows, found once when first needed
     for i, cand in enumerate(candidates[:count]):
         if opts.stop.is_set():
             break
@@ -523,7 +526,9 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
             continue
         starts = [ev] + _rescheduled(problem, opts, inc, ev.placement, t + resched_s, "reschedule")
         in_time = left is None or time.monotonic() - t0 < PROBE_SHARE * left
-        gathered = _gathered(problem, opts, inc, ev.placement, resched_s) if i == 0 and in_time else []
+        if in_time and not windows:
+            windows.append(_windows(problem, opts))
+        gathered = _gathered(problem, opts, inc, ev.placement, resched_s, windows[0]) if in_time else []
         start = min(starts + gathered, key=lambda e: e.makespan)
         label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
         stats = RefineStats()
@@ -554,14 +559,21 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6])
 
 
+def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
+    """The graph's windows for gathering (heuristics/window_gather.py ``find_windows``), or None
+    when there are no factors to gather with or the search was stopped first."""
+    if not opts.extra.get("gather_factors", GATHER_FACTORS):
+        return None
+    return find_windows(problem, stop=opts.stop.is_set)
+
+
 def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
-              resched_s: float) -> list[Evaluation]:
-    """``placement`` with its windows gathered (heuristics/window_gather.py) for each of
-    GATHER_FACTORS (``opts.extra["gather_factors"]``; empty: none), each re-scheduled
-    (:func:`_rescheduled`)."""
+              resched_s: float, found: Windows | None) -> list[Evaluation]:
+    """``placement`` with its windows gathered (heuristics/window_gather.py; ``found``: the
+    graph's windows, :func:`_windows`) for each of GATHER_FACTORS (``opts.extra["gather_factors"]``;
+    empty: none), each re-scheduled (:func:`_rescheduled`)."""
     out: list[Evaluation] = []
     factors = opts.extra.get("gather_factors", GATHER_FACTORS)
-    found = find_windows(problem, stop=opts.stop.is_set) if factors else None
     for factor in factors:
         if found is None or opts.stop.is_set():
             break

@@ -12,7 +12,7 @@ from placement.evaluator import check, evaluate, static_memory
 from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
-from solvers.pipeline import Incumbent, _gathered
+from solvers.pipeline import Incumbent, _gathered, _windows
 from solvers.run import verify
 
 
@@ -95,12 +95,13 @@ def test_the_probe_offers_gathered_schedules_judged_by_the_evaluator():
     inc = Incumbent(prob, "static", verify)
     inc.offer(etf(prob, SolveOptions()))
     before = inc.makespan
-    evs = _gathered(prob, SolveOptions(), inc, start, 60.0)
+    evs = _gathered(prob, SolveOptions(), inc, start, 60.0, _windows(prob, SolveOptions()))
     assert evs and inc.makespan <= min([before] + [e.makespan for e in evs]) + 1e-9
     for e in evs:
         check(prob, e.placement, e.start, "static")
         assert evaluate(prob, e.placement, order=None).makespan > 0
-    assert _gathered(prob, SolveOptions(extra={"gather_factors": ()}), inc, start, 60.0) == []
+    none = SolveOptions(extra={"gather_factors": ()})
+    assert _windows(prob, none) is None and _gathered(prob, none, inc, start, 60.0, _windows(prob, none)) == []
 
 
 def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
@@ -117,4 +118,5 @@ def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
     opts = SolveOptions()
     opts.stop.set()
     inc = Incumbent(prob, "static", verify)
-    assert _gathered(prob, opts, inc, start, 60.0) == [] and inc.best is None
+    assert _windows(prob, opts) is None
+    assert _gathered(prob, opts, inc, start, 60.0, found) == [] and inc.best is None
