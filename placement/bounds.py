@@ -16,6 +16,9 @@ it is honest:
 - forced (placement/forced_bound.py): transfers too long to pay below a target force clusters of
   nodes onto one device, whose memory or one-at-a-time schedule then refutes the target
   (depends on the memory model; docs/scale.md).
+- pivot (placement/split_bound.py): a node every other node precedes or follows (the loss) splits
+  every schedule into two parts that cannot overlap; the bounds of the two parts add up
+  (docs/scale.md).
 
 Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
 than any device it may use can hold, or when the memory every placement must use exceeds the total
@@ -34,6 +37,7 @@ from .comm_bound import heads
 from .forced_bound import forced_bound
 from .memory_path_bound import best_path, memory_path_bound
 from .problem import Problem
+from .split_bound import pivot_bound
 
 
 @dataclass(frozen=True)
@@ -46,17 +50,18 @@ class LowerBounds:
     memory_path: float = 0.0
     forced: float = 0.0  # starts from the best of the others
     bypass: float = 0.0
+    pivot: float = 0.0
 
     @property
     def best(self) -> float:
         return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
-                   self.memory_path, self.forced, self.bypass)
+                   self.memory_path, self.forced, self.bypass, self.pivot)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
                 "memory_path": self.memory_path, "bypass": self.bypass, "forced": self.forced,
-                "best": self.best}  # forced starts from the others: listed last, named only when above them
+                "pivot": self.pivot, "best": self.best}  # forced starts from the others: listed last, named only when above them
 
 
 def bottom_levels(problem: Problem, delay: np.ndarray | None = None) -> np.ndarray:
@@ -102,7 +107,7 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
 
 
 def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None,
-                 communication: bool = True) -> LowerBounds:
+                 communication: bool = True, pivots: bool = True) -> LowerBounds:
     """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
     capacity constraint holds: the memory path bound runs only when it is given (a static-model
     bound is not valid under the peak model), and the forced bound counts params only when it is
@@ -110,7 +115,8 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     bypass and forced bounds are left out (0) when it is set before them.
     ``communication=False`` leaves out the bounds built on communication heads and tails (the
     communication, bypass and forced bounds, a second or more at 200K nodes), e.g. to have a valid
-    bound at once and those later."""
+    bound at once and those later. ``pivots=False`` leaves out the pivot bound (it bounds the two
+    parts of the graph with this function, so it is left out there: no recursion)."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
@@ -127,7 +133,12 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
         return plain
     chain = best_path(problem, problem.time, np.zeros(problem.m))
     plain = replace(plain, bypass=chain_bound(problem, chain, head, tail))
-    return replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
+    plain = replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
+    if not pivots or (stop is not None and stop.is_set()):
+        return plain
+    # each part without memory (a relaxation): what holds in either model
+    part = lambda sub: lower_bounds(sub, None, stop, pivots=False).best  # noqa: E731
+    return replace(plain, pivot=pivot_bound(problem, part, head, tail))
 
 
 def makespan_lower_bound(problem: Problem, memory_model: str | None = None) -> float:
