@@ -16,6 +16,9 @@ it is honest:
 - forced (placement/forced_bound.py): transfers too long to pay below a target force clusters of
   nodes onto one device, whose memory or one-at-a-time schedule then refutes the target
   (depends on the memory model; docs/scale.md).
+- release (placement/release_bound.py): the consumers of a node whose output is slow to move run
+  on its device one at a time or start a transfer late, and whatever needs many of them waits
+  too: the work left after a time must still fit the K devices (docs/scale.md).
 - pivot (placement/split_bound.py): a node every other node precedes or follows (the loss) splits
   every schedule into two parts that cannot overlap; the bounds of the two parts add up
   (docs/scale.md).
@@ -37,6 +40,7 @@ from .comm_bound import heads
 from .forced_bound import forced_bound
 from .memory_path_bound import best_path, memory_path_bound
 from .problem import Problem
+from .release_bound import release_bound
 from .split_bound import pivot_bound
 
 
@@ -50,18 +54,20 @@ class LowerBounds:
     memory_path: float = 0.0
     forced: float = 0.0  # starts from the best of the others
     bypass: float = 0.0
+    release: float = 0.0
     pivot: float = 0.0
 
     @property
     def best(self) -> float:
         return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
-                   self.memory_path, self.forced, self.bypass, self.pivot)
+                   self.memory_path, self.forced, self.bypass, self.release, self.pivot)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
-                "memory_path": self.memory_path, "bypass": self.bypass, "forced": self.forced,
-                "pivot": self.pivot, "best": self.best}  # forced starts from the others: listed last, named only when above them
+                "memory_path": self.memory_path, "bypass": self.bypass, "release": self.release,
+                "forced": self.forced, "pivot": self.pivot, "best": self.best}
+        # forced starts from the others before it: listed after them, named only when above them
 
 
 def bottom_levels(problem: Problem, delay: np.ndarray | None = None) -> np.ndarray:
@@ -132,7 +138,7 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     if not communication or (stop is not None and stop.is_set()):
         return plain
     chain = best_path(problem, problem.time, np.zeros(problem.m))
-    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail))
+    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail), release=release_bound(problem, head))
     plain = replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
     if not pivots or (stop is not None and stop.is_set()):
         return plain
