@@ -3,7 +3,7 @@ move (a weight) run on its device one at a time or start a whole transfer late, 
 needs many of them waits too (issue 16, the unrolled LSTM's forward pass).
 
 Why: the generated LSTM's embedding weight (131 MB, 13 ms over the link) feeds one lookup per
-time step. Before 13 ms only the weight's own device can run lookups, one at a time: about 49 of
+time step. Before 13 ms only the weight's own device can run lookups, one at a time: at most 52 of
 the 94. Every cell of a later time step needs all the earlier lookups (through the recurrence), so
 none of them can run before 13 ms either, whatever the placement. The load bound counts their
 work as if it could run from time 0, the communication bound follows one path at a time.
