@@ -19,6 +19,9 @@ it is honest:
 - release (placement/release_bound.py): the consumers of a node whose output is slow to move run
   on its device one at a time or start a transfer late, and whatever needs many of them waits
   too: the work left after a time must still fit the K devices (docs/scale.md).
+- memory chain (placement/memory_chain_bound.py, peak model only): a chain's big side inputs made
+  elsewhere wait in its device's memory for a whole transfer, so few can be in flight and the
+  device makes the others itself (docs/peak.md).
 - pivot (placement/split_bound.py): a node every other node precedes or follows (the loss) splits
   every schedule into two parts that cannot overlap; the bounds of the two parts add up
   (docs/scale.md).
@@ -38,6 +41,7 @@ from . import kernels
 from .bypass_bound import chain_bound
 from .comm_bound import heads
 from .forced_bound import forced_bound
+from .memory_chain_bound import memory_chain_bound
 from .memory_path_bound import best_path, memory_path_bound
 from .problem import Problem
 from .release_bound import release_bound
@@ -55,18 +59,19 @@ class LowerBounds:
     forced: float = 0.0  # starts from the best of the others
     bypass: float = 0.0
     release: float = 0.0
+    memory_chain: float = 0.0
     pivot: float = 0.0
 
     @property
     def best(self) -> float:
         return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
-                   self.memory_path, self.forced, self.bypass, self.release, self.pivot)
+                   self.memory_path, self.forced, self.bypass, self.release, self.memory_chain, self.pivot)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
                 "memory_path": self.memory_path, "bypass": self.bypass, "release": self.release,
-                "forced": self.forced, "pivot": self.pivot, "best": self.best}
+                "memory_chain": self.memory_chain, "forced": self.forced, "pivot": self.pivot, "best": self.best}
         # forced starts from the others before it: listed after them, named only when above them
 
 
@@ -139,11 +144,13 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
         return plain
     chain = best_path(problem, problem.time, np.zeros(problem.m))
     plain = replace(plain, bypass=chain_bound(problem, chain, head, tail), release=release_bound(problem, head))
+    if memory_model == "peak":
+        plain = replace(plain, memory_chain=memory_chain_bound(problem, chain, head, tail))
     plain = replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
     if not pivots or (stop is not None and stop.is_set()):
         return plain
-    # each part without memory (a relaxation): what holds in either model
-    part = lambda sub: lower_bounds(sub, None, stop, pivots=False).best  # noqa: E731
+    # each part in the same memory model: its schedule holds no more than the whole one's
+    part = lambda sub: lower_bounds(sub, memory_model, stop, pivots=False).best  # noqa: E731
     return replace(plain, pivot=pivot_bound(problem, part, head, tail))
 
 

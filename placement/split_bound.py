@@ -5,16 +5,20 @@ Why: on a training graph the forward pass ends before the loss starts and the ba
 starts after it ends. Each part has its own bottleneck: on the unrolled 10K LSTM the forward part
 is held up by the embedding's weight (its lookups run on the weight's device one at a time or
 13 ms later elsewhere) and the backward part by the output layer's running gradient sum
-(feed_bound.py). A bound on the whole graph follows one path and so sees one of them; bounding
+(its Jackson schedule in the forced bound). A bound on the whole graph follows one path and so sees one of them; bounding
 each part on its own and adding them sees both.
 
 The argument (docs/scale.md). Let x be a pivot, A its ancestors, D its descendants (every other
 node is in one of them). In any schedule every node of A finishes before x starts and every node
 of D starts after x finishes. The schedule restricted to A is a schedule of the sub-problem
-induced by A (the same devices, the edges inside A, colocation and allowed devices kept, memory
-left out: a relaxation), so S_x >= B(A) for any valid makespan bound B of that sub-problem; the
-schedule restricted to D, shifted by F_x, is one of the sub-problem induced by D, so
-makespan - F_x >= B(D). Hence makespan >= B(A) + t_x + B(D).
+induced by A (the same devices and capacities, the edges inside A, colocation and allowed devices
+kept), so S_x >= B(A) for any valid makespan bound B of that sub-problem; the schedule restricted
+to D, shifted by F_x, is one of the sub-problem induced by D, so makespan - F_x >= B(D). Hence
+makespan >= B(A) + t_x + B(D). Memory: in either model a device holds, at every moment, no more of
+a part's tensors and params in the part's schedule than in the whole one (static: a sum over fewer
+nodes; peak: the part's own consumers are all kept, so each tensor is held over the same or a
+shorter interval, and tensors from outside the part are gone), so the restricted schedules fit
+the same capacities.
 """
 from __future__ import annotations
 
@@ -72,7 +76,8 @@ def induced(problem: Problem, keep: np.ndarray) -> Problem:
 
 def pivot_bound(problem: Problem, part_bound: Callable[[Problem], float], head: np.ndarray, tail: np.ndarray) -> float:
     """part_bound(ancestors) + t_x + part_bound(descendants) for one pivot x (module docstring);
-    ``part_bound`` must be a valid makespan bound of any problem with memory left out. The pivot
+    ``part_bound`` must be a valid makespan bound of any problem (in the memory model whose
+    capacities the parts keep). The pivot
     is the one where a cheap estimate of that sum is largest: on each side the larger of its
     load / K and its longest communication-bound path (``head``/``tail``, the communication
     bound's, are the same in a part as in the whole graph: a node's ancestors are all before the
