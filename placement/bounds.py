@@ -118,7 +118,8 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
 
 
 def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None,
-                 communication: bool = True, pivots: bool = True) -> LowerBounds:
+                 communication: bool = True, pivots: bool = True, *, memory_path: bool = True,
+                 head: np.ndarray | None = None, tail: np.ndarray | None = None) -> LowerBounds:
     """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
     capacity constraint holds: the memory path bound runs only when it is given (a static-model
     bound is not valid under the peak model), and the forced bound counts params only when it is
@@ -127,18 +128,23 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     ``communication=False`` leaves out the bounds built on communication heads and tails (the
     communication, bypass and forced bounds, a second or more at 200K nodes), e.g. to have a valid
     bound at once and those later. ``pivots=False`` leaves out the pivot bound (it bounds the two
-    parts of the graph with this function, so it is left out there: no recursion)."""
+    parts of the graph with this function, so it is left out there: no recursion), and
+    ``memory_path=False`` the memory path bound (the parts skip it: seconds at 200K nodes).
+    ``head``/``tail``: the communication bound's values when already known (a part before a
+    pivot has the whole graph's heads, one after it its tails)."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
-    head, tail = (heads(problem), heads(problem, reverse=True)) if communication else (None, None)
+    if communication:
+        head = heads(problem) if head is None else head
+        tail = heads(problem, reverse=True) if tail is None else tail
     plain = LowerBounds(
         critical_path=float(longest_path(problem).max()),
         load=float(problem.time.sum()) / problem.k,
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
         communication=float((head + problem.time + tail).max()) if communication else 0.0,
-        memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
+        memory_path=memory_path_bound(problem, memory_model, stop) if memory_model and memory_path else 0.0,
     )
     if not communication or (stop is not None and stop.is_set()):
         return plain
@@ -149,8 +155,12 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     plain = replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
     if not pivots or (stop is not None and stop.is_set()):
         return plain
-    # each part in the same memory model: its schedule holds no more than the whole one's
-    part = lambda sub: lower_bounds(sub, memory_model, stop, pivots=False).best  # noqa: E731
+    def part(sub: Problem, nodes: np.ndarray, before: bool) -> float:
+        """A part's bound, in the same memory model (its schedule holds no more than the whole
+        one's), with the heads (before the pivot) or tails (after it) it shares with the whole."""
+        known = {"head": head[nodes]} if before else {"tail": tail[nodes]}
+        return lower_bounds(sub, memory_model, stop, pivots=False, memory_path=False, **known).best
+
     return replace(plain, pivot=pivot_bound(problem, part, head, tail))
 
 

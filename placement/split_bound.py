@@ -74,10 +74,11 @@ def induced(problem: Problem, keep: np.ndarray) -> Problem:
         colocate_names=[problem.colocate_names[g] for g in used.tolist()])
 
 
-def pivot_bound(problem: Problem, part_bound: Callable[[Problem], float], head: np.ndarray, tail: np.ndarray) -> float:
-    """part_bound(ancestors) + t_x + part_bound(descendants) for one pivot x (module docstring);
-    ``part_bound`` must be a valid makespan bound of any problem (in the memory model whose
-    capacities the parts keep). The pivot
+def pivot_bound(problem: Problem, part_bound: Callable[[Problem, np.ndarray, bool], float], head: np.ndarray,
+                tail: np.ndarray) -> float:
+    """B(ancestors) + t_x + B(descendants) for one pivot x (module docstring), B(part) =
+    ``part_bound(sub-problem, its nodes' indices here, whether it is the part before x)``, a valid
+    makespan bound of the sub-problem (in the memory model whose capacities the parts keep). The pivot
     is the one where a cheap estimate of that sum is largest: on each side the larger of its
     load / K and its longest communication-bound path (``head``/``tail``, the communication
     bound's, are the same in a part as in the whole graph: a node's ancestors are all before the
@@ -102,4 +103,5 @@ def pivot_bound(problem: Problem, part_bound: Callable[[Problem], float], head: 
     before[order[:i]] = True
     after = np.zeros(n, dtype=bool)
     after[order[i + 1:]] = True
-    return part_bound(induced(problem, before)) + float(t[i]) + part_bound(induced(problem, after))
+    return (part_bound(induced(problem, before), np.flatnonzero(before), True) + float(t[i])
+            + part_bound(induced(problem, after), np.flatnonzero(after), False))
