@@ -10,14 +10,13 @@ import random
 
 import pytest
 
-from formulations.bruteforce import brute, enumerate_best
+from formulations.bruteforce import enumerate_best
 from placement.bounds import lower_bounds
 from placement.comm_bound import heads
 from placement.formats.fiddle import read_fiddle
 from placement.problem import Problem, make_problem
-from placement.solution import SolveOptions
 from placement.release_bound import release_bound
-from tests.conftest import random_problem
+from tests.conftest import random_problem, tiny_optimum
 
 
 def weighted(seed: int, memory_model: str) -> Problem:
@@ -46,23 +45,11 @@ def weighted(seed: int, memory_model: str) -> Problem:
     return make_problem(nodes, edges, devices=rng.randint(2, 3), memory=cap, name=f"weighted{seed}")
 
 
-def _optimum(prob: Problem, memory_model: str) -> tuple[float] | None:
-    """(optimal makespan,) or None when nothing fits: plain enumeration in the static model, the
-    exact event-order search (idle allowed) in the peak model."""
-    if memory_model == "static":
-        best, complete = enumerate_best(prob, memory_model)
-        assert complete
-        return best
-    ref = brute(prob, SolveOptions(memory_model="peak", time_limit=60))
-    assert ref.status in ("optimal", "infeasible"), ref.reason
-    return (ref.objective,) if ref.status == "optimal" else None
-
-
 @pytest.mark.parametrize("memory_model", ["static", "peak"])
 def test_never_above_the_brute_force_optimum(memory_model):
     for seed in range(150 if memory_model == "static" else 80):
         prob = weighted(seed, memory_model)
-        best = _optimum(prob, memory_model)
+        best = tiny_optimum(prob, memory_model)
         if best is None:
             continue
         lbs = lower_bounds(prob, memory_model)

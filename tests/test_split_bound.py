@@ -9,13 +9,12 @@ import random
 import numpy as np
 import pytest
 
-from formulations.bruteforce import brute, enumerate_best
+from formulations.bruteforce import enumerate_best
 from placement.bounds import lower_bounds
 from placement.formats.fiddle import read_fiddle
 from placement.problem import Problem, make_problem
-from placement.solution import SolveOptions
 from placement.split_bound import induced, pivot_mask
-from tests.conftest import random_problem
+from tests.conftest import random_problem, tiny_optimum
 
 
 def _reach(prob: Problem) -> list[set[int]]:
@@ -93,18 +92,6 @@ def two_parts(seed: int, memory_model: str) -> Problem:
     return make_problem(nodes, edges, devices=rng.randint(2, 3), memory=cap, name=f"parts{seed}")
 
 
-def _optimum(prob: Problem, memory_model: str) -> tuple[float] | None:
-    """(optimal makespan,) or None when nothing fits: plain enumeration in the static model, the
-    exact event-order search (idle allowed) in the peak model."""
-    if memory_model == "static":
-        best, complete = enumerate_best(prob, memory_model)
-        assert complete
-        return best
-    ref = brute(prob, SolveOptions(memory_model="peak", time_limit=60))
-    assert ref.status in ("optimal", "infeasible"), ref.reason
-    return (ref.objective,) if ref.status == "optimal" else None
-
-
 @pytest.mark.parametrize("memory_model", ["static", "peak"])
 def test_never_above_the_brute_force_optimum(memory_model):
     stronger = 0
@@ -112,7 +99,7 @@ def test_never_above_the_brute_force_optimum(memory_model):
         prob = two_parts(seed, memory_model)
         x = prob.index["x"]
         assert x in prob.topo_order[pivot_mask(prob)].tolist()
-        best = _optimum(prob, memory_model)
+        best = tiny_optimum(prob, memory_model)
         lbs = lower_bounds(prob, memory_model)
         if best is None:
             continue
