@@ -161,7 +161,10 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
         known = {"head": head[nodes]} if before else {"tail": tail[nodes]}
         return lower_bounds(sub, memory_model, stop, pivots=False, memory_path=False, **known).best
 
-    return replace(plain, pivot=pivot_bound(problem, part, head, tail))
+    split = pivot_bound(problem, part, head, tail)
+    if split <= plain.best * (1 + 1e-9):  # no better than the others (up to rounding): named after them
+        split = min(split, plain.best)
+    return replace(plain, pivot=split)
 
 
 def makespan_lower_bound(problem: Problem, memory_model: str | None = None) -> float:
