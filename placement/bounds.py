@@ -16,6 +16,15 @@ it is honest:
 - forced (placement/forced_bound.py): transfers too long to pay below a target force clusters of
   nodes onto one device, whose memory or one-at-a-time schedule then refutes the target
   (depends on the memory model; docs/scale.md).
+- release (placement/release_bound.py): the consumers of a node whose output is slow to move run
+  on its device one at a time or start a transfer late, and whatever needs many of them waits
+  too: the work left after a time must still fit the K devices (docs/scale.md).
+- memory chain (placement/memory_chain_bound.py, peak model only): a chain's big side inputs made
+  elsewhere wait in its device's memory for a whole transfer, so few can be in flight and the
+  device makes the others itself (docs/peak.md).
+- pivot (placement/split_bound.py): a node every other node precedes or follows (the loss) splits
+  every schedule into two parts that cannot overlap; the bounds of the two parts add up
+  (docs/scale.md).
 
 Infeasibility (:func:`infeasibility`) is proved when a node or colocation group needs more memory
 than any device it may use can hold, or when the memory every placement must use exceeds the total
@@ -32,8 +41,11 @@ from . import kernels
 from .bypass_bound import chain_bound
 from .comm_bound import heads
 from .forced_bound import forced_bound
+from .memory_chain_bound import memory_chain_bound
 from .memory_path_bound import best_path, memory_path_bound
 from .problem import Problem
+from .release_bound import release_bound
+from .split_bound import pivot_bound
 
 
 @dataclass(frozen=True)
@@ -46,17 +58,21 @@ class LowerBounds:
     memory_path: float = 0.0
     forced: float = 0.0  # starts from the best of the others
     bypass: float = 0.0
+    release: float = 0.0
+    memory_chain: float = 0.0
+    pivot: float = 0.0
 
     @property
     def best(self) -> float:
         return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
-                   self.memory_path, self.forced, self.bypass)
+                   self.memory_path, self.forced, self.bypass, self.release, self.memory_chain, self.pivot)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
-                "memory_path": self.memory_path, "bypass": self.bypass, "forced": self.forced,
-                "best": self.best}  # forced starts from the others: listed last, named only when above them
+                "memory_path": self.memory_path, "bypass": self.bypass, "release": self.release,
+                "memory_chain": self.memory_chain, "forced": self.forced, "pivot": self.pivot, "best": self.best}
+        # forced starts from the others before it: listed after them, named only when above them
 
 
 def bottom_levels(problem: Problem, delay: np.ndarray | None = None) -> np.ndarray:
@@ -102,7 +118,8 @@ def longest_path(problem: Problem, weights: np.ndarray | None = None, edge_weigh
 
 
 def lower_bounds(problem: Problem, memory_model: str | None = None, stop: threading.Event | None = None,
-                 communication: bool = True) -> LowerBounds:
+                 communication: bool = True, pivots: bool = True, *, memory_path: bool = True,
+                 head: np.ndarray | None = None, tail: np.ndarray | None = None) -> LowerBounds:
     """Every bound of the module docstring. ``memory_model`` ("static" or "peak") says which
     capacity constraint holds: the memory path bound runs only when it is given (a static-model
     bound is not valid under the peak model), and the forced bound counts params only when it is
@@ -110,24 +127,44 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     bypass and forced bounds are left out (0) when it is set before them.
     ``communication=False`` leaves out the bounds built on communication heads and tails (the
     communication, bypass and forced bounds, a second or more at 200K nodes), e.g. to have a valid
-    bound at once and those later."""
+    bound at once and those later. ``pivots=False`` leaves out the pivot bound (it bounds the two
+    parts of the graph with this function, so it is left out there: no recursion), and
+    ``memory_path=False`` the memory path bound (the parts skip it: seconds at 200K nodes).
+    ``head``/``tail``: the communication bound's values when already known (a part before a
+    pivot has the whole graph's heads, one after it its tails)."""
     if problem.n == 0:
         return LowerBounds(0.0, 0.0, 0.0, 0.0)
     groups = [float(problem.time[g].sum()) for g in problem.groups]
-    head, tail = (heads(problem), heads(problem, reverse=True)) if communication else (None, None)
+    if communication:
+        head = heads(problem) if head is None else head
+        tail = heads(problem, reverse=True) if tail is None else tail
     plain = LowerBounds(
         critical_path=float(longest_path(problem).max()),
         load=float(problem.time.sum()) / problem.k,
         largest_node=float(problem.time.max()),
         largest_group=max(groups, default=0.0),
         communication=float((head + problem.time + tail).max()) if communication else 0.0,
-        memory_path=memory_path_bound(problem, memory_model, stop) if memory_model else 0.0,
+        memory_path=memory_path_bound(problem, memory_model, stop) if memory_model and memory_path else 0.0,
     )
     if not communication or (stop is not None and stop.is_set()):
         return plain
     chain = best_path(problem, problem.time, np.zeros(problem.m))
-    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail))
-    return replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
+    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail), release=release_bound(problem, head))
+    if memory_model == "peak":
+        plain = replace(plain, memory_chain=memory_chain_bound(problem, chain, head, tail))
+    plain = replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
+    if not pivots or (stop is not None and stop.is_set()):
+        return plain
+    def part(sub: Problem, nodes: np.ndarray, before: bool) -> float:
+        """A part's bound, in the same memory model (its schedule holds no more than the whole
+        one's), with the heads (before the pivot) or tails (after it) it shares with the whole."""
+        known = {"head": head[nodes]} if before else {"tail": tail[nodes]}
+        return lower_bounds(sub, memory_model, stop, pivots=False, memory_path=False, **known).best
+
+    split = pivot_bound(problem, part, head, tail)
+    if split <= plain.best * (1 + 1e-9):  # no better than the others (up to rounding): named after them
+        split = min(split, plain.best)
+    return replace(plain, pivot=split)
 
 
 def makespan_lower_bound(problem: Problem, memory_model: str | None = None) -> float:

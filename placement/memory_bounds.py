@@ -29,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from .problem import Problem
+from .split_bound import pivot_mask
 
 CUT_CANDIDATES = 63  # bits of one unsigned 64-bit word
 SCORED_ROUNDS = 16  # rounds of candidates by decreasing score (_best_cuts)
@@ -130,32 +131,18 @@ def pivot_cuts(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """The running pivots (time > 0, comparable with every other node) and the live cut of each
     (the quantity of :func:`live_cut_bytes`), in O(n + m).
 
-    In any topological order the nodes before a pivot x are exactly its ancestors and those after
-    it its descendants. Conversely, x at position i of a topological order is a pivot when every
-    node before i has a consumer at a position <= i (follow consumers within the prefix: positions
-    rise and can only stop at x) and every node after i has an input at a position >= i. Then the
-    live cut of x is out_x plus every out_u with u before i and a consumer at or after i. Why: the
+    The pivots come from split_bound.pivot_mask: x at position i of a topological order has its
+    ancestors before i and its descendants after. Then the live cut of x is out_x plus every out_u with u before i and a consumer at or after i. Why: the
     largest cut of a training graph sits at its loss, a pivot, and the searched candidates can miss
     it (the 50K LSTM: 6.90 GB found for one device, 10.28 GB at the loss)."""
     n = problem.n
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    pos = np.empty(n, dtype=np.int64)
-    pos[problem.topo_order] = np.arange(n)
-    ps, pd = pos[problem.src], pos[problem.dst]
-    first_use = np.full(n, n, dtype=np.int64)  # position of the earliest consumer (n: none)
-    np.minimum.at(first_use, problem.src, pd)
+    pos = problem.topo_rank
+    pd = pos[problem.dst]
     last_use = np.full(n, -1, dtype=np.int64)  # position of the latest consumer (-1: none)
     np.maximum.at(last_use, problem.src, pd)
-    last_in = np.full(n, -1, dtype=np.int64)  # position of the latest input (-1: none)
-    np.maximum.at(last_in, problem.dst, ps)
-    by_pos_first = first_use[problem.topo_order]
-    by_pos_last_in = last_in[problem.topo_order]
-    # prefix ok at i: max over positions < i of first_use <= i; suffix ok: min over > i of last_in >= i
-    before = np.r_[-1, np.maximum.accumulate(by_pos_first)[:-1]]
-    after = np.r_[np.minimum.accumulate(by_pos_last_in[::-1])[::-1][1:], n]
-    idx = np.arange(n)
-    ok = (before <= idx) & (after >= idx)
+    ok = pivot_mask(problem)
     # bytes held across each position: u counts at positions pos(u) + 1 .. last_use(u)
     held = np.zeros(n + 1)
     spans = last_use > pos

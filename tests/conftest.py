@@ -47,3 +47,18 @@ def assert_honest(problem: Problem, sol: Solution, memory_model: str = "static")
     assert sol.lower_bound is not None and sol.lower_bound <= sol.objective * (1 + 1e-9)
     if sol.status == "optimal":
         assert sol.objective == pytest.approx(sol.lower_bound, rel=1e-6)
+
+
+def tiny_optimum(prob: Problem, memory_model: str) -> tuple[float] | None:
+    """(optimal makespan,) of a tiny problem, or None when nothing fits: plain enumeration in the
+    static model, the exact event-order search (idle allowed) in the peak model."""
+    from formulations.bruteforce import brute, enumerate_best
+    from placement.solution import SolveOptions
+
+    if memory_model == "static":
+        best, complete = enumerate_best(prob, memory_model)
+        assert complete
+        return None if best is None else (best[0],)
+    ref = brute(prob, SolveOptions(memory_model="peak", time_limit=60))
+    assert ref.status in ("optimal", "infeasible"), ref.reason
+    return (ref.objective,) if ref.status == "optimal" else None
