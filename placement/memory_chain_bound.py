@@ -90,7 +90,8 @@ class _Run:
     def __init__(self, problem: Problem, chain: list[int]) -> None:
         self.p = problem
         self.c = np.asarray(chain, dtype=np.int64)
-        self.cap = float(problem.memory.max())
+        # the largest capacity as the evaluator applies it (its tolerance: check() accepts up to this)
+        self.cap = float(problem.memory.max()) * (1 + 1e-12) + 1e-9
         on = set(chain)
         ptr, nbr, eid = problem.pred_ptr
         self.feeders: list[list[tuple[int, float]]] = []  # per chain node: (feeder, comm into it)

@@ -135,3 +135,23 @@ def test_feeders_of_a_zero_time_first_sum_are_held_before_the_window():
     assert _exact_peak_optimum(prob) == pytest.approx(5)
     lbs = lower_bounds(prob, "peak")
     assert lbs.memory_chain <= 5 + 1e-9 and lbs.best <= 5 + 1e-9
+
+
+def test_capacities_the_evaluator_cannot_tell_apart_give_the_same_bound():
+    # check() accepts memory up to cap (1 + 1e-12) + 1e-9: with whole bytes, 30 and 30 - 5e-10
+    # admit the same schedules, so the rooms (whole feeders) must be the same: 5 + 5/7 both (the
+    # rooms without the tolerance dropped one feeder at 30 - 5e-10: 8)
+    values = []
+    for cap in (30.0, 30.0 - 5e-10):
+        nodes = [{"id": "x", "time": 0, "out_bytes": 0, "param_bytes": 0}]
+        edges = []
+        for k in range(4):
+            nodes += [{"id": f"g{k}", "time": 1, "out_bytes": 10, "param_bytes": 0},
+                      {"id": f"c{k}", "time": 1, "out_bytes": 10, "param_bytes": 0}]
+            edges += [{"src": "x", "dst": f"g{k}", "comm": 0}, {"src": f"g{k}", "dst": f"c{k}", "comm": 20}]
+            if k:
+                edges.append({"src": f"c{k - 1}", "dst": f"c{k}", "comm": 20})
+        prob = make_problem(nodes, edges, devices=2, memory=cap)
+        path = [prob.index[v] for v in ["g0", "c0", "c1", "c2", "c3"]]
+        values.append(memory_chain_bound(prob, path, heads(prob), heads(prob, reverse=True)))
+    assert values[0] == pytest.approx(5 + 5 / 7) and values[1] == pytest.approx(values[0])
