@@ -35,8 +35,8 @@ import numpy as np
 
 from .problem import Problem
 
-SOURCES = 4  # sources tried at once (those whose consumers carry the most time behind a transfer)
-THETAS = 6  # candidate times tried
+SOURCES = 2  # sources tried at once (those whose consumers carry the most time behind a transfer)
+THETAS = 4  # candidate times tried
 
 
 def _late_counts(problem: Problem, members: list[np.ndarray]) -> list[np.ndarray]:
