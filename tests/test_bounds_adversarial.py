@@ -17,21 +17,10 @@ import random
 import numpy as np
 import pytest
 
-from formulations.bruteforce import enumerate_best, placements
-from formulations.peak_search import best_schedule_bb
 from placement.bounds import lower_bounds
 from placement.problem import Problem, ProblemError, make_problem
 from tests.conftest import tiny_optimum
-
-
-def exact(prob: Problem, memory_model: str) -> float | None:
-    """The optimal makespan (None: nothing fits), computed without any lower bound of ours."""
-    if memory_model == "static":
-        best, complete = enumerate_best(prob, "static")
-    else:
-        best, complete = best_schedule_bb(prob, placements(prob), "peak")
-    assert complete
-    return None if best is None else best[0]
+from tests.guard import makespan_optimum as exact  # enumeration / event-order search, no bound of ours
 
 
 def _time(rng: random.Random, zero: float = 0.25) -> int:
