@@ -19,14 +19,16 @@ input, otherwise some finished chain node's output (the next one reads it). So t
 held on d are at most A_k = C - params - out(c_k) - out(c_(k-1)) while c_k runs and
 A_idle = C - params - (smallest chain output of the run) otherwise; only the largest feeders are
 counted (all of one size, leaving the others out only lowers the bound), so these rooms round
-down to whole feeders. The feeders alive at S(c_i) ("pre-held") hold at most
-A_i bytes; every other feeder is held entirely inside W, and one made on d runs inside W. Hence,
-with lambda, rho, pi the fractions local, remote and pre-held:
+down to whole feeders (a node with t(c_k) = 0 runs over an empty interval: its A_k binds
+nothing). The feeders alive at S(c_i) ("pre-held") of c_p and later, c_p the run's first node
+with t > 0, are all held while c_p runs: at most A_p bytes; every other feeder is held entirely
+inside W, and one made on d runs inside W. Hence, with lambda, rho, pi the fractions local,
+remote and pre-held:
     |W| >= sum t(c_k) + sum lambda_g t(g)                                   (d's time)
     sum_g s_g (lambda_g h_L + rho_g h_R) <= sum_k A_k t(c_k) + A_idle (|W| - sum t(c_k))   (d's memory)
-    sum_g pi_g s_g <= A_i
-and the linear relaxation's minimum of |W| is a lower bound for the run (inf when a node cannot
-run at all). A chain on several devices pays comm(c_(k-1), c_k) at each change: with no change
+    sum_(g of c_p and later) pi_g s_g <= A_p
+and the linear relaxation's minimum of |W| is a lower bound for the run (inf when a node with
+t > 0 cannot run at all). A chain on several devices pays comm(c_(k-1), c_k) at each change: with no change
 the whole chain is one run; with one change at k, two runs and that transfer; with two or more,
 at least the chain's time and the two cheapest transfers. The smallest of these cases, plus the
 head of c_1 and the tail of c_n, bounds the makespan.
@@ -88,7 +90,8 @@ class _Run:
     def __init__(self, problem: Problem, chain: list[int]) -> None:
         self.p = problem
         self.c = np.asarray(chain, dtype=np.int64)
-        self.cap = float(problem.memory.max())
+        # the largest capacity as the evaluator applies it (its tolerance: check() accepts up to this)
+        self.cap = float(problem.memory.max()) * (1 + 1e-12) + 1e-9
         on = set(chain)
         ptr, nbr, eid = problem.pred_ptr
         self.feeders: list[list[tuple[int, float]]] = []  # per chain node: (feeder, comm into it)
@@ -128,8 +131,16 @@ class _Run:
         params = float(p.param_bytes[self.together(c)].sum())
         held = p.out_bytes[c] + self.chain_in[i:j + 1]
         run_room = np.asarray([self._room(self.cap - params - h) for h in held.tolist()])
-        if np.any(run_room < 0):
+        # A node that takes no time holds its output and its input at no common moment ([S, F) is
+        # empty): only nodes that run constrain the room, and they alone weigh in the integral.
+        busy = np.flatnonzero(t > 0)
+        if np.any(run_room[busy] < 0):
             return math.inf
+        # Pre-held feeders are counted where the run's first busy node c_p starts: those of c_p and
+        # later are all held then, beside its output and input (none when no node of the run is busy).
+        first = i + int(busy[0]) if busy.size else j + 1
+        pre_room = float(run_room[first - i]) if busy.size else 0.0
+        run_room = np.where(t > 0, run_room, 0.0)
         smallest = float(p.out_bytes[c[:-1]].min()) if c.size > 1 else 0.0
         idle = self._room(self.cap - params - smallest)
         s = pywraplp.Solver.CreateSolver("GLOP")
@@ -145,12 +156,14 @@ class _Run:
                 s.Add(lam + rho + pi == 1.0)
                 device.append(lam * float(p.time[g]))
                 memory.append(lam * (size * (float(p.time[g]) + tk)) + rho * (size * (comm + tk)))
-                pre.append(pi * size)
+                if k >= first:
+                    pre.append(pi * size)
         if not device:
             return tc
         s.Add(w >= tc + sum(device))
         s.Add(sum(memory) <= float((run_room * t).sum()) + idle * (w - tc))
-        s.Add(sum(pre) <= float(run_room[0]))
+        if pre:
+            s.Add(sum(pre) <= pre_room)
         s.Minimize(w)
         status = s.Solve()
         if status == pywraplp.Solver.INFEASIBLE:
