@@ -72,6 +72,11 @@ WARM_MAX_SHARE = 0.6
 # other members keep to WARM_SHARE once an answer is in hand (heuristics/portfolio.py
 # _own_share_end), except under tight memory.
 WARM_FIRST = ("single", "m-topo", "greedy-fill", "pardnn", "etf", "heft", "chain-home")
+# Members that may also run in the stretch (the budget is not sized for them): the best single
+# member of session 14's grid on the transformers (chain-split) and on the 10K / 50K CNNs under the
+# peak model (band-repair). Without chain-split in it the 200K transformer at K = 16 (peak, 600 s)
+# ended at 260730, 0.007% above chain-split alone (bench/results_scale.md, session 15).
+WARM_ALSO = ("chain-split", "band-repair")
 # Kept free at the end of the limit for what follows the pipeline: re-checking the answer, the
 # report, --explain, writing JSON: 7.8 s for 335K nodes + edges at load 10 when the report was
 # indented JSON (60% of it); written one field per line since, that write fell from 1.4 s to
@@ -296,7 +301,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     t = time.monotonic()
     warm_end = None if usable is None else t + warm_seconds(problem, usable, warm_share, opts.memory_model)
     # the stretch beyond the warm share is for WARM_FIRST (the portfolio's own share ends with it)
-    warm_extra = {} if usable is None else {"own_seconds": warm_share * usable, "stretched_for": WARM_FIRST}
+    warm_extra = {} if usable is None else {"own_seconds": warm_share * usable, "stretched_for": WARM_FIRST + WARM_ALSO}
     candidates: list[Solution] = []  # the portfolio's distinct placements, best first (the probe's)
     for name in warm_start_methods(problem):
         budget = until(warm_end)

@@ -150,7 +150,7 @@ def test_warm_budget_covers_the_members_the_portfolio_runs_first():
 
 def test_warm_start_gives_the_portfolio_its_share_and_what_the_stretch_is_for(monkeypatch):
     """The portfolio's limit is the stretched warm budget; its own share (WARM_SHARE of the usable
-    time) and the members the stretch is for (WARM_FIRST) go with it."""
+    time) and the members the stretch is for (WARM_FIRST, and WARM_ALSO) go with it."""
     import solvers.pipeline as pl
 
     seen: list[SolveOptions] = []
@@ -165,7 +165,7 @@ def test_warm_start_gives_the_portfolio_its_share_and_what_the_stretch_is_for(mo
     res = run(prob, "auto", SolveOptions(time_limit=8.0))
     assert res.evaluation is not None and res.evaluation.feasible(prob)
     opts = seen[0]
-    assert opts.extra["stretched_for"] == pl.WARM_FIRST
+    assert opts.extra["stretched_for"] == pl.WARM_FIRST + pl.WARM_ALSO
     assert 0.0 < opts.extra["own_seconds"] <= opts.time_limit + 1e-3
     assert opts.extra["own_seconds"] == pytest.approx(pl.WARM_SHARE * 8.0, rel=0.25)
 
