@@ -205,8 +205,12 @@ def _window(between: float, items: list[tuple[float, float, float, float]], cuts
     return w
 
 
-def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray) -> float:
-    """The bound of the module docstring for one chain (a path of the graph, in order)."""
+def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray,
+                detail: dict[str, list[float]] | None = None) -> float:
+    """The bound of the module docstring for one chain (a path of the graph, in order).
+
+    ``detail``: a dict to receive, per chain position j, "fin" (a lower bound on F(p_j)) and "rest"
+    (one on C - S(p_j)); bench/bench_windows.py lays them beside an answer's times."""
     n, L, k = problem.n, len(chain), problem.k
     if L == 0:
         return 0.0
@@ -258,6 +262,8 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             if rest[hi] + w > s:
                 s = rest[hi] + w
         rest[j] = s + t[v]
+    if detail is not None:
+        detail.update(fin=fin, rest=rest)
     best = max(f - t[v] + r for f, r, v in zip(fin, rest, chain))
     return max(best, _end_bound(ends, fin, ct, cc, tail_l[chain[-1]]))
 
