@@ -45,7 +45,7 @@ Deterministic: no randomness; ties go to the lower device.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -56,7 +56,7 @@ from placement.solution import Solution, SolveOptions
 
 from .fewer_devices import RUN_SECONDS_PER_ELEMENT, sub_problem
 from .layer_bands import loss_pivot
-from .memory_repair import device_orders, fast_schedule, repair, repaired_solution
+from .memory_repair import Repaired, device_orders, fast_schedule, repair, repaired_solution
 from .pardnn import pardnn
 
 MARGIN = 0.05  # bands aim below capacity by this fraction: their bytes are an estimate
@@ -329,6 +329,48 @@ def _fast_starts(problem: Problem, opts: SolveOptions) -> Iterator[tuple[str, np
         yield name, pl, np.lexsort((problem.topo_rank, ev.start))
 
 
+def split_repaired(problem: Problem, name: str, pl: np.ndarray, seq: np.ndarray, pos: np.ndarray, pivot: int,
+                   stop: Callable[[], bool]) -> tuple[Repaired | None, list[dict]]:
+    """One fast schedule (placement ``pl``, each device running its nodes in the order of ``seq``)
+    split into bands at each of MARGINS (also with the forward pass together, when one device ran
+    most of it) and repaired (module docstring): the fitting repair with the smallest makespan (None:
+    none fits) and a row per margin tried (``name`` labels them). A schedule that fits is repaired as
+    it is (nothing to move)."""
+    k = problem.k
+    best = None
+    rows: list[dict] = []
+    ev = evaluate(problem, pl, order=device_orders(pl, seq, k), memory_model="peak")
+    home = None if ev.feasible(problem) else forward_device(problem, pl, pivot)
+    for margin in (0.0,) if ev.feasible(problem) else MARGINS:
+        if stop():
+            break
+        t = time.monotonic()
+        split = pl if ev.feasible(problem) else split_bands(problem, pl, ev, pos, margin)
+        got = evaluate(problem, split, order=device_orders(split, seq, k), memory_model="peak")
+        row = {"start": name, "margin": margin, "fast": ev.makespan, "split_moved": int(np.count_nonzero(split != pl)),
+               "forward": False}
+        if home is not None and not stop():
+            alt = forward_together(problem, split, pivot)
+            alt_ev = evaluate(problem, alt, order=device_orders(alt, seq, k), memory_model="peak")
+            row.update(plain_makespan=got.makespan, forward_makespan=alt_ev.makespan)
+            if (not alt_ev.feasible(problem), alt_ev.makespan) < (not got.feasible(problem), got.makespan):
+                split, got, row["forward"] = alt, alt_ev, True
+        over = float(np.max(got.peak_memory / problem.memory))
+        row.update(split_over=over, split_makespan=got.makespan)
+        rows.append(row)
+        if over > REPAIR_WITHIN:
+            row.update(fits=False, seconds=round(time.monotonic() - t, 3))
+            continue
+        rep = repair(problem, split, seq, stop=stop)
+        ok = rep.evaluation.feasible(problem)
+        row.update(fits=ok, makespan=rep.evaluation.makespan, repair_steps=len(rep.steps),
+                   memory_over_capacity=float(np.max(rep.evaluation.peak_memory / problem.memory)),
+                   seconds=round(time.monotonic() - t, 3))
+        if ok and (best is None or rep.evaluation.makespan < best.evaluation.makespan):
+            best = rep
+    return best, rows
+
+
 def band_repair(problem: Problem, opts: SolveOptions) -> Solution:
     """Fast schedules with unlimited memory, their overloaded devices split into bands of layers,
     then repaired (module docstring); the fitting one with the smallest makespan."""
@@ -345,35 +387,10 @@ def band_repair(problem: Problem, opts: SolveOptions) -> Solution:
     tried: list[dict] = []
     best = None
     for name, pl, seq in _fast_starts(problem, opts):
-        ev = evaluate(problem, pl, order=device_orders(pl, seq, problem.k), memory_model="peak")
-        home = None if ev.feasible(problem) else forward_device(problem, pl, pivot)
-        for margin in (0.0,) if ev.feasible(problem) else MARGINS:
-            if stop():
-                break
-            t = time.monotonic()
-            split = pl if ev.feasible(problem) else split_bands(problem, pl, ev, pos, margin)
-            got = evaluate(problem, split, order=device_orders(split, seq, problem.k), memory_model="peak")
-            row = {"start": name, "margin": margin, "fast": ev.makespan, "split_moved": int(np.count_nonzero(split != pl)),
-                   "forward": False}
-            if home is not None and not stop():
-                alt = forward_together(problem, split, pivot)
-                alt_ev = evaluate(problem, alt, order=device_orders(alt, seq, problem.k), memory_model="peak")
-                row.update(plain_makespan=got.makespan, forward_makespan=alt_ev.makespan)
-                if (not alt_ev.feasible(problem), alt_ev.makespan) < (not got.feasible(problem), got.makespan):
-                    split, got, row["forward"] = alt, alt_ev, True
-            over = float(np.max(got.peak_memory / problem.memory))
-            row.update(split_over=over, split_makespan=got.makespan)
-            tried.append(row)
-            if over > REPAIR_WITHIN:
-                row.update(fits=False, seconds=round(time.monotonic() - t, 3))
-                continue
-            rep = repair(problem, split, seq, stop=stop)
-            ok = rep.evaluation.feasible(problem)
-            row.update(fits=ok, makespan=rep.evaluation.makespan, repair_steps=len(rep.steps),
-                       memory_over_capacity=float(np.max(rep.evaluation.peak_memory / problem.memory)),
-                       seconds=round(time.monotonic() - t, 3))
-            if ok and (best is None or rep.evaluation.makespan < best.evaluation.makespan):
-                best = rep
+        rep, rows = split_repaired(problem, name, pl, seq, pos, pivot, stop)
+        tried += rows
+        if rep is not None and (best is None or rep.evaluation.makespan < best.evaluation.makespan):
+            best = rep
     info: dict = {"starts": tried}
     if best is None:
         why = "out of time" if stop() else "no split schedule fitted the capacity"

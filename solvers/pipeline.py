@@ -43,7 +43,9 @@ from formulations.saved_bytes import MAX_NODES as HELD_SPLIT_MAX_NODES
 from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
-from heuristics.window_gather import Windows, find_windows, gather_windows
+from heuristics.band_repair import positions, split_repaired
+from heuristics.layer_bands import loss_pivot
+from heuristics.window_gather import FILL as GATHER_FILL, Windows, find_windows, gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
@@ -533,7 +535,8 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         in_time = left is None or time.monotonic() - t0 < PROBE_SHARE * left
         if in_time and not windows:
             windows.append(_windows(problem, opts))
-        gathered = _gathered(problem, opts, inc, ev.placement, resched_s, windows[0]) if in_time else []
+        until = math.inf if left is None else t0 + PROBE_SHARE * left
+        gathered = _gathered(problem, opts, inc, ev.placement, resched_s, windows[0], until) if in_time else []
         start = min(starts + gathered, key=lambda e: e.makespan)
         label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
         stats = RefineStats()
@@ -573,26 +576,59 @@ def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
 
 
 def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
-              resched_s: float, found: Windows | None) -> list[Evaluation]:
+              resched_s: float, found: Windows | None, until: float = math.inf) -> list[Evaluation]:
     """``placement`` with its windows gathered (heuristics/window_gather.py; ``found``: the
     graph's windows, :func:`_windows`) for each of GATHER_FACTORS (``opts.extra["gather_factors"]``;
-    empty: none), each re-scheduled (:func:`_rescheduled`)."""
+    empty: none), each re-scheduled (:func:`_rescheduled`). Under the peak model the gathering
+    ignores static memory, and a gathered placement that overflows the capacity in every schedule
+    is fitted (:func:`_fitted`, until the clock reads ``until``)."""
     out: list[Evaluation] = []
     factors = opts.extra.get("gather_factors", GATHER_FACTORS)
+    peak = opts.memory_model == "peak"
     for factor in factors:
         if found is None or opts.stop.is_set():
             break
         t = time.monotonic()
-        gathered = gather_windows(problem, placement, factor=float(factor), found=found)
+        gathered = gather_windows(problem, placement, factor=float(factor), found=found,
+                                  fill=math.inf if peak else GATHER_FILL)
         if not np.array_equal(gathered, placement):
-            out += _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}")
+            over: list[Evaluation] = []
+            got = _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}", over)
+            if not got and over and peak and time.monotonic() < until:
+                got = _fitted(problem, opts, inc, over[0], until, resched_s, f"gather:{factor}")
+            out += got
     return out
 
 
+def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluation, until: float,
+            resched_s: float, label: str) -> list[Evaluation]:
+    """The schedule ``over`` (a gathered placement, over the capacity under the peak model) with
+    its overloaded devices split into bands of layers and repaired (heuristics/band_repair.py
+    ``split_repaired``; stopped at ``until``), then re-scheduled: the fitting schedules, each
+    better than the incumbent offered to it. Empty when the graph has no loss to place layers by or
+    nothing fits. Why: gathering puts a CNN's backward blocks on the chain's device, which then
+    also receives the forward activations they read and overflows (50K CNN, K = 4: 17.5 GB at
+    9.87 GB); the band split moves whole layers off it, so the gathered blocks stay together."""
+    pivot = loss_pivot(problem)
+    if pivot is None:
+        return []
+    seq = np.lexsort((problem.topo_rank, over.start))  # each device in the schedule's start order
+    rep, _ = split_repaired(problem, label, over.placement, seq, positions(problem, pivot), pivot,
+                            lambda: opts.stop.is_set() or time.monotonic() > until)
+    if rep is None:
+        return []
+    ev = rep.evaluation
+    if ev.makespan < inc.makespan * (1 - 1e-12):
+        inc.offer(Solution(f"{label}:band-repair", "heuristic", placement=rep.placement, order=rep.order,
+                           objective=ev.makespan))
+    return [ev] + _rescheduled(problem, opts, inc, rep.placement, time.monotonic() + resched_s, f"{label}:band-repair")
+
+
 def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray, until_t: float,
-                 label: str) -> list[Evaluation]:
+                 label: str, over: list[Evaluation] | None = None) -> list[Evaluation]:
     """``placement`` scheduled by the priority lists (solvers/reschedule.py; no further list after
-    ``until_t``): the feasible schedules, every one better than the incumbent offered to it."""
+    ``until_t``): the feasible schedules, every one better than the incumbent offered to it; the
+    others, best first, appended to ``over`` when given."""
     out: list[Evaluation] = []
     for name, order, rev in reschedule(problem, placement, opts.memory_model,
                                        stop=lambda: opts.stop.is_set() or time.monotonic() > until_t):
@@ -601,6 +637,8 @@ def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement
             if rev.makespan < inc.makespan * (1 - 1e-12):
                 inc.offer(Solution(f"{label}:{name}", "heuristic", placement=rev.placement, order=order,
                                    objective=rev.makespan))
+        elif over is not None:
+            over.append(rev)
     return out
 
 
