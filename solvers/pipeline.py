@@ -618,7 +618,7 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
     if rep is None:
         return []
     ev = rep.evaluation
-    if ev.makespan < inc.makespan * (1 - 1e-12):
+    if inc.makespan is None or ev.makespan < inc.makespan * (1 - 1e-12):
         inc.offer(Solution(f"{label}:band-repair", "heuristic", placement=rep.placement, order=rep.order,
                            objective=ev.makespan))
     return [ev] + _rescheduled(problem, opts, inc, rep.placement, time.monotonic() + resched_s, f"{label}:band-repair")
@@ -634,7 +634,7 @@ def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement
                                        stop=lambda: opts.stop.is_set() or time.monotonic() > until_t):
         if rev.feasible(problem):
             out.append(rev)
-            if rev.makespan < inc.makespan * (1 - 1e-12):
+            if inc.makespan is None or rev.makespan < inc.makespan * (1 - 1e-12):
                 inc.offer(Solution(f"{label}:{name}", "heuristic", placement=rev.placement, order=order,
                                    objective=rev.makespan))
         elif over is not None:
