@@ -580,11 +580,11 @@ def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: n
     """``placement`` with its windows gathered (heuristics/window_gather.py; ``found``: the
     graph's windows, :func:`_windows`) for each of GATHER_FACTORS (``opts.extra["gather_factors"]``;
     empty: none), each re-scheduled (:func:`_rescheduled`). Under the peak model the gathering
-    ignores static memory, and a gathered placement that overflows the capacity in every schedule
-    is fitted (:func:`_fitted`, until the clock reads ``until``)."""
+    ignores static memory, and the first gathered placement that overflows the capacity in every
+    schedule is fitted (:func:`_fitted`, until the clock reads ``until``)."""
     out: list[Evaluation] = []
     factors = opts.extra.get("gather_factors", GATHER_FACTORS)
-    peak = opts.memory_model == "peak"
+    peak, fitted = opts.memory_model == "peak", False
     for factor in factors:
         if found is None or opts.stop.is_set():
             break
@@ -594,7 +594,8 @@ def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: n
         if not np.array_equal(gathered, placement):
             over: list[Evaluation] = []
             got = _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}", over)
-            if not got and over and peak and time.monotonic() < until:
+            if not got and over and peak and not fitted and time.monotonic() < until:
+                fitted = True  # once: the factors' gathered placements differ little, a fit costs seconds
                 got = _fitted(problem, opts, inc, over[0], until, resched_s, f"gather:{factor}")
             out += got
     return out
