@@ -44,6 +44,7 @@ from formulations.warmstart import topo_split
 from heuristics.baselines import greedy_fill, single, topo_fill
 from heuristics.portfolio import estimate_seconds, portfolio
 from heuristics.band_repair import positions, split_repaired
+from heuristics.memory_repair import repair
 from heuristics.layer_bands import loss_pivot
 from heuristics.window_gather import FILL as GATHER_FILL, Windows, find_windows, gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
@@ -622,7 +623,19 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
     if inc.makespan is None or ev.makespan < inc.makespan * (1 - 1e-12):
         inc.offer(Solution(f"{label}:band-repair", "heuristic", placement=rep.placement, order=rep.order,
                            objective=ev.makespan))
-    return [ev] + _rescheduled(problem, opts, inc, rep.placement, time.monotonic() + resched_s, f"{label}:band-repair")
+    again: list[Evaluation] = []
+    out = [ev] + _rescheduled(problem, opts, inc, rep.placement, time.monotonic() + resched_s, f"{label}:band-repair", again)
+    if again and again[0].makespan < min(e.makespan for e in out) and time.monotonic() < until:
+        # the faster priority schedule overflows again (50K CNN, K = 8: 1208.25 against the fit's
+        # 1281.65, a little over on one device): repaired once more on its own order
+        rep = repair(problem, again[0].placement, np.lexsort((problem.topo_rank, again[0].start)),
+                     stop=lambda: opts.stop.is_set() or time.monotonic() > until)
+        if rep.evaluation.feasible(problem):
+            out.append(rep.evaluation)
+            if inc.makespan is None or rep.evaluation.makespan < inc.makespan * (1 - 1e-12):
+                inc.offer(Solution(f"{label}:band-repair:again", "heuristic", placement=rep.placement, order=rep.order,
+                                   objective=rep.evaluation.makespan))
+    return out
 
 
 def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray, until_t: float,
