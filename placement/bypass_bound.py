@@ -41,11 +41,13 @@ import bisect
 
 import numpy as np
 
+from .bypass_kin import cover_floor, kin as window_kin
 from .problem import Problem
 
 MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
 CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
 MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are left out (cost)
+MAX_KIN_WORK = 50_000  # windows with more members x thresholds leave the pinned kin out (cost)
 
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
@@ -115,13 +117,20 @@ def _split(items: list[tuple[float, float]], base: float) -> float:
     return best
 
 
-def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int) -> float:
+def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int,
+          kin: list[tuple[tuple, tuple]] | None = None) -> float:
     """A lower bound on min over subsets U (the members off the chain's device d) of
-    max(base + t(members not in U), max X over U, energy(U)); energy(U) = the smallest transfer
-    into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices after its
-    first transfer in and before its last transfer out. With θ = max X over U, U lies in S(θ) =
-    {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
-    [0, t(S(θ))] is where the two linear terms cross."""
+    max(base + t(members not in U), max X over U, energy(U), pinned(U)); energy(U) = the smallest
+    transfer into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices
+    after its first transfer in and before its last transfer out. With θ = max X over U, U lies
+    in S(θ) = {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
+    [0, t(S(θ))] is where the falling line meets the rising ones.
+
+    ``kin`` (per member: its window ancestor and descendant with the largest X, as (X, time, id,
+    rho), placement/bypass_kin.py): those with X > θ stay on d, so pinned(U) = the time of the
+    ancestors of U's members kept there, run one at a time, plus the least way from one of them
+    out through a member of U and back (and the mirror image for descendants), relaxed to a
+    fractional covering of t(U) by the groups of members that share their kin."""
     total = base + sum(t)
     if k < 2 or not x:
         return total
@@ -136,8 +145,24 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
             low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
             i += 1
         m = low_in + low_out
-        moved = min(max((total - m) * (k - 1) / k, 0.0), room)
-        best = min(best, max(theta, total - moved, m + moved / (k - 1)))
+        if kin is None:
+            moved = min(max((total - m) * (k - 1) / k, 0.0), room)
+            best = min(best, max(theta, total - moved, m + moved / (k - 1)))
+            continue
+        sides: list = []
+        for side in (0, 1):
+            groups: dict[int, list[float]] = {}
+            free = 0.0
+            for u in order[:i]:
+                gx, gt, gid, rho = kin[u][side]
+                if gx <= theta:
+                    free += t[u]
+                elif gid in groups:
+                    groups[gid][0] += t[u]
+                else:
+                    groups[gid] = [t[u], gt, rho]
+            sides += [groups, free]
+        best = min(best, cover_floor(total, room, theta, m, k, sides))
     return best
 
 
@@ -166,41 +191,53 @@ def _apart_span(work: float, late: float, early: float, k: int) -> float:
     return np.inf
 
 
-def _pinned_load(y: list[float], t: list[float]) -> float:
-    """The smallest D >= sum of t over the members with y > D: a member whose path would last
-    y > D off a device must be on it, where the members run one at a time within D."""
+def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None) -> float:
+    """The smallest D >= sum of t over the members with y > D, plus the least q among them: a
+    member whose path would last y > D off a device must be on it, where the members run one at a
+    time within D, and the last of them still needs q (>= 0) before the window ends (its way to
+    the other end's device, when that is another device)."""
     order = sorted(range(len(y)), key=lambda u: -y[u])
-    best, load = y[order[0]], 0.0
+    best, load, least = y[order[0]], 0.0, np.inf
     for i, u in enumerate(order):
         load += t[u]  # D in [next y, y[u]) pins exactly the members so far
+        if q is not None:
+            least = min(least, q[u])
         below = y[order[i + 1]] if i + 1 < len(order) else 0.0
-        low = max(load, below)
+        low = max(load + (least if q is not None else 0.0), below)
         if low < y[u]:
             best = min(best, low)
     return best
 
 
-def _window(between: float, items: list[tuple[float, float, float, float]], cuts: list[float], k: int) -> float:
+def _window(between: float, items: list[tuple], cuts: list[float], k: int) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
-    ``between``: the chain time strictly inside; ``items``: per member (X, m_in, m_out, time);
+    ``between``: the chain time strictly inside; ``items``: per member (X, m_in, m_out, time,
+    l_in, l_out, up, down): its witness paths' interior times l_in, l_out and smallest
+    transfers, and its pinned kin (placement/bypass_kin.py; None to leave that term out);
     ``cuts``: the transfers of the chain's consecutive edges in [a, b], smallest first."""
-    x, into, out, tv = (list(col) for col in zip(*items))
+    x, into, out, tv, l_in, l_out = (list(col) for col in list(zip(*items))[:6])
+    kin = [(up, down) for *_, up, down in items]
+    if any(up is None for up, _ in kin) or len(items) * len(set(x)) > MAX_KIN_WORK:
+        kin = None
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
     both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
     # A: p_a .. p_b all on one device d
-    w = max(_away(both, tv, into, out, between, k), _same_device_span(work, m_in + m_out, k))
+    w = max(_away(both, tv, into, out, between, k, kin), _same_device_span(work, m_in + m_out, k))
     if not cuts:
         return w
     late, early = min(m_in, cuts[0]), min(m_out, cuts[0])
     # B: p_a and p_b on two devices: the chain pays a cut, every path through a member a transfer;
-    # a member off p_a's device pays its transfer in, one off p_b's device its transfer out
+    # a member off p_a's device pays its transfer in, one off p_b's device its transfer out; the
+    # members pinned to p_a's device run there one at a time, and the last of them still pays its
+    # way out to p_b (and the mirror image on p_b's device)
     apart = max(between + cuts[0], max(p + min(i, o) for p, i, o in zip(x, into, out)),
                 _apart_span(work, late, early, k),
-                _pinned_load([p + i for p, i in zip(x, into)], tv), _pinned_load([p + o for p, o in zip(x, out)], tv))
+                _pinned_load([p + i for p, i in zip(x, into)], tv, [lo + o for lo, o in zip(l_out, out)]),
+                _pinned_load([p + o for p, o in zip(x, out)], tv, [li + i for li, i in zip(l_in, into)]))
     w = min(w, apart)
     if len(cuts) > 1:  # C: p_a and p_b on one device, the chain away in between (two cuts)
-        w = min(w, max(between + cuts[0] + cuts[1], _away(both, tv, into, out, 0.0, k),
+        w = min(w, max(between + cuts[0] + cuts[1], _away(both, tv, into, out, 0.0, k, kin),
                        _same_device_span(work, late + early, k)))
     return w
 
@@ -224,14 +261,20 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     ct = [0.0]
     for v in chain:
         ct.append(ct[-1] + t[v])  # ct[i]: chain time of positions < i
-    windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    key = [a[u] * (L + 1) + b[u] if pos[u] < 0 and a[u] >= 0 and b[u] < L else -1 for u in range(n)]
+    x2 = [into_len[u] + t[u] + out_len[u] + into_low[u] + out_low[u] for u in range(n)]
+    up, down, rho_up, rho_down = window_kin(problem, key, x2, into_len, into_low, out_len, out_low)
+    windows: dict[tuple[int, int], list[tuple]] = {}
     ends: list[tuple[float, float, int]] = []  # the end window's members: (Y, time, a)
     tail_l = tail.tolist()
     for u in range(n):
         if pos[u] >= 0 or a[u] < 0 or t[u] <= 0:
             continue
         if b[u] < L:
-            windows.setdefault((a[u], b[u]), []).append((into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u]))
+            g, h = up[u], down[u]  # pinned kin: rho of an ancestor is its way out, of a descendant its way in
+            windows.setdefault((a[u], b[u]), []).append(
+                (into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u], into_len[u], out_len[u],
+                 (*g, rho_down[g[2]] if g[2] >= 0 else 0.0), (*h, rho_up[h[2]] if h[2] >= 0 else 0.0)))
         else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
