@@ -136,6 +136,7 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
         return total
     order = sorted(range(len(x)), key=x.__getitem__)
     best, room, low_in, low_out = total, 0.0, np.inf, np.inf
+    steps: list[tuple[float, float, float, float, int]] = []  # per θ: (value without kin, θ, room, m, |S(θ)|)
     i = 0
     while i < len(order):
         theta = x[order[i]]
@@ -145,10 +146,13 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
             low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
             i += 1
         m = low_in + low_out
-        if kin is None:
-            moved = min(max((total - m) * (k - 1) / k, 0.0), room)
-            best = min(best, max(theta, total - moved, m + moved / (k - 1)))
-            continue
+        moved = min(max((total - m) * (k - 1) / k, 0.0), room)
+        steps.append((max(theta, total - moved, m + moved / (k - 1)), theta, room, m, i))
+    if kin is None:
+        return min(best, min(s[0] for s in steps))
+    for plain, theta, room, m, i in sorted(steps):  # the kin only raise a θ's value: stop once none can win
+        if plain >= best:
+            break
         sides: list = []
         for side in (0, 1):
             groups: dict[int, list[float]] = {}
@@ -191,11 +195,14 @@ def _apart_span(work: float, late: float, early: float, k: int) -> float:
     return np.inf
 
 
-def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None) -> float:
-    """The smallest D >= sum of t over the members with y > D, plus the least q among them: a
-    member whose path would last y > D off a device must be on it, where the members run one at a
-    time within D, and the last of them still needs q (>= 0) before the window ends (its way to
-    the other end's device, when that is another device)."""
+def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
+                 chain: tuple[float, float] | None = None) -> float:
+    """The smallest D >= the time of the members with y > D: a member whose path would last
+    y > D off a device must be on it, where the members run one at a time within D. With ``q``
+    the last of them still needs q (>= 0) before the window ends (its way to the other end's
+    device), so D >= their time + their least q. ``chain`` = (T, r): chain nodes known to be on
+    that device too, of time T, the last of them needing r: then also D >= (members' time) + T +
+    min(least q, r)."""
     order = sorted(range(len(y)), key=lambda u: -y[u])
     best, load, least = y[order[0]], 0.0, np.inf
     for i, u in enumerate(order):
@@ -204,42 +211,78 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None) -
             least = min(least, q[u])
         below = y[order[i + 1]] if i + 1 < len(order) else 0.0
         low = max(load + (least if q is not None else 0.0), below)
+        if chain is not None and chain[0] > 0:
+            low = max(low, load + chain[0] + min(least, chain[1]))
         if low < y[u]:
             best = min(best, low)
     return best
 
 
-def _window(between: float, items: list[tuple], cuts: list[float], k: int) -> float:
+def _first_cuts(cc: list[float]) -> list[int]:
+    """The chain edges that can be the first cut worth trying: each cheaper than every edge before
+    it (an earlier edge no dearer keeps fewer chain nodes on the device and pays no more)."""
+    out, low = [], np.inf
+    for i, c in enumerate(cc):
+        if c < low:
+            out.append(i)
+            low = c
+    return out
+
+
+def _window(chain_t: list[float], cc: list[float], items: list[tuple], k: int) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
-    ``between``: the chain time strictly inside; ``items``: per member (X, m_in, m_out, time,
-    l_in, l_out, up, down): its witness paths' interior times l_in, l_out and smallest
-    transfers, and its pinned kin (placement/bypass_kin.py; None to leave that term out);
-    ``cuts``: the transfers of the chain's consecutive edges in [a, b], smallest first."""
+    ``chain_t``: the times of the chain nodes strictly inside; ``cc``: the transfers of the
+    chain's consecutive edges from p_a to p_b in order (edge i enters the i-th node after p_a);
+    ``items``: per member (X, m_in, m_out, time, l_in, l_out, up, down): its witness paths'
+    interior times l_in, l_out and smallest transfers, and its pinned kin
+    (placement/bypass_kin.py; None to leave that term out)."""
     x, into, out, tv, l_in, l_out = (list(col) for col in list(zip(*items))[:6])
     kin = [(up, down) for *_, up, down in items]
     if any(up is None for up, _ in kin) or len(items) * len(set(x)) > MAX_KIN_WORK:
         kin = None
+    between = sum(chain_t)
+    cuts = sorted(cc)
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
     both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
     # A: p_a .. p_b all on one device d
     w = max(_away(both, tv, into, out, between, k, kin), _same_device_span(work, m_in + m_out, k))
-    if not cuts:
+    if not cc:
         return w
     late, early = min(m_in, cuts[0]), min(m_out, cuts[0])
-    # B: p_a and p_b on two devices: the chain pays a cut, every path through a member a transfer;
-    # a member off p_a's device pays its transfer in, one off p_b's device its transfer out; the
-    # members pinned to p_a's device run there one at a time, and the last of them still pays its
-    # way out to p_b (and the mirror image on p_b's device)
+    # B: p_a and p_b on two devices: the chain pays its first cut i (the chain before it stays on
+    # p_a's device) and its last cut j (the chain after it is on p_b's device); a member off p_a's
+    # device pays its transfer in, one off p_b's device its transfer out; the members pinned to
+    # p_a's device and the chain before i run there one at a time, and the last of them still
+    # pays its way out to p_b (and the mirror image on p_b's device)
+    y_in, q_in = [p + i for p, i in zip(x, into)], [lo + o for lo, o in zip(l_out, out)]
+    y_out, q_out = [p + o for p, o in zip(x, out)], [li + i for li, i in zip(l_in, into)]
+    first = _cut_floor(between, cc, lambda i: (_pinned_load(y_in, tv, q_in, (sum(chain_t[:i]), between - sum(chain_t[:i]) + cc[i]))))
+    rev = cc[::-1]
+    last = _cut_floor(between, rev, lambda i: (_pinned_load(y_out, tv, q_out, (sum(chain_t[len(chain_t) - i:]),
+                                                                        between - sum(chain_t[len(chain_t) - i:]) + rev[i]))))
     apart = max(between + cuts[0], max(p + min(i, o) for p, i, o in zip(x, into, out)),
-                _apart_span(work, late, early, k),
-                _pinned_load([p + i for p, i in zip(x, into)], tv, [lo + o for lo, o in zip(l_out, out)]),
-                _pinned_load([p + o for p, o in zip(x, out)], tv, [li + i for li, i in zip(l_in, into)]))
+                _apart_span(work, late, early, k), first, last)
     w = min(w, apart)
-    if len(cuts) > 1:  # C: p_a and p_b on one device, the chain away in between (two cuts)
-        w = min(w, max(between + cuts[0] + cuts[1], _away(both, tv, into, out, 0.0, k, kin),
-                       _same_device_span(work, late + early, k)))
+    if len(cc) > 1:  # C: p_a and p_b on one device d, the chain away in between (two cuts); the
+        # chain before its first cut i stays on d
+        after = [min(cc[i + 1:]) for i in range(len(cc) - 1)]
+        away = _cut_floor(between, cc[:-1], lambda i: _away(both, tv, into, out, sum(chain_t[:i]), k, kin), after)
+        w = min(w, max(away, _same_device_span(work, late + early, k)))
     return w
+
+
+def _cut_floor(base: float, cc: list[float], rest: object, also: list[float] | None = None) -> float:
+    """min over the first cut i worth trying (_first_cuts) of max(base (the chain's time) + cc[i]
+    (+ also[i]), rest(i)); ``rest`` is only called where it can still lower the minimum."""
+    best = np.inf
+    cands = sorted(_first_cuts(cc), key=lambda i: cc[i] + (also[i] if also else 0.0))
+    for i in cands:
+        pay = base + cc[i] + (also[i] if also else 0.0)
+        if pay >= best:
+            break
+        best = min(best, max(pay, rest(i)))  # type: ignore[operator]
+    return best
 
 
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray,
@@ -279,7 +322,7 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
     for (lo, hi), items in windows.items():
-        w = _window(ct[hi] - ct[lo + 1], items, sorted(cc[lo + 1:hi + 1]), k)
+        w = _window([t[v] for v in chain[lo + 1:hi]], cc[lo + 1:hi + 1], items, k)
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L

@@ -45,21 +45,18 @@ def kin(problem: Problem, key: list[int], x2: list[float], into_len: list[float]
     n = problem.n
     t = problem.time.tolist()
     inf = np.inf
-    order = problem.topo_order.tolist()
+    keys = np.asarray(key)
+    inside = (keys[problem.src] >= 0) & (keys[problem.src] == keys[problem.dst])  # edges within a window
+    src, dst, comm = problem.src[inside], problem.dst[inside], problem.comm[inside]
+    order = problem.topo_order[keys[problem.topo_order] >= 0].tolist()
     up: list = [NONE] * n
     reach_in = [inf] * n  # least way in to v through a window ancestor-or-self, v included
     rho_up = [inf] * n
-    ptr, nbr, eid = problem.pred_ptr
-    ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), problem.comm[eid].tolist()
+    ptr_l, nbr_l, comm_l = _adjacency(n, dst, src, comm)
     for v in order:
-        kv = key[v]
-        if kv < 0:
-            continue
         best, zin, cross, via = NONE, into_len[v] + into_low[v], inf, inf
         for j in range(ptr_l[v], ptr_l[v + 1]):
             y = nbr_l[j]
-            if key[y] != kv:
-                continue
             cand = (x2[y], t[y], y) if t[y] > 0 else NONE
             best = max(best, cand, up[y])
             zin = min(zin, reach_in[y])
@@ -69,17 +66,11 @@ def kin(problem: Problem, key: list[int], x2: list[float], into_len: list[float]
     down: list = [NONE] * n
     reach_out = [inf] * n
     rho_down = [inf] * n
-    ptr, nbr, eid = problem.succ_ptr
-    ptr_l, nbr_l, comm_l = ptr.tolist(), nbr.tolist(), problem.comm[eid].tolist()
+    ptr_l, nbr_l, comm_l = _adjacency(n, src, dst, comm)
     for v in reversed(order):
-        kv = key[v]
-        if kv < 0:
-            continue
         best, zout, cross, via = NONE, out_len[v] + out_low[v], inf, inf
         for j in range(ptr_l[v], ptr_l[v + 1]):
             z = nbr_l[j]
-            if key[z] != kv:
-                continue
             cand = (x2[z], t[z], z) if t[z] > 0 else NONE
             best = max(best, cand, down[z])
             zout = min(zout, reach_out[z])
@@ -87,6 +78,14 @@ def kin(problem: Problem, key: list[int], x2: list[float], into_len: list[float]
             via = min(via, t[z] + rho_down[z])
         down[v], reach_out[v], rho_down[v] = best, zout + t[v], min(cross, via)
     return up, down, rho_up, rho_down
+
+
+def _adjacency(n: int, at: np.ndarray, other: np.ndarray, comm: np.ndarray) -> tuple[list[int], list[int], list[float]]:
+    """CSR lists of the given edges grouped by ``at``: per node its ``other`` ends and transfers."""
+    by = np.argsort(at, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(at, minlength=n), out=ptr[1:])
+    return ptr.tolist(), other[by].tolist(), comm[by].tolist()
 
 
 def _cover(groups: dict[int, list[float]], free: float) -> tuple[list[float], list[float], list[float], float]:
