@@ -218,21 +218,12 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
     return best
 
 
-def _first_cuts(cc: list[float]) -> list[int]:
-    """The chain edges that can be the first cut worth trying: each cheaper than every edge before
-    it (an earlier edge no dearer keeps fewer chain nodes on the device and pays no more)."""
-    out, low = [], np.inf
-    for i, c in enumerate(cc):
-        if c < low:
-            out.append(i)
-            low = c
-    return out
-
-
-def _window(chain_t: list[float], cc: list[float], items: list[tuple], k: int) -> float:
+def _window(between: float, firsts: list[tuple[float, float, float]], lasts: list[tuple[float, float]],
+            items: list[tuple], k: int) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
-    ``chain_t``: the times of the chain nodes strictly inside; ``cc``: the transfers of the
-    chain's consecutive edges from p_a to p_b in order (edge i enters the i-th node after p_a);
+    ``between``: the chain time strictly inside; ``firsts``: per chain edge of the window that is
+    cheaper than every edge before it, (its transfer, the chain time before it, the least transfer
+    of the edges after it); ``lasts``: the same from the other end, (transfer, chain time after);
     ``items``: per member (X, m_in, m_out, time, l_in, l_out, up, down): its witness paths'
     interior times l_in, l_out and smallest transfers, and its pinned kin
     (placement/bypass_kin.py; None to leave that term out)."""
@@ -240,49 +231,82 @@ def _window(chain_t: list[float], cc: list[float], items: list[tuple], k: int) -
     kin = [(up, down) for *_, up, down in items]
     if any(up is None for up, _ in kin) or len(items) * len(set(x)) > MAX_KIN_WORK:
         kin = None
-    between = sum(chain_t)
-    cuts = sorted(cc)
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
     both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
     # A: p_a .. p_b all on one device d
     w = max(_away(both, tv, into, out, between, k, kin), _same_device_span(work, m_in + m_out, k))
-    if not cc:
+    if not firsts:
         return w
-    late, early = min(m_in, cuts[0]), min(m_out, cuts[0])
-    # B: p_a and p_b on two devices: the chain pays its first cut i (the chain before it stays on
-    # p_a's device) and its last cut j (the chain after it is on p_b's device); a member off p_a's
+    cheapest = firsts[-1][0]
+    late, early = min(m_in, cheapest), min(m_out, cheapest)
+    # B: p_a and p_b on two devices: the chain pays its first cut (the chain before it stays on
+    # p_a's device) and its last cut (the chain after it is on p_b's device); a member off p_a's
     # device pays its transfer in, one off p_b's device its transfer out; the members pinned to
-    # p_a's device and the chain before i run there one at a time, and the last of them still
-    # pays its way out to p_b (and the mirror image on p_b's device)
+    # p_a's device and the chain before the cut run there one at a time, and the last of them
+    # still pays its way out to p_b (and the mirror image on p_b's device)
     y_in, q_in = [p + i for p, i in zip(x, into)], [lo + o for lo, o in zip(l_out, out)]
     y_out, q_out = [p + o for p, o in zip(x, out)], [li + i for li, i in zip(l_in, into)]
-    first = _cut_floor(between, cc, lambda i: (_pinned_load(y_in, tv, q_in, (sum(chain_t[:i]), between - sum(chain_t[:i]) + cc[i]))))
-    rev = cc[::-1]
-    last = _cut_floor(between, rev, lambda i: (_pinned_load(y_out, tv, q_out, (sum(chain_t[len(chain_t) - i:]),
-                                                                        between - sum(chain_t[len(chain_t) - i:]) + rev[i]))))
-    apart = max(between + cuts[0], max(p + min(i, o) for p, i, o in zip(x, into, out)),
+    first = _cut_floor([(between + c, (c, before)) for c, before, _ in firsts],
+                       lambda c: _pinned_load(y_in, tv, q_in, (c[1], between - c[1] + c[0])))
+    last = _cut_floor([(between + c, (c, after)) for c, after in lasts],
+                      lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0])))
+    apart = max(between + cheapest, max(p + min(i, o) for p, i, o in zip(x, into, out)),
                 _apart_span(work, late, early, k), first, last)
     w = min(w, apart)
-    if len(cc) > 1:  # C: p_a and p_b on one device d, the chain away in between (two cuts); the
-        # chain before its first cut i stays on d
-        after = [min(cc[i + 1:]) for i in range(len(cc) - 1)]
-        away = _cut_floor(between, cc[:-1], lambda i: _away(both, tv, into, out, sum(chain_t[:i]), k, kin), after)
-        w = min(w, max(away, _same_device_span(work, late + early, k)))
-    return w
+    # C: p_a and p_b on one device d, the chain away in between: it leaves at its first cut and
+    # comes back at a later one; the chain before the first cut stays on d
+    away = _cut_floor([(between + c + then, before) for c, before, then in firsts if then < np.inf],
+                      lambda before: _away(both, tv, into, out, before, k, kin))
+    return min(w, max(away, _same_device_span(work, late + early, k)))
 
 
-def _cut_floor(base: float, cc: list[float], rest: object, also: list[float] | None = None) -> float:
-    """min over the first cut i worth trying (_first_cuts) of max(base (the chain's time) + cc[i]
-    (+ also[i]), rest(i)); ``rest`` is only called where it can still lower the minimum."""
+def _cut_floor(cands: list[tuple[float, object]], rest: object) -> float:
+    """min over the candidate cuts (pay, data) of max(pay, rest(data)): the chain's own price of
+    that cut and the rest of the case's terms; ``rest`` is only called where it can still lower
+    the minimum (inf when there is no candidate: the case cannot happen)."""
     best = np.inf
-    cands = sorted(_first_cuts(cc), key=lambda i: cc[i] + (also[i] if also else 0.0))
-    for i in cands:
-        pay = base + cc[i] + (also[i] if also else 0.0)
+    for pay, data in sorted(cands, key=lambda c: c[0]):
         if pay >= best:
             break
-        best = min(best, max(pay, rest(i)))  # type: ignore[operator]
+        best = min(best, max(pay, rest(data)))  # type: ignore[operator]
     return best
+
+
+def _smaller(cc: list[float], step: int) -> list[int]:
+    """For each chain edge i, the next edge in direction ``step`` (+1 or -1) with a strictly smaller
+    transfer (len(cc) or -1 if none): walking these from a window's first (last) edge visits
+    exactly the edges cheaper than every edge before (after) them in the window."""
+    n = len(cc)
+    out = [n if step > 0 else -1] * n
+    stack: list[int] = []
+    for i in (range(n) if step > 0 else range(n - 1, -1, -1)):
+        while stack and cc[i] < cc[stack[-1]]:
+            out[stack.pop()] = i
+        stack.append(i)
+    return out
+
+
+def _cuts(lo: int, hi: int, cc: list[float], cc_np: np.ndarray, ct: list[float], nxt: list[int],
+          prv: list[int]) -> tuple[list[tuple[float, float, float]], list[tuple[float, float]]]:
+    """The window (lo, hi)'s first-cut and last-cut candidates for _window: edge i enters chain
+    position i, so the window's edges are lo + 1 .. hi. The least transfer after a first-cut
+    candidate is the window's cheapest edge (the last candidate) for all but that last one, and
+    the least of the edges after it for the last."""
+    at = []
+    i = lo + 1
+    while i <= hi:
+        at.append(i)
+        i = nxt[i]
+    low = cc[at[-1]]
+    then = [low] * (len(at) - 1) + [float(cc_np[at[-1] + 1:hi + 1].min()) if at[-1] < hi else np.inf]
+    firsts = [(cc[i], ct[i] - ct[lo + 1], th) for i, th in zip(at, then)]
+    lasts = []
+    j = hi
+    while j > lo:
+        lasts.append((cc[j], ct[hi] - ct[j]))
+        j = prv[j]
+    return firsts, lasts
 
 
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray,
@@ -321,8 +345,9 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
         else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
+    cc_np, nxt, prv = np.asarray(cc), _smaller(cc, 1), _smaller(cc, -1)
     for (lo, hi), items in windows.items():
-        w = _window([t[v] for v in chain[lo + 1:hi]], cc[lo + 1:hi + 1], items, k)
+        w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k)
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L
