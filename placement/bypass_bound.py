@@ -41,7 +41,7 @@ import bisect
 
 import numpy as np
 
-from .bypass_kin import cover_floor, kin as window_kin
+from .bypass_kin import Kin, cover_floor
 from .problem import Problem
 
 MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
@@ -219,25 +219,24 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
 
 
 def _window(between: float, firsts: list[tuple[float, float, float]], lasts: list[tuple[float, float]],
-            items: list[tuple], k: int) -> float:
+            items: list[tuple], k: int, kin_of: object = None) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
     ``between``: the chain time strictly inside; ``firsts``: per chain edge of the window that is
     cheaper than every edge before it, (its transfer, the chain time before it, the least transfer
     of the edges after it); ``lasts``: the same from the other end, (transfer, chain time after);
-    ``items``: per member (X, m_in, m_out, time, l_in, l_out, up, down): its witness paths'
-    interior times l_in, l_out and smallest transfers, and its pinned kin
-    (placement/bypass_kin.py; None to leave that term out)."""
-    x, into, out, tv, l_in, l_out = (list(col) for col in list(zip(*items))[:6])
-    kin = [(up, down) for *_, up, down in items]
-    if any(up is None for up, _ in kin) or len(items) * len(set(x)) > MAX_KIN_WORK:
-        kin = None
+    ``items``: per member (X, m_in, m_out, time, l_in, l_out): its witness paths' interior times
+    and smallest transfers; ``kin_of()``: the members' pinned kin (placement/bypass_kin.py),
+    asked for only when they could raise W (None: leave that term out)."""
+    x, into, out, tv, l_in, l_out = (list(col) for col in zip(*items))
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
     both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
     # A: p_a .. p_b all on one device d
-    w = max(_away(both, tv, into, out, between, k, kin), _same_device_span(work, m_in + m_out, k))
+    span_a = _same_device_span(work, m_in + m_out, k)
+    w_a = max(_away(both, tv, into, out, between, k), span_a)
     if not firsts:
-        return w
+        kin = _kin(kin_of, len(items), len(set(x)))
+        return w_a if kin is None else max(_away(both, tv, into, out, between, k, kin), span_a)
     cheapest = firsts[-1][0]
     late, early = min(m_in, cheapest), min(m_out, cheapest)
     # B: p_a and p_b on two devices: the chain pays its first cut (the chain before it stays on
@@ -253,12 +252,26 @@ def _window(between: float, firsts: list[tuple[float, float, float]], lasts: lis
                       lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0])))
     apart = max(between + cheapest, max(p + min(i, o) for p, i, o in zip(x, into, out)),
                 _apart_span(work, late, early, k), first, last)
-    w = min(w, apart)
     # C: p_a and p_b on one device d, the chain away in between: it leaves at its first cut and
     # comes back at a later one; the chain before the first cut stays on d
-    away = _cut_floor([(between + c + then, before) for c, before, then in firsts if then < np.inf],
-                      lambda before: _away(both, tv, into, out, before, k, kin))
-    return min(w, max(away, _same_device_span(work, late + early, k)))
+    span_c = _same_device_span(work, late + early, k)
+    twice = [(between + c + then, before) for c, before, then in firsts if then < np.inf]
+    w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k)), span_c)
+    if apart <= min(w_a, w_c):
+        return apart  # the kin only raise A and C
+    kin = _kin(kin_of, len(items), len(set(x)))
+    if kin is not None:
+        w_a = max(_away(both, tv, into, out, between, k, kin), span_a)
+        w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, kin)), span_c)
+    return min(w_a, apart, w_c)
+
+
+def _kin(kin_of: object, size: int, thresholds: int) -> list | None:
+    """The members' pinned kin, or None when there are none to ask or the sweep would cost too much
+    (size x thresholds > MAX_KIN_WORK): leaving the term out keeps the bound valid."""
+    if kin_of is None or size * thresholds > MAX_KIN_WORK:
+        return None
+    return kin_of()  # type: ignore[operator]
 
 
 def _cut_floor(cands: list[tuple[float, object]], rest: object) -> float:
@@ -330,24 +343,25 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
         ct.append(ct[-1] + t[v])  # ct[i]: chain time of positions < i
     key = [a[u] * (L + 1) + b[u] if pos[u] < 0 and a[u] >= 0 and b[u] < L else -1 for u in range(n)]
     x2 = [into_len[u] + t[u] + out_len[u] + into_low[u] + out_low[u] for u in range(n)]
-    up, down, rho_up, rho_down = window_kin(problem, key, x2, into_len, into_low, out_len, out_low)
+    kin = Kin(problem, key, x2, into_len, into_low, out_len, out_low)
     windows: dict[tuple[int, int], list[tuple]] = {}
+    ids: dict[tuple[int, int], list[int]] = {}
     ends: list[tuple[float, float, int]] = []  # the end window's members: (Y, time, a)
     tail_l = tail.tolist()
     for u in range(n):
         if pos[u] >= 0 or a[u] < 0 or t[u] <= 0:
             continue
         if b[u] < L:
-            g, h = up[u], down[u]  # pinned kin: rho of an ancestor is its way out, of a descendant its way in
             windows.setdefault((a[u], b[u]), []).append(
-                (into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u], into_len[u], out_len[u],
-                 (*g, rho_down[g[2]] if g[2] >= 0 else 0.0), (*h, rho_up[h[2]] if h[2] >= 0 else 0.0)))
+                (into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u], into_len[u], out_len[u]))
+            ids.setdefault((a[u], b[u]), []).append(u)
         else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
     cc_np, nxt, prv = np.asarray(cc), _smaller(cc, 1), _smaller(cc, -1)
     for (lo, hi), items in windows.items():
-        w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k)
+        w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
+                    lambda lo=lo, hi=hi: kin.members(lo * (L + 1) + hi, ids[lo, hi]))
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L

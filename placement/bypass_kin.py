@@ -1,4 +1,4 @@
-"""Pinned kin for the bypass bound (placement/bypass_bound.py, docs/scale.md "Pinned ancestors"):
+"""Pinned kin for the bypass bound (placement/bypass_bound.py, docs/scale.md "Pinned kin"):
 a window member that leaves the chain's device waits there for the members pinned to that device
 among its ancestors, one at a time, and the members pinned among its descendants wait for it.
 
@@ -8,10 +8,10 @@ tail that leaves that device returns no earlier than the convs of all the tails 
 transfer out, the tail and a transfer back. Pricing each tail by its own path alone lets every
 tail leave at the price of one, which is most of the bound's shortfall on the generated CNNs.
 
-Two parts, both plain functions:
+Two parts:
 
-- ``kin``: per off-chain node of a window, the member among its window ancestors (and among its
-  window descendants) with the largest X2 (the path length with a transfer in and one out: the
+- ``Kin``: per node of a window (computed only for the windows that need it), the member among
+  its window ancestors (and among its window descendants) with the largest X2 (the path length with a transfer in and one out: the
   member that stays on the chain's device longest as the threshold grows), and per member the
   least time from its finish to the window's end through a member that left, or from the
   window's start to its own start through one (``rho``).
@@ -30,54 +30,72 @@ from .problem import Problem
 NONE = (-np.inf, 0.0, -1)  # no pinned kin: (X2, time, node)
 
 
-def kin(problem: Problem, key: list[int], x2: list[float], into_len: list[float], into_low: list[float],
-        out_len: list[float], out_low: list[float]) -> tuple[list, list, list[float], list[float]]:
-    """For every node v with a window key (``key[v] >= 0``; nodes of one window share it):
-    ``up[v]`` / ``down[v]`` = (X2, time, id) of the window ancestor / descendant with time > 0 and
-    the largest X2 (ties: the longer time), NONE if none; ``rho_down[w]`` = the least over window
-    descendants u of w and paths w ~> u of (times strictly after w up to u, u included) + the
-    path's smallest transfer + u's way out (``out_len`` + ``out_low``); ``rho_up[w]`` the mirror
-    image (u's way in, then u and the nodes up to w, w excluded, + the smallest transfer).
+class Kin:
+    """Per window, on demand: for every node v of the window, ``up[v]`` / ``down[v]`` = (X2, time,
+    id) of the window ancestor / descendant with time > 0 and the largest X2 (ties: the longer
+    time), NONE if none; ``rho_down[w]`` = the least over window descendants u of w and paths
+    w ~> u of (times strictly after w up to u, u included) + the path's smallest transfer + u's
+    way out (``out_len`` + ``out_low``); ``rho_up[w]`` the mirror image (u's way in, then u and
+    the nodes up to w, w excluded, + the smallest transfer).
 
-    Edges between two nodes of one window are the only ones followed: a path between two members
-    of a window stays inside it (a node on it has the same last chain ancestor and first chain
-    descendant as both ends)."""
-    n = problem.n
-    t = problem.time.tolist()
-    inf = np.inf
-    keys = np.asarray(key)
-    inside = (keys[problem.src] >= 0) & (keys[problem.src] == keys[problem.dst])  # edges within a window
-    src, dst, comm = problem.src[inside], problem.dst[inside], problem.comm[inside]
-    order = problem.topo_order[keys[problem.topo_order] >= 0].tolist()
-    up: list = [NONE] * n
-    reach_in = [inf] * n  # least way in to v through a window ancestor-or-self, v included
-    rho_up = [inf] * n
-    ptr_l, nbr_l, comm_l = _adjacency(n, dst, src, comm)
-    for v in order:
-        best, zin, cross, via = NONE, into_len[v] + into_low[v], inf, inf
-        for j in range(ptr_l[v], ptr_l[v + 1]):
-            y = nbr_l[j]
-            cand = (x2[y], t[y], y) if t[y] > 0 else NONE
-            best = max(best, cand, up[y])
-            zin = min(zin, reach_in[y])
-            cross = min(cross, reach_in[y] + comm_l[j])
-            via = min(via, rho_up[y] + t[y])
-        up[v], reach_in[v], rho_up[v] = best, zin + t[v], min(cross, via)
-    down: list = [NONE] * n
-    reach_out = [inf] * n
-    rho_down = [inf] * n
-    ptr_l, nbr_l, comm_l = _adjacency(n, src, dst, comm)
-    for v in reversed(order):
-        best, zout, cross, via = NONE, out_len[v] + out_low[v], inf, inf
-        for j in range(ptr_l[v], ptr_l[v + 1]):
-            z = nbr_l[j]
-            cand = (x2[z], t[z], z) if t[z] > 0 else NONE
-            best = max(best, cand, down[z])
-            zout = min(zout, reach_out[z])
-            cross = min(cross, comm_l[j] + reach_out[z])
-            via = min(via, t[z] + rho_down[z])
-        down[v], reach_out[v], rho_down[v] = best, zout + t[v], min(cross, via)
-    return up, down, rho_up, rho_down
+    ``key[v]`` names v's window (-1: none). Edges between two nodes of one window are the only ones
+    followed: a path between two members of a window stays inside it (a node on it has the same
+    last chain ancestor and first chain descendant as both ends). Computed only for the windows
+    asked for (``members``): most windows never need it."""
+
+    def __init__(self, problem: Problem, key: list[int], x2: list[float], into_len: list[float],
+                 into_low: list[float], out_len: list[float], out_low: list[float]) -> None:
+        n = problem.n
+        self.t, self.x2 = problem.time.tolist(), x2
+        self.way_in = [a + b for a, b in zip(into_len, into_low)]
+        self.way_out = [a + b for a, b in zip(out_len, out_low)]
+        keys = np.asarray(key, dtype=np.int64)
+        inside = (keys[problem.src] >= 0) & (keys[problem.src] == keys[problem.dst])  # edges within a window
+        src, dst, comm = problem.src[inside], problem.dst[inside], problem.comm[inside]
+        self.pred = _adjacency(n, dst, src, comm)
+        self.succ = _adjacency(n, src, dst, comm)
+        topo = problem.topo_order[keys[problem.topo_order] >= 0]
+        by = np.argsort(keys[topo], kind="stable")  # grouped by window, each in topological order
+        grouped, wk = topo[by], keys[topo][by]
+        cut = np.flatnonzero(np.diff(wk)) + 1
+        starts, ends = np.r_[0, cut], np.r_[cut, len(wk)]
+        self.nodes = {int(wk[s]): grouped[s:e].tolist() for s, e in zip(starts.tolist(), ends.tolist()) if e > s}
+        self.up: dict[int, tuple] = {}
+        self.down: dict[int, tuple] = {}
+        self.rho_up: dict[int, float] = {}
+        self.rho_down: dict[int, float] = {}
+
+    def members(self, key: int, ids: list[int]) -> list[tuple[tuple, tuple]]:
+        """Per member id of window ``key``: ((X2, time, id, rho_down) of its ancestor kin,
+        (X2, time, id, rho_up) of its descendant kin); rho 0 where there is no kin."""
+        self._window(self.nodes.get(key, []))
+        out = []
+        for u in ids:
+            g, h = self.up[u], self.down[u]
+            out.append(((*g, self.rho_down[g[2]] if g[2] >= 0 else 0.0), (*h, self.rho_up[h[2]] if h[2] >= 0 else 0.0)))
+        return out
+
+    def _window(self, order: list[int]) -> None:
+        self._sweep(order, self.pred, self.way_in, self.up, self.rho_up)
+        self._sweep(order[::-1], self.succ, self.way_out, self.down, self.rho_down)
+
+    def _sweep(self, order: list[int], adjacency: tuple[list[int], list[int], list[float]], way: list[float],
+               kin: dict[int, tuple], rho: dict[int, float]) -> None:
+        """One direction (from the window's start: ``pred``, ``way_in``, ``up``, ``rho_up``; from its
+        end: the mirror image), ``order`` running with the edges followed."""
+        t, x2, inf = self.t, self.x2, np.inf
+        ptr_l, nbr_l, comm_l = adjacency
+        reach: dict[int, float] = {}  # least way to v through its kin-side window nodes or v, v included
+        for v in order:
+            best, z, cross, via = NONE, way[v], inf, inf
+            for j in range(ptr_l[v], ptr_l[v + 1]):
+                y = nbr_l[j]
+                cand = (x2[y], t[y], y) if t[y] > 0 else NONE
+                best = max(best, cand, kin[y])
+                z = min(z, reach[y])
+                cross = min(cross, reach[y] + comm_l[j])
+                via = min(via, rho[y] + t[y])
+            kin[v], reach[v], rho[v] = best, z + t[v], min(cross, via)
 
 
 def _adjacency(n: int, at: np.ndarray, other: np.ndarray, comm: np.ndarray) -> tuple[list[int], list[int], list[float]]:
