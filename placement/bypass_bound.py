@@ -48,6 +48,7 @@ MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
 CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
 MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are left out (cost)
 MAX_KIN_WORK = 50_000  # windows with more members x thresholds leave the pinned kin out (cost)
+MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep only the chain before the first
 
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
@@ -218,12 +219,13 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
     return best
 
 
-def _window(between: float, firsts: list[tuple[float, float, float]], lasts: list[tuple[float, float]],
+def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],
             items: list[tuple], k: int, kin_of: object = None) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
     ``between``: the chain time strictly inside; ``firsts``: per chain edge of the window that is
     cheaper than every edge before it, (its transfer, the chain time before it, the least transfer
-    of the edges after it); ``lasts``: the same from the other end, (transfer, chain time after);
+    of the edges after it, the edge); ``lasts``: the same from the other end, (transfer, chain
+    time after, edge);
     ``items``: per member (X, m_in, m_out, time, l_in, l_out): its witness paths' interior times
     and smallest transfers; ``kin_of()``: the members' pinned kin (placement/bypass_kin.py),
     asked for only when they could raise W (None: leave that term out)."""
@@ -246,16 +248,20 @@ def _window(between: float, firsts: list[tuple[float, float, float]], lasts: lis
     # still pays its way out to p_b (and the mirror image on p_b's device)
     y_in, q_in = [p + i for p, i in zip(x, into)], [lo + o for lo, o in zip(l_out, out)]
     y_out, q_out = [p + o for p, o in zip(x, out)], [li + i for li, i in zip(l_in, into)]
-    first = _cut_floor([(between + c, (c, before)) for c, before, _ in firsts],
+    first = _cut_floor([(between + c, (c, before)) for c, before, _, _ in firsts],
                        lambda c: _pinned_load(y_in, tv, q_in, (c[1], between - c[1] + c[0])))
-    last = _cut_floor([(between + c, (c, after)) for c, after in lasts],
+    last = _cut_floor([(between + c, (c, after)) for c, after, _ in lasts],
                       lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0])))
     apart = max(between + cheapest, max(p + min(i, o) for p, i, o in zip(x, into, out)),
                 _apart_span(work, late, early, k), first, last)
     # C: p_a and p_b on one device d, the chain away in between: it leaves at its first cut and
-    # comes back at a later one; the chain before the first cut stays on d
+    # comes back at its last one; the chain before the first and after the last stays on d (with
+    # many candidates, only the chain before the first, back at the cheapest later edge)
     span_c = _same_device_span(work, late + early, k)
-    twice = [(between + c + then, before) for c, before, then in firsts if then < np.inf]
+    if len(firsts) * len(lasts) <= MAX_CUT_PAIRS:
+        twice = [(between + ci + cj, before + after) for ci, before, _, i in firsts for cj, after, j in lasts if j > i]
+    else:
+        twice = [(between + c + then, before) for c, before, then, _ in firsts if then < np.inf]
     w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k)), span_c)
     if apart <= min(w_a, w_c):
         return apart  # the kin only raise A and C
@@ -301,9 +307,9 @@ def _smaller(cc: list[float], step: int) -> list[int]:
 
 
 def _cuts(lo: int, hi: int, cc: list[float], cc_np: np.ndarray, ct: list[float], nxt: list[int],
-          prv: list[int]) -> tuple[list[tuple[float, float, float]], list[tuple[float, float]]]:
-    """The window (lo, hi)'s first-cut and last-cut candidates for _window: edge i enters chain
-    position i, so the window's edges are lo + 1 .. hi. The least transfer after a first-cut
+          prv: list[int]) -> tuple[list[tuple[float, float, float, int]], list[tuple[float, float, int]]]:
+    """The window (lo, hi)'s first-cut and last-cut candidates for _window, each with its edge i
+    (edge i enters chain position i, so the window's edges are lo + 1 .. hi). The least transfer after a first-cut
     candidate is the window's cheapest edge (the last candidate) for all but that last one, and
     the least of the edges after it for the last."""
     at = []
@@ -313,11 +319,11 @@ def _cuts(lo: int, hi: int, cc: list[float], cc_np: np.ndarray, ct: list[float],
         i = nxt[i]
     low = cc[at[-1]]
     then = [low] * (len(at) - 1) + [float(cc_np[at[-1] + 1:hi + 1].min()) if at[-1] < hi else np.inf]
-    firsts = [(cc[i], ct[i] - ct[lo + 1], th) for i, th in zip(at, then)]
+    firsts = [(cc[i], ct[i] - ct[lo + 1], th, i) for i, th in zip(at, then)]
     lasts = []
     j = hi
     while j > lo:
-        lasts.append((cc[j], ct[hi] - ct[j]))
+        lasts.append((cc[j], ct[hi] - ct[j], j))
         j = prv[j]
     return firsts, lasts
 
