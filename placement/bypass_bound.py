@@ -118,8 +118,28 @@ def _split(items: list[tuple[float, float]], base: float) -> float:
     return best
 
 
+def _thresholds(x: list[float], t: list[float], into: list[float], out: list[float]
+                ) -> tuple[list[int], list[tuple[float, float, float, int]]]:
+    """The members sorted by X, and per distinct θ: (θ, t(S(θ)), the smallest transfer in plus the
+    smallest out over S(θ), |S(θ)|), S(θ) = {X <= θ}: what _away sweeps, the same for every base."""
+    order = sorted(range(len(x)), key=x.__getitem__)
+    prefix = []
+    room, low_in, low_out = 0.0, np.inf, np.inf
+    i = 0
+    while i < len(order):
+        theta = x[order[i]]
+        while i < len(order) and x[order[i]] == theta:  # S(θ) takes every member with X <= θ
+            u = order[i]
+            room += t[u]
+            low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
+            i += 1
+        prefix.append((theta, room, low_in + low_out, i))
+    return order, prefix
+
+
 def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int,
-          kin: list[tuple[tuple, tuple]] | None = None) -> float:
+          kin: list[tuple[tuple, tuple]] | None = None,
+          pre: tuple[list[int], list[tuple[float, float, float, int]]] | None = None) -> float:
     """A lower bound on min over subsets U (the members off the chain's device d) of
     max(base + t(members not in U), max X over U, energy(U), pinned(U)); energy(U) = the smallest
     transfer into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices
@@ -131,22 +151,15 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
     rho), placement/bypass_kin.py): those with X > θ stay on d, so pinned(U) = the time of the
     ancestors of U's members kept there, run one at a time, plus the least way from one of them
     out through a member of U and back (and the mirror image for descendants), relaxed to a
-    fractional covering of t(U) by the groups of members that share their kin."""
+    fractional covering of t(U) by the groups of members that share their kin. ``pre``: the
+    members' _thresholds, when already known."""
     total = base + sum(t)
     if k < 2 or not x:
         return total
-    order = sorted(range(len(x)), key=x.__getitem__)
-    best, room, low_in, low_out = total, 0.0, np.inf, np.inf
+    order, prefix = pre if pre is not None else _thresholds(x, t, into, out)
+    best = total
     steps: list[tuple[float, float, float, float, int]] = []  # per θ: (value without kin, θ, room, m, |S(θ)|)
-    i = 0
-    while i < len(order):
-        theta = x[order[i]]
-        while i < len(order) and x[order[i]] == theta:  # S(θ) takes every member with X <= θ
-            u = order[i]
-            room += t[u]
-            low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
-            i += 1
-        m = low_in + low_out
+    for theta, room, m, i in prefix:
         moved = min(max((total - m) * (k - 1) / k, 0.0), room)
         steps.append((max(theta, total - moved, m + moved / (k - 1)), theta, room, m, i))
     if kin is None:
@@ -197,14 +210,15 @@ def _apart_span(work: float, late: float, early: float, k: int) -> float:
 
 
 def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
-                 chain: tuple[float, float] | None = None) -> float:
+                 chain: tuple[float, float] | None = None, order: list[int] | None = None) -> float:
     """The smallest D >= the time of the members with y > D: a member whose path would last
     y > D off a device must be on it, where the members run one at a time within D. With ``q``
     the last of them still needs q (>= 0) before the window ends (its way to the other end's
     device), so D >= their time + their least q. ``chain`` = (T, r): chain nodes known to be on
     that device too, of time T, the last of them needing r: then also D >= (members' time) + T +
-    min(least q, r)."""
-    order = sorted(range(len(y)), key=lambda u: -y[u])
+    min(least q, r). ``order``: the members by y, largest first, when already known."""
+    if order is None:
+        order = sorted(range(len(y)), key=lambda u: -y[u])
     best, load, least = y[order[0]], 0.0, np.inf
     for i, u in enumerate(order):
         load += t[u]  # D in [next y, y[u]) pins exactly the members so far
@@ -233,12 +247,13 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
     both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
+    pre = _thresholds(both, tv, into, out)
     # A: p_a .. p_b all on one device d
     span_a = _same_device_span(work, m_in + m_out, k)
-    w_a = max(_away(both, tv, into, out, between, k), span_a)
+    w_a = max(_away(both, tv, into, out, between, k, pre=pre), span_a)
     if not firsts:
         kin = _kin(kin_of, len(items), len(set(x)))
-        return w_a if kin is None else max(_away(both, tv, into, out, between, k, kin), span_a)
+        return w_a if kin is None else max(_away(both, tv, into, out, between, k, kin, pre), span_a)
     cheapest = firsts[-1][0]
     late, early = min(m_in, cheapest), min(m_out, cheapest)
     # B: p_a and p_b on two devices: the chain pays its first cut (the chain before it stays on
@@ -248,10 +263,12 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
     # still pays its way out to p_b (and the mirror image on p_b's device)
     y_in, q_in = [p + i for p, i in zip(x, into)], [lo + o for lo, o in zip(l_out, out)]
     y_out, q_out = [p + o for p, o in zip(x, out)], [li + i for li, i in zip(l_in, into)]
+    by_in = sorted(range(len(y_in)), key=lambda u: -y_in[u])
+    by_out = sorted(range(len(y_out)), key=lambda u: -y_out[u])
     first = _cut_floor([(between + c, (c, before)) for c, before, _, _ in firsts],
-                       lambda c: _pinned_load(y_in, tv, q_in, (c[1], between - c[1] + c[0])))
+                       lambda c: _pinned_load(y_in, tv, q_in, (c[1], between - c[1] + c[0]), by_in))
     last = _cut_floor([(between + c, (c, after)) for c, after, _ in lasts],
-                      lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0])))
+                      lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0]), by_out))
     apart = max(between + cheapest, max(p + min(i, o) for p, i, o in zip(x, into, out)),
                 _apart_span(work, late, early, k), first, last)
     # C: p_a and p_b on one device d, the chain away in between: it leaves at its first cut and
@@ -262,13 +279,13 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
         twice = [(between + ci + cj, before + after) for ci, before, _, i in firsts for cj, after, j in lasts if j > i]
     else:
         twice = [(between + c + then, before) for c, before, then, _ in firsts if then < np.inf]
-    w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k)), span_c)
+    w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, pre=pre)), span_c)
     if apart <= min(w_a, w_c):
         return apart  # the kin only raise A and C
     kin = _kin(kin_of, len(items), len(set(x)))
     if kin is not None:
-        w_a = max(_away(both, tv, into, out, between, k, kin), span_a)
-        w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, kin)), span_c)
+        w_a = max(_away(both, tv, into, out, between, k, kin, pre), span_a)
+        w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, kin, pre)), span_c)
     return min(w_a, apart, w_c)
 
 
