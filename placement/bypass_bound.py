@@ -220,14 +220,17 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
     if order is None:
         order = sorted(range(len(y)), key=lambda u: -y[u])
     best, load, least = y[order[0]], 0.0, np.inf
+    kept, last = (chain if chain is not None and chain[0] > 0 else (0.0, 0.0))
     for i, u in enumerate(order):
         load += t[u]  # D in [next y, y[u]) pins exactly the members so far
+        if load >= best:
+            break  # every later interval's D is at least the load so far
         if q is not None:
             least = min(least, q[u])
         below = y[order[i + 1]] if i + 1 < len(order) else 0.0
         low = max(load + (least if q is not None else 0.0), below)
-        if chain is not None and chain[0] > 0:
-            low = max(low, load + chain[0] + min(least, chain[1]))
+        if kept:
+            low = max(low, load + kept + min(least, last))
         if low < y[u]:
             best = min(best, low)
     return best
@@ -364,27 +367,34 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     ct = [0.0]
     for v in chain:
         ct.append(ct[-1] + t[v])  # ct[i]: chain time of positions < i
-    key = [a[u] * (L + 1) + b[u] if pos[u] < 0 and a[u] >= 0 and b[u] < L else -1 for u in range(n)]
-    x2 = [into_len[u] + t[u] + out_len[u] + into_low[u] + out_low[u] for u in range(n)]
-    kin = Kin(problem, key, x2, into_len, into_low, out_len, out_low)
+    kin: list[Kin] = []  # built when a window first asks for its members' kin
+
+    def kin_of(lo: int, hi: int) -> list[tuple[tuple, tuple]]:
+        if not kin:
+            key = [a[u] * (L + 1) + b[u] if pos[u] < 0 and a[u] >= 0 and b[u] < L else -1 for u in range(n)]
+            x2 = [into_len[u] + t[u] + out_len[u] + into_low[u] + out_low[u] for u in range(n)]
+            kin.append(Kin(problem, key, x2, into_len, into_low, out_len, out_low))
+        return kin[0].members(lo * (L + 1) + hi, ids[lo, hi])
     windows: dict[tuple[int, int], list[tuple]] = {}
-    ids: dict[tuple[int, int], list[int]] = {}
+    ids: dict[tuple[int, int], list[int]] = {}  # the members' nodes, for their kin
     ends: list[tuple[float, float, int]] = []  # the end window's members: (Y, time, a)
     tail_l = tail.tolist()
     for u in range(n):
         if pos[u] >= 0 or a[u] < 0 or t[u] <= 0:
             continue
         if b[u] < L:
-            windows.setdefault((a[u], b[u]), []).append(
-                (into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u], into_len[u], out_len[u]))
-            ids.setdefault((a[u], b[u]), []).append(u)
+            win = (a[u], b[u])
+            if win not in windows:
+                windows[win], ids[win] = [], []
+            windows[win].append((into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u], into_len[u], out_len[u]))
+            ids[win].append(u)
         else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
     cc_np, nxt, prv = np.asarray(cc), _smaller(cc, 1), _smaller(cc, -1)
     for (lo, hi), items in windows.items():
         w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
-                    lambda lo=lo, hi=hi: kin.members(lo * (L + 1) + hi, ids[lo, hi]))
+                    lambda lo=lo, hi=hi: kin_of(lo, hi))
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L
