@@ -48,6 +48,7 @@ MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
 CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
 MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are left out (cost)
 MAX_KIN_WORK = 50_000  # windows with more members x thresholds leave the pinned kin out (cost)
+MIN_KIN_MEMBERS = 8  # smaller windows leave the pinned kin out (cost; no gain seen on them)
 MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep only the chain before the first
 
 
@@ -293,9 +294,10 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
 
 
 def _kin(kin_of: object, size: int, thresholds: int) -> list | None:
-    """The members' pinned kin, or None when there are none to ask or the sweep would cost too much
-    (size x thresholds > MAX_KIN_WORK): leaving the term out keeps the bound valid."""
-    if kin_of is None or size * thresholds > MAX_KIN_WORK:
+    """The members' pinned kin, or None when there are none to ask, too few members for many to
+    wait on each other (the LSTMs' windows of 2-4: no gain there, a third of the bound's time), or
+    a sweep that would cost too much: leaving the term out keeps the bound valid."""
+    if kin_of is None or size < MIN_KIN_MEMBERS or size * thresholds > MAX_KIN_WORK:
         return None
     return kin_of()  # type: ignore[operator]
 
