@@ -19,11 +19,14 @@ W(a, b), the smallest over three cases:
 - A, p_a .. p_b on one device d: the chain between and the members kept on d run there one at a
   time; a member elsewhere lies on a path p_a ~> u ~> p_b that leaves d and comes back (two
   transfers), and those members share the other K - 1 devices after a transfer in and before a
-  transfer out;
+  transfer out; a member that leaves waits for its pinned window ancestors, which run on d one at
+  a time (its pinned kin, bypass_kin.py; session 16);
 - B, p_a and p_b on two devices: the chain pays a transfer, every member is away from one end
-  (one transfer), a member whose transfer would not fit is pinned to that end's device, and the
+  (one transfer), a member whose transfer would not fit is pinned to that end's device with the
+  chain before the first cut, where the last of them still pays its way to the other end, and the
   window's work fits the devices' free time;
-- C, p_a and p_b on one device with the chain away in between: two chain transfers.
+- C, p_a and p_b on one device with the chain away in between: two chain transfers, and the chain
+  before the first and after the last cut on d with the members as in A.
 
 So F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + W(a, j) for the windows ending at j), and
 the mirror image bounds C - S(p_j); their sum at any chain node bounds the makespan. The end of
