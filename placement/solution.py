@@ -23,6 +23,13 @@ class OutOfTime(Exception):
     returns its best answer so far (its hint) instead."""
 
 
+def halt_if(stop: "Callable[[], bool] | None") -> None:
+    """Raise :class:`OutOfTime` when ``stop`` (a stop request's ``is_set``) says so: for loops of
+    heuristics that have no partial answer to return."""
+    if stop is not None and stop():
+        raise OutOfTime("stopped")
+
+
 class BestSoFar:
     """The best answer of a run so far and the best proved bound, kept where the ``solve`` command
     can read them even while a method is still running: when a phase does not stop in time (a

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -411,3 +412,50 @@ def test_late_inputs_pull_the_prefix_that_shortens_the_wait(y_time, y_comm, pull
     ev = evaluate(p, placement)
     assert ev.start[i["j"]] == 15
     assert late_inputs(p, sl, placement, ev, 0) == [int(cluster[i[v]]) for v in pulled]
+
+
+class _StopAfter(threading.Event):
+    """A stop request that reads as set from its ``after``-th look on (counting every look)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.looks = after, 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        return self.looks > self.after
+
+
+@pytest.mark.parametrize("model", ["static", "peak"])
+def test_pardnn_honours_a_stop_request_at_every_check(model):
+    """A stop seen at any of PARDNN's checks (slicing, mapping, join repair, heuristic I) ends the
+    run with "unknown" and no placement, never an exception; one look later than the last check
+    gives the answer of a run never stopped."""
+    from placement.generate import generate
+
+    p = generate("transformer", 300, seed=3, devices=3, memory_fraction=0.4)
+    full = pardnn(p, SolveOptions(memory_model=model))
+    counter = _StopAfter(10**9)
+    pardnn(p, SolveOptions(memory_model=model, stop=counter))
+    looks = counter.looks
+    assert looks >= 4  # at least the slicing, mapping, join and heuristic I checks
+    for after in range(looks):
+        sol = pardnn(p, SolveOptions(memory_model=model, stop=_StopAfter(after)))
+        if sol.placement is not None:  # a look outside PARDNN's loops (the time left) said stop, too late to matter
+            assert np.array_equal(sol.placement, full.placement)
+        else:
+            assert sol.status == "unknown" and "stopped" in sol.reason
+    again = pardnn(p, SolveOptions(memory_model=model, stop=_StopAfter(looks)))
+    assert again.status == full.status and np.array_equal(again.placement, full.placement)
+
+
+def test_slicing_stops_in_its_secondary_loop():
+    from placement.generate import generate
+    from placement.solution import OutOfTime
+
+    p = generate("random", 12000, seed=1, devices=2)
+    g = Graph.of(p)
+    stop = _StopAfter(2)  # the two primaries' looks pass; the first look in the secondary loop stops
+    with pytest.raises(OutOfTime):
+        slice_graph(g, 2, p.comm, stop=stop.is_set)
+    assert stop.looks == 3

@@ -22,6 +22,7 @@ import numpy as np
 
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
+from placement.solution import halt_if
 
 from .slicing import Slicing
 
@@ -63,10 +64,12 @@ def late_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: Evalua
 
 def pull_join_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: Evaluation, device: int,
                      rounds: int, repair: Callable[[Problem, np.ndarray], np.ndarray],
-                     usable: np.ndarray, memory_model: str = "static") -> tuple[np.ndarray, Evaluation, dict]:
+                     usable: np.ndarray, memory_model: str = "static",
+                     stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, Evaluation, dict]:
     """Up to ``rounds`` rounds of the move described in the module docstring. ``ev`` is the
     evaluation of ``placement``; ``usable`` the per-device memory the moves must not overflow
-    further under ``memory_model``. Returns (placement, its evaluation, info)."""
+    further under ``memory_model``; ``stop`` (a stop request's ``is_set``) abandons the rounds
+    (OutOfTime). Returns (placement, its evaluation, info)."""
 
     def overflow(e: Evaluation) -> float:
         used = e.peak_memory if memory_model == "peak" else e.static_memory
@@ -75,6 +78,7 @@ def pull_join_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: E
     over = overflow(ev)
     done = moved = 0
     for _ in range(rounds):
+        halt_if(stop)
         clusters = sorted(set(late_inputs(problem, sl, placement, ev, device)))
         if not clusters:
             break
@@ -82,6 +86,7 @@ def pull_join_inputs(problem: Problem, sl: Slicing, placement: np.ndarray, ev: E
         for c in clusters:
             trial[sl.paths[c]] = device
         trial = repair(problem, trial)
+        halt_if(stop)
         trial_ev = evaluate(problem, trial, memory_model=memory_model)
         trial_over = overflow(trial_ev)
         if not trial_ev.makespan < ev.makespan or trial_over > over * (1 + 1e-12) + 1e-9:

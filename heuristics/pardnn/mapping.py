@@ -30,11 +30,13 @@ trees over the distinct top levels (bit.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from placement.problem import Problem
+from placement.solution import halt_if
 
 from .bit import LevelBIT
 from .graph import Graph, tie_key, weighted_levels
@@ -129,12 +131,13 @@ def _external_edges(problem: Problem, cl: np.ndarray) -> tuple[np.ndarray, np.nd
 def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: np.ndarray, k: int,
           pe_allowed: np.ndarray | None = None, ccr_value: float | None = None,
           max_rounds: int | None = None, span_start: str = "latest",
-          clustered: tuple[np.ndarray, np.ndarray] | None = None) -> Mapping:
+          clustered: tuple[np.ndarray, np.ndarray] | None = None, stop: Callable[[], bool] | None = None) -> Mapping:
     """Algorithm 2. ``tl``: the top levels that place work on the timeline; None (what the
     pipeline passes) for the clustered levels of step 1, an array to impose others.
     ``clustered``: clustered_levels(g, sl, comm) if already computed. ``pe_allowed`` (clusters x K) forbids
     primaries (devices) for a cluster; by default all are allowed. ``span_start``: see spans().
-    Returns the primary of every node."""
+    ``stop`` (a stop request's ``is_set``) abandons the mapping (OutOfTime). Returns the primary
+    of every node."""
     tl_clustered, wl_clustered = clustered if clustered is not None else clustered_levels(g, sl, comm)
     if tl is None:
         tl = tl_clustered
@@ -218,7 +221,9 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: 
         cands = np.flatnonzero(cand)
         cands = cands[np.argsort(position[cands], kind="stable")]
         mapped = 0
-        for c in cands.tolist():
+        for i, c in enumerate(cands.tolist()):
+            if i % 4096 == 0:
+                halt_if(stop)
             p = int(best[c])
             w = work_c[c]
             WU = work.range(int(lo[c]), int(hi[c]))
@@ -243,7 +248,9 @@ def lflam(problem: Problem, g: Graph, sl: Slicing, tl: np.ndarray | None, comm: 
     pe_l = pe.tolist()  # mirror of pe for the per-edge Python loop below
     free = pe_allowed.all(axis=1)
     balanced = 0
-    for c in order.tolist():
+    for i, c in enumerate(order.tolist()):
+        if i % 4096 == 0:
+            halt_if(stop)
         if cluster_pe[c] >= 0:
             continue
         W = work.range(int(lo[c]), int(hi[c]))[:k]

@@ -30,13 +30,14 @@ authors' code) or "both" (map with both, keep the faster; see map_clusters); ``j
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
-from placement.solution import Solution, SolveOptions
+from placement.solution import OutOfTime, Solution, SolveOptions, halt_if
 
 from ..memory_order import lower_peak_order
 from .graph import Graph, ccr
@@ -93,7 +94,8 @@ def repair_constraints(problem: Problem, placement: np.ndarray) -> np.ndarray:
 
 
 def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm: np.ndarray,
-                 span_starts: tuple[str, ...] = SPAN_STARTS) -> list[tuple[np.ndarray, Mapping, Evaluation | None]]:
+                 span_starts: tuple[str, ...] = SPAN_STARTS,
+                 stop: Callable[[], bool] | None = None) -> list[tuple[np.ndarray, Mapping, Evaluation | None]]:
     """LFLAM once per span rule in ``span_starts``, primaries put on devices (primary p on device
     perm[p]) and constraints repaired. Returns (placement, mapping, evaluation) per rule, the
     shortest evaluated makespan first (ties: the order of ``span_starts``); with a single rule
@@ -104,14 +106,16 @@ def map_clusters(problem: Problem, g: Graph, sl: Slicing, ccr_value: float, perm
     (bench/results_pardnn_ref.md): after the join repair the latest is as good on generated
     transformers and better on CNNs, the earliest up to 10% better on LSTMs and 3% on random DAGs.
     Both share the levels and the criticality order, so a second rule costs one more balancing
-    pass and one evaluation: "both" runs them always, the default only when memory binds."""
+    pass and one evaluation: "both" runs them always, the default only when memory binds.
+    ``stop`` (a stop request's ``is_set``) abandons the mapping (OutOfTime)."""
     if not span_starts:
         return []
     allowed = cluster_allowed(problem, sl, perm)
     clustered = clustered_levels(g, sl, problem.comm)
     out = []
     for rule in span_starts:
-        mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, clustered=clustered)
+        mp = lflam(problem, g, sl, None, problem.comm, problem.k, allowed, ccr_value, span_start=rule, clustered=clustered,
+                   stop=stop)
         mp.info["span_start"] = rule
         placement = repair_constraints(problem, perm[np.where(mp.pe >= 0, mp.pe, 0)])
         ev = evaluate(problem, placement, memory_model="static") if len(span_starts) > 1 else None
@@ -128,8 +132,9 @@ def join_rounds(n: int) -> int:
 
 def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray, memory_model: str,
                   max_rounds: int = 8, deadline: float | None = None, units: Units | None = None,
-                  persist: bool = False) -> tuple[np.ndarray, dict]:
-    """Emulate -> track -> handle overflow, until it fits ``capacity`` or nothing moves."""
+                  persist: bool = False, stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, dict]:
+    """Emulate -> track -> handle overflow, until it fits ``capacity`` or nothing moves; ``stop``
+    (a stop request's ``is_set``) abandons it (OutOfTime)."""
     units = units or Units.of_problem(problem)
     pl = placement.copy()
     moves = 0
@@ -138,6 +143,7 @@ def heuristic_one(problem: Problem, placement: np.ndarray, capacity: np.ndarray,
     need = problem.param_bytes + problem.out_bytes
     last_total = np.inf
     while True:
+        halt_if(stop)
         if memory_model == "static":
             state = static_state(problem, pl)
         else:
@@ -192,7 +198,8 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
     info["t_levels"] = time.monotonic() - t
 
     t = time.monotonic()
-    sl = slice_graph(g, k, problem.comm)
+    stop = opts.stop.is_set
+    sl = slice_graph(g, k, problem.comm, stop=stop)
     info["primaries"] = sl.primaries
     info["secondaries"] = len(sl.paths) - sl.primaries
     if use_two:
@@ -206,7 +213,7 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
         raise ValueError(f"pardnn: span_start must be latest, earliest or both, got {span_start!r}")
     perm = primary_devices(problem)
     rules = SPAN_STARTS if span_start == "both" else (span_start,)
-    candidates = map_clusters(problem, g, sl, info["ccr"], perm, rules)
+    candidates = map_clusters(problem, g, sl, info["ccr"], perm, rules, stop)
     placement, mp, ev = candidates[0]
     info.update(lookahead_mapped=mp.lookahead_mapped, lookahead_rounds=mp.rounds, balanced=mp.balanced,
                 admitted_by=mp.info.get("admitted_by"), span_start=mp.info["span_start"],
@@ -220,7 +227,7 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
         if ev is None:
             ev = evaluate(problem, placement, memory_model="static")
         placement, ev, joined = pull_join_inputs(problem, sl, placement, ev, int(perm[0]), rounds, repair_constraints,
-                                                 usable_capacity(problem, reserve), opts.memory_model)
+                                                 usable_capacity(problem, reserve), opts.memory_model, stop)
         info["joins"] = joined
     info["t_joins"] = time.monotonic() - t
 
@@ -240,11 +247,12 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
             deadline = None if rem is None else time.monotonic() + rem
             rounds = int(extra.get("max_rounds", 8))
             # the reserve is a soft target: its pass gets half the rounds, the full-capacity pass all
-            placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units)
+            placement, h1 = heuristic_one(problem, placement, usable, opts.memory_model, max(1, rounds // 2), deadline, units,
+                                          stop=stop)
             done["reserve_kept"] = not any(h1["overflow"])
             if not done["reserve_kept"]:
                 placement, h1b = heuristic_one(problem, placement, problem.memory.astype(float), opts.memory_model,
-                                               rounds, deadline, units, persist=True)
+                                               rounds, deadline, units, persist=True, stop=stop)
                 h1 = {"rounds": h1["rounds"] + h1b["rounds"], "moves": h1["moves"] + h1b["moves"], "overflow": h1b["overflow"]}
             done["overflow_moves"] = h1["moves"]
             done["overflow_rounds"] = h1["rounds"]
@@ -261,7 +269,7 @@ def _run(problem: Problem, opts: SolveOptions) -> tuple[np.ndarray, dict, Evalua
 
         others = [(pl, m.info["span_start"]) for pl, m, _ in candidates[1:]]
         others += [(pl, m.info["span_start"]) for pl, m, _ in
-                   map_clusters(problem, g, sl, info["ccr"], perm, tuple(r for r in SPAN_STARTS if r not in rules))]
+                   map_clusters(problem, g, sl, info["ccr"], perm, tuple(r for r in SPAN_STARTS if r not in rules), stop)]
         if info.get("joins", {}).get("rounds"):
             others.insert(0, (unjoined, f"{info['span_start']}, no join repair"))
         best = (rank(placement), placement, done, info["span_start"])
@@ -283,7 +291,11 @@ def pardnn(problem: Problem, opts: SolveOptions) -> Solution:
     if problem.n == 0:
         return Solution("pardnn", "heuristic", placement=np.zeros(0, dtype=np.int64), objective=0.0,
                         seconds=time.monotonic() - t0, info={"overflow": [0.0] * problem.k})
-    placement, info, ev = _run(problem, opts)
+    try:
+        placement, info, ev = _run(problem, opts)
+    except OutOfTime:
+        return Solution("pardnn", "unknown", reason="pardnn: stopped before it had a placement",
+                        seconds=time.monotonic() - t0)
     t = time.monotonic()
     if ev is None:
         ev = evaluate(problem, placement, memory_model=opts.memory_model)

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from placement.solution import halt_if
 
 from .graph import Graph, bottom_levels, tie_key, top_levels
 
@@ -89,10 +92,12 @@ def _walk_while_free(g: Graph, start: int, bl: list[float], rank: list[int], liv
         v = best
 
 
-def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = None) -> Slicing:
+def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = None,
+                stop: Callable[[], bool] | None = None) -> Slicing:
     """Algorithm 1: K primary clusters (critical paths, levels recomputed after each removal),
     then secondary linear clusters until every node belongs to one. With ``deadline`` (a
-    time.monotonic() value) the recomputing phase stops early once it is passed."""
+    time.monotonic() value) the recomputing phase stops early once it is passed; ``stop`` (a stop
+    request's ``is_set``) abandons the slicing (OutOfTime)."""
     n = g.n
     rank = g.rank.tolist()
     alive = np.ones(n, dtype=bool)
@@ -105,6 +110,7 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
     bl_arr = bottom_levels(g, comm)
     target = min(k, n)
     for i in range(target):
+        halt_if(stop)
         live_in = np.bincount(dst[alive[src] & alive[dst]], minlength=n)
         cand = np.flatnonzero(alive & (live_in == 0))
         best = cand[np.lexsort((g.rank[cand], -bl_arr[cand]))[0]]
@@ -127,7 +133,11 @@ def slice_graph(g: Graph, k: int, comm: np.ndarray, deadline: float | None = Non
     bl = tie_key(bl_loc).tolist()
     heap = [(-wl[v], rank[v], v) for v in np.flatnonzero(alive).tolist()]
     heapq.heapify(heap)
+    popped = 0
     while heap:
+        popped += 1
+        if popped % 4096 == 0:
+            halt_if(stop)
         _, _, v = heapq.heappop(heap)
         if not live[v]:
             continue
