@@ -35,8 +35,8 @@ How:
    what it ran before the busiest chain's first node (:func:`kept_prefix`: the forward pass runs
    as ETF ran it, and the loss is not delayed). If none fits, for each family whose least overflow
    is at most REPAIR (the kept one first): layer_bands' ``move_params`` (param units off the peak
-   device) on that order and the family's deadline rounds again; then memory_order's
-   ``lower_peak_order``.
+   device) on that order, the moved units' early readers with them (:func:`readers_follow`), and
+   the family's deadline rounds again; then memory_order's ``lower_peak_order``.
 5. Held gradients (:func:`held_gradients`), on the best feasible answer under the peak model: a
    share of the busiest chain's gradients made beside their step's loss gradient instead, each
    held back by a wait (placement.evaluator, "v does not start before u finishes") on the chain
