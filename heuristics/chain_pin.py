@@ -35,8 +35,8 @@ How:
    what it ran before the busiest chain's first node (:func:`kept_prefix`: the forward pass runs
    as ETF ran it, and the loss is not delayed). If none fits, for each family whose least overflow
    is at most REPAIR (the kept one first): layer_bands' ``move_params`` (param units off the peak
-   device) on that order and the family's deadline rounds again; then memory_order's
-   ``lower_peak_order``.
+   device) on that order, the moved units' early readers with them (:func:`readers_follow`), and
+   the family's deadline rounds again; then memory_order's ``lower_peak_order``.
 5. Held gradients (:func:`held_gradients`), on the best feasible answer under the peak model: a
    share of the busiest chain's gradients made beside their step's loss gradient instead, each
    held back by a wait (placement.evaluator, "v does not start before u finishes") on the chain
@@ -86,6 +86,10 @@ WAIT_BISECT = 3  # bisection steps between the largest share that fits and the n
 # reference's order, tried in turn until one fits (the 50K LSTM at K = 8 does best with 1 and a
 # parameter move; on the 200K, 1 overflows 1.10 x, 0.85 1.01 x, 0.8 fits: 2052.5, 0.7 2072.6, 0.6 2092.8)
 KEPT_SHARES = (1.0, 0.8, 0.6)
+# After a parameter move, the readers of a moved unit that ran before this share of its transfer time
+# follow it (:func:`readers_follow`), each share tried: on the 50K LSTM at K = 8 the busiest chain
+# starts at 110.3 / 107.8 / 107.95 / 111.3 with 1 / 0.75 / 0.5 / 0.25, 114.7 with none (docs/peak.md).
+FOLLOW_SHARES = (1.0, 0.75, 0.5, 0.25)
 
 Chain = tuple[np.ndarray, list[list[int]]]  # chain nodes in order, each one's feeders
 
@@ -290,6 +294,53 @@ def kept_prefix(problem: Problem, ref: Evaluation, need: np.ndarray, head: int,
     return waits
 
 
+def readers_follow(problem: Problem, ref: Evaluation, moved: np.ndarray, sequence: np.ndarray, head: int,
+                   model: str, mask: np.ndarray | None = None) -> tuple[np.ndarray, Evaluation, int]:
+    """``moved`` (``ref``'s placement with parameter units moved by layer_bands' ``move_params``)
+    with some of the units' readers moved along; the placement, its evaluation in ``sequence``'s
+    order, and how many readers followed.
+
+    Why (bench/results_peak.md, session 16): a moved unit's readers stay where they ran beside it
+    and now wait for its transfer. On the 50K LSTM at K = 8 the embedding (0.39 GB of params) left
+    the device that ran the first lookups: every lookup there waited 13.1 ms for the weight, the
+    whole forward pass with them, and the busiest chain started at 114.7 instead of 101.6; every
+    held answer after it kept the delay.
+
+    How: the readers (consumers outside the unit, on the unit's former device, allowed on its new
+    one, in no colocation group) that ``ref`` started before FOLLOW_SHARES x the transfer of the
+    unit's output to them: each share in turn, each judged by the evaluator in ``sequence``'s order;
+    the one whose busiest chain (its first node ``head``) starts first, among those no more over
+    capacity than ``moved`` itself (ties: the larger share). All of them follow, not one at a
+    time: the device they join runs them in their old order, before what it ran later. ``mask``:
+    the devices each node may use (default: the problem's own restrictions).
+    """
+    k = problem.k
+    cap = np.where(np.isfinite(problem.memory), problem.memory, np.inf)
+
+    def measured(pl: np.ndarray) -> Evaluation:
+        return evaluate(problem, pl, order=restricted(sequence, pl, k), memory_model=model)
+
+    base = measured(moved)
+    unit = moved != ref.placement
+    edges = np.flatnonzero(unit[problem.src] & ~unit[problem.dst])
+    r, u = problem.dst[edges], problem.src[edges]
+    mask = problem.allowed_mask() if mask is None else mask
+    ok = (ref.placement[r] == ref.placement[u]) & (problem.colocate[r] < 0) & mask[r, moved[u]]
+    r, u, delay = r[ok], u[ok], problem.comm[edges[ok]]
+    best, best_pl, count = base, moved, 0
+    limit = float(np.max(base.peak_memory / cap))
+    for share in FOLLOW_SHARES:
+        sel = ref.start[r] < share * delay
+        if not sel.any():
+            continue
+        pl = moved.copy()
+        pl[r[sel]] = moved[u[sel]]
+        ev = measured(pl)
+        if float(np.max(ev.peak_memory / cap)) <= limit and ev.start[head] < best.start[head]:
+            best, best_pl, count = ev, pl, int(np.unique(r[sel]).size)
+    return best_pl, best, count
+
+
 def fifo_order(ev: Evaluation, k: int) -> list[list[int]]:
     """The order each of the ``k`` devices ran in a schedule (by start time, then node index); a
     device with no node gets an empty list."""
@@ -474,8 +525,10 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
         moved, done = move_params(problem, ev.placement, sequence, stop=opts.out_of_time)
         if done:
             moves += [{**m, "family": family} for m in done]
+            moved, ref, followed = readers_follow(problem, ev, moved, sequence, head, model, pinned.allowed_mask())
             order = restricted(sequence, moved, problem.k)
-            ref = evaluate(problem, moved, order=order, memory_model=model)
+            if followed:
+                moves.append({"readers_followed": followed, "family": family})
             consider(f"moved-{family}", order, ref, family=family)
             deadline_rounds(moved, ref, "moved-", kept=None if family == "plain" else float(family[5:]))
     if best is None and model == "peak" and least is not None and least[0] <= REPAIR and not opts.out_of_time() \

@@ -19,11 +19,14 @@ W(a, b), the smallest over three cases:
 - A, p_a .. p_b on one device d: the chain between and the members kept on d run there one at a
   time; a member elsewhere lies on a path p_a ~> u ~> p_b that leaves d and comes back (two
   transfers), and those members share the other K - 1 devices after a transfer in and before a
-  transfer out;
+  transfer out; a member that leaves waits for its pinned window ancestors, which run on d one at
+  a time (its pinned kin, bypass_kin.py; session 16);
 - B, p_a and p_b on two devices: the chain pays a transfer, every member is away from one end
-  (one transfer), a member whose transfer would not fit is pinned to that end's device, and the
+  (one transfer), a member whose transfer would not fit is pinned to that end's device with the
+  chain before the first cut, where the last of them still pays its way to the other end, and the
   window's work fits the devices' free time;
-- C, p_a and p_b on one device with the chain away in between: two chain transfers.
+- C, p_a and p_b on one device with the chain away in between: two chain transfers, and the chain
+  before the first and after the last cut on d with the members as in A.
 
 So F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + W(a, j) for the windows ending at j), and
 the mirror image bounds C - S(p_j); their sum at any chain node bounds the makespan. The end of
@@ -41,11 +44,15 @@ import bisect
 
 import numpy as np
 
+from .bypass_kin import Kin, cover_floor
 from .problem import Problem
 
 MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
 CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
 MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are left out (cost)
+MAX_KIN_WORK = 50_000  # windows with more members x thresholds leave the pinned kin out (cost)
+MIN_KIN_MEMBERS = 8  # smaller windows leave the pinned kin out (cost; no gain seen on them)
+MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep only the chain before the first
 
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
@@ -115,18 +122,13 @@ def _split(items: list[tuple[float, float]], base: float) -> float:
     return best
 
 
-def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int) -> float:
-    """A lower bound on min over subsets U (the members off the chain's device d) of
-    max(base + t(members not in U), max X over U, energy(U)); energy(U) = the smallest transfer
-    into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices after its
-    first transfer in and before its last transfer out. With θ = max X over U, U lies in S(θ) =
-    {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
-    [0, t(S(θ))] is where the two linear terms cross."""
-    total = base + sum(t)
-    if k < 2 or not x:
-        return total
+def _thresholds(x: list[float], t: list[float], into: list[float], out: list[float]
+                ) -> tuple[list[int], list[tuple[float, float, float, int]]]:
+    """The members sorted by X, and per distinct θ: (θ, t(S(θ)), the smallest transfer in plus the
+    smallest out over S(θ), |S(θ)|), S(θ) = {X <= θ}: what _away sweeps, the same for every base."""
     order = sorted(range(len(x)), key=x.__getitem__)
-    best, room, low_in, low_out = total, 0.0, np.inf, np.inf
+    prefix = []
+    room, low_in, low_out = 0.0, np.inf, np.inf
     i = 0
     while i < len(order):
         theta = x[order[i]]
@@ -135,9 +137,54 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
             room += t[u]
             low_in, low_out = min(low_in, into[u]), min(low_out, out[u])
             i += 1
-        m = low_in + low_out
+        prefix.append((theta, room, low_in + low_out, i))
+    return order, prefix
+
+
+def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int,
+          kin: list[tuple[tuple, tuple]] | None = None,
+          pre: tuple[list[int], list[tuple[float, float, float, int]]] | None = None) -> float:
+    """A lower bound on min over subsets U (the members off the chain's device d) of
+    max(base + t(members not in U), max X over U, energy(U), pinned(U)); energy(U) = the smallest
+    transfer into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices
+    after its first transfer in and before its last transfer out. With θ = max X over U, U lies
+    in S(θ) = {X <= θ}, whose transfers are no larger and whose time bounds t(U); the best t(U) in
+    [0, t(S(θ))] is where the falling line meets the rising ones.
+
+    ``kin`` (per member: its window ancestor and descendant with the largest X, as (X, time, id,
+    rho), placement/bypass_kin.py): those with X > θ stay on d, so pinned(U) = the time of the
+    ancestors of U's members kept there, run one at a time, plus the least way from one of them
+    out through a member of U and back (and the mirror image for descendants), relaxed to a
+    fractional covering of t(U) by the groups of members that share their kin. ``pre``: the
+    members' _thresholds, when already known."""
+    total = base + sum(t)
+    if k < 2 or not x:
+        return total
+    order, prefix = pre if pre is not None else _thresholds(x, t, into, out)
+    best = total
+    steps: list[tuple[float, float, float, float, int]] = []  # per θ: (value without kin, θ, room, m, |S(θ)|)
+    for theta, room, m, i in prefix:
         moved = min(max((total - m) * (k - 1) / k, 0.0), room)
-        best = min(best, max(theta, total - moved, m + moved / (k - 1)))
+        steps.append((max(theta, total - moved, m + moved / (k - 1)), theta, room, m, i))
+    if kin is None:
+        return min(best, min(s[0] for s in steps))
+    for plain, theta, room, m, i in sorted(steps):  # the kin only raise a θ's value: stop once none can win
+        if plain >= best:
+            break
+        sides: list = []
+        for side in (0, 1):
+            groups: dict[int, list[float]] = {}
+            free = 0.0
+            for u in order[:i]:
+                gx, gt, gid, rho = kin[u][side]
+                if gx <= theta:
+                    free += t[u]
+                elif gid in groups:
+                    groups[gid][0] += t[u]
+                else:
+                    groups[gid] = [t[u], gt, rho]
+            sides += [groups, free]
+        best = min(best, cover_floor(total, room, theta, m, k, sides))
     return best
 
 
@@ -166,43 +213,144 @@ def _apart_span(work: float, late: float, early: float, k: int) -> float:
     return np.inf
 
 
-def _pinned_load(y: list[float], t: list[float]) -> float:
-    """The smallest D >= sum of t over the members with y > D: a member whose path would last
-    y > D off a device must be on it, where the members run one at a time within D."""
-    order = sorted(range(len(y)), key=lambda u: -y[u])
-    best, load = y[order[0]], 0.0
+def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
+                 chain: tuple[float, float] | None = None, order: list[int] | None = None) -> float:
+    """The smallest D >= the time of the members with y > D: a member whose path would last
+    y > D off a device must be on it, where the members run one at a time within D. With ``q``
+    the last of them still needs q (>= 0) before the window ends (its way to the other end's
+    device), so D >= their time + their least q. ``chain`` = (T, r): chain nodes known to be on
+    that device too, of time T, the last of them needing r: then also D >= (members' time) + T +
+    min(least q, r). ``order``: the members by y, largest first, when already known."""
+    if order is None:
+        order = sorted(range(len(y)), key=lambda u: -y[u])
+    best, load, least = y[order[0]], 0.0, np.inf
+    kept, last = (chain if chain is not None and chain[0] > 0 else (0.0, 0.0))
     for i, u in enumerate(order):
         load += t[u]  # D in [next y, y[u]) pins exactly the members so far
+        if load >= best:
+            break  # every later interval's D is at least the load so far
+        if q is not None:
+            least = min(least, q[u])
         below = y[order[i + 1]] if i + 1 < len(order) else 0.0
-        low = max(load, below)
+        low = max(load + (least if q is not None else 0.0), below)
+        if kept:
+            low = max(low, load + kept + min(least, last))
         if low < y[u]:
             best = min(best, low)
     return best
 
 
-def _window(between: float, items: list[tuple[float, float, float, float]], cuts: list[float], k: int) -> float:
+def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],
+            items: list[tuple], k: int, kin_of: object = None) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
-    ``between``: the chain time strictly inside; ``items``: per member (X, m_in, m_out, time);
-    ``cuts``: the transfers of the chain's consecutive edges in [a, b], smallest first."""
-    x, into, out, tv = (list(col) for col in zip(*items))
+    ``between``: the chain time strictly inside; ``firsts``: per chain edge of the window that is
+    cheaper than every edge before it, (its transfer, the chain time before it, the least transfer
+    of the edges after it, the edge); ``lasts``: the same from the other end, (transfer, chain
+    time after, edge);
+    ``items``: per member (X, m_in, m_out, time, l_in, l_out): its witness paths' interior times
+    and smallest transfers; ``kin_of()``: the members' pinned kin (placement/bypass_kin.py),
+    asked for only when they could raise W (None: leave that term out)."""
+    x, into, out, tv, l_in, l_out = (list(col) for col in zip(*items))
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
     both = [p + i + o for p, i, o in zip(x, into, out)]  # off d, the path pays a transfer out and one back
+    pre = _thresholds(both, tv, into, out)
     # A: p_a .. p_b all on one device d
-    w = max(_away(both, tv, into, out, between, k), _same_device_span(work, m_in + m_out, k))
-    if not cuts:
-        return w
-    late, early = min(m_in, cuts[0]), min(m_out, cuts[0])
-    # B: p_a and p_b on two devices: the chain pays a cut, every path through a member a transfer;
-    # a member off p_a's device pays its transfer in, one off p_b's device its transfer out
-    apart = max(between + cuts[0], max(p + min(i, o) for p, i, o in zip(x, into, out)),
-                _apart_span(work, late, early, k),
-                _pinned_load([p + i for p, i in zip(x, into)], tv), _pinned_load([p + o for p, o in zip(x, out)], tv))
-    w = min(w, apart)
-    if len(cuts) > 1:  # C: p_a and p_b on one device, the chain away in between (two cuts)
-        w = min(w, max(between + cuts[0] + cuts[1], _away(both, tv, into, out, 0.0, k),
-                       _same_device_span(work, late + early, k)))
-    return w
+    span_a = _same_device_span(work, m_in + m_out, k)
+    w_a = max(_away(both, tv, into, out, between, k, pre=pre), span_a)
+    if not firsts:
+        kin = _kin(kin_of, len(items), len(set(x)))
+        return w_a if kin is None else max(_away(both, tv, into, out, between, k, kin, pre), span_a)
+    cheapest = firsts[-1][0]
+    late, early = min(m_in, cheapest), min(m_out, cheapest)
+    # B: p_a and p_b on two devices: the chain pays its first cut (the chain before it stays on
+    # p_a's device) and its last cut (the chain after it is on p_b's device); a member off p_a's
+    # device pays its transfer in, one off p_b's device its transfer out; the members pinned to
+    # p_a's device and the chain before the cut run there one at a time, and the last of them
+    # still pays its way out to p_b (and the mirror image on p_b's device)
+    y_in, q_in = [p + i for p, i in zip(x, into)], [lo + o for lo, o in zip(l_out, out)]
+    y_out, q_out = [p + o for p, o in zip(x, out)], [li + i for li, i in zip(l_in, into)]
+    by_in = sorted(range(len(y_in)), key=lambda u: -y_in[u])
+    by_out = sorted(range(len(y_out)), key=lambda u: -y_out[u])
+    first = _cut_floor([(between + c, (c, before)) for c, before, _, _ in firsts],
+                       lambda c: _pinned_load(y_in, tv, q_in, (c[1], between - c[1] + c[0]), by_in))
+    last = _cut_floor([(between + c, (c, after)) for c, after, _ in lasts],
+                      lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0]), by_out))
+    apart = max(between + cheapest, max(p + min(i, o) for p, i, o in zip(x, into, out)),
+                _apart_span(work, late, early, k), first, last)
+    # C: p_a and p_b on one device d, the chain away in between: it leaves at its first cut and
+    # comes back at its last one; the chain before the first and after the last stays on d (with
+    # many candidates, only the chain before the first, back at the cheapest later edge)
+    span_c = _same_device_span(work, late + early, k)
+    if len(firsts) * len(lasts) <= MAX_CUT_PAIRS:
+        twice = [(between + ci + cj, before + after) for ci, before, _, i in firsts for cj, after, j in lasts if j > i]
+    else:
+        twice = [(between + c + then, before) for c, before, then, _ in firsts if then < np.inf]
+    w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, pre=pre)), span_c)
+    if apart <= min(w_a, w_c):
+        return apart  # the kin only raise A and C
+    kin = _kin(kin_of, len(items), len(set(x)))
+    if kin is not None:
+        w_a = max(_away(both, tv, into, out, between, k, kin, pre), span_a)
+        w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, kin, pre)), span_c)
+    return min(w_a, apart, w_c)
+
+
+def _kin(kin_of: object, size: int, thresholds: int) -> list | None:
+    """The members' pinned kin, or None when there are none to ask, too few members for many to
+    wait on each other (the LSTMs' windows of 2-4: no gain there, a third of the bound's time), or
+    a sweep that would cost too much: leaving the term out keeps the bound valid."""
+    if kin_of is None or size < MIN_KIN_MEMBERS or size * thresholds > MAX_KIN_WORK:
+        return None
+    return kin_of()  # type: ignore[operator]
+
+
+def _cut_floor(cands: list[tuple[float, object]], rest: object) -> float:
+    """min over the candidate cuts (pay, data) of max(pay, rest(data)): the chain's own price of
+    that cut and the rest of the case's terms; ``rest`` is only called where it can still lower
+    the minimum (inf when there is no candidate: the case cannot happen)."""
+    best = np.inf
+    for pay, data in sorted(cands, key=lambda c: c[0]):
+        if pay >= best:
+            break
+        best = min(best, max(pay, rest(data)))  # type: ignore[operator]
+    return best
+
+
+def _smaller(cc: list[float], step: int) -> list[int]:
+    """For each chain edge i, the next edge in direction ``step`` (+1 or -1) with a strictly smaller
+    transfer (len(cc) or -1 if none): walking these from a window's first (last) edge visits
+    exactly the edges cheaper than every edge before (after) them in the window."""
+    n = len(cc)
+    out = [n if step > 0 else -1] * n
+    stack: list[int] = []
+    for i in (range(n) if step > 0 else range(n - 1, -1, -1)):
+        while stack and cc[i] < cc[stack[-1]]:
+            out[stack.pop()] = i
+        stack.append(i)
+    return out
+
+
+def _cuts(lo: int, hi: int, cc: list[float], cc_np: np.ndarray, ct: list[float], nxt: list[int],
+          prv: list[int]) -> tuple[list[tuple[float, float, float, int]], list[tuple[float, float, int]]]:
+    """The window (lo, hi)'s first-cut and last-cut candidates for _window, each with its edge i
+    (edge i enters chain position i, so the window's edges are lo + 1 .. hi). The least transfer after a first-cut
+    candidate is the window's cheapest edge (the last candidate) for all but that last one, and
+    the least of the edges after it for the last."""
+    at = []
+    i = lo + 1
+    while i <= hi:
+        at.append(i)
+        i = nxt[i]
+    low = cc[at[-1]]
+    then = [low] * (len(at) - 1) + [float(cc_np[at[-1] + 1:hi + 1].min()) if at[-1] < hi else np.inf]
+    firsts = [(cc[i], ct[i] - ct[lo + 1], th, i) for i, th in zip(at, then)]
+    lasts = []
+    j = hi
+    while j > lo:
+        lasts.append((cc[j], ct[hi] - ct[j], j))
+        j = prv[j]
+    return firsts, lasts
 
 
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray,
@@ -224,19 +372,34 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     ct = [0.0]
     for v in chain:
         ct.append(ct[-1] + t[v])  # ct[i]: chain time of positions < i
-    windows: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    kin: list[Kin] = []  # built when a window first asks for its members' kin
+
+    def kin_of(lo: int, hi: int) -> list[tuple[tuple, tuple]]:
+        if not kin:
+            key = [a[u] * (L + 1) + b[u] if pos[u] < 0 and a[u] >= 0 and b[u] < L else -1 for u in range(n)]
+            x2 = [into_len[u] + t[u] + out_len[u] + into_low[u] + out_low[u] for u in range(n)]
+            kin.append(Kin(problem, key, x2, into_len, into_low, out_len, out_low))
+        return kin[0].members(lo * (L + 1) + hi, ids[lo, hi])
+    windows: dict[tuple[int, int], list[tuple]] = {}
+    ids: dict[tuple[int, int], list[int]] = {}  # the members' nodes, for their kin
     ends: list[tuple[float, float, int]] = []  # the end window's members: (Y, time, a)
     tail_l = tail.tolist()
     for u in range(n):
         if pos[u] >= 0 or a[u] < 0 or t[u] <= 0:
             continue
         if b[u] < L:
-            windows.setdefault((a[u], b[u]), []).append((into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u]))
+            win = (a[u], b[u])
+            if win not in windows:
+                windows[win], ids[win] = [], []
+            windows[win].append((into_len[u] + t[u] + out_len[u], into_low[u], out_low[u], t[u], into_len[u], out_len[u]))
+            ids[win].append(u)
         else:  # finishes before C - tail[u]; remote: after F(p_a(u)) and a transfer
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
+    cc_np, nxt, prv = np.asarray(cc), _smaller(cc, 1), _smaller(cc, -1)
     for (lo, hi), items in windows.items():
-        w = _window(ct[hi] - ct[lo + 1], items, sorted(cc[lo + 1:hi + 1]), k)
+        w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
+                    lambda lo=lo, hi=hi: kin_of(lo, hi))
         by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L

@@ -14,8 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.chain_pin import accumulation_chains, busiest_chain, chain_devices, chain_pin, descendants, kept_prefix
+from heuristics.chain_pin import (accumulation_chains, busiest_chain, chain_devices, chain_pin, descendants, kept_prefix,
+                                  readers_follow)
 from heuristics.deadline_order import deadline_schedule, need_times
+from heuristics.layer_bands import restricted
 from heuristics.list_scheduling import etf, etf_schedule
 from heuristics.portfolio import PEAK_ORDER, PEAK_TIGHT_ORDER
 from placement.evaluator import evaluate
@@ -245,3 +247,76 @@ def test_respects_allowed_devices_and_colocation(restrict, coloc, model):
     if restrict == {"s3": [1]}:
         chain = [p.index[f"s{i}"] for i in range(10)]
         assert set(sol.placement[chain].tolist()) == {1}  # the chain pinned whole where s3 may run
+
+
+def reader_chain(memory: float = math.inf):
+    """W (a weight, read by every step) -> r_t (its reader) -> h_t = f(h_(t-1), r_t): four steps of
+    unit time, the weight's transfer 5, a reader's output's 0.5."""
+    nodes = [{"id": "W", "time": 0.0, "out_bytes": 0.0, "param_bytes": 1.0}]
+    edges = []
+    for t in range(4):
+        nodes += [{"id": f"r{t}", "time": 1.0, "out_bytes": 1.0, "param_bytes": 0.0},
+                  {"id": f"h{t}", "time": 1.0, "out_bytes": 1.0, "param_bytes": 0.0}]
+        edges += [{"src": "W", "dst": f"r{t}", "comm": 5.0}, {"src": f"r{t}", "dst": f"h{t}", "comm": 0.5}]
+        if t:
+            edges.append({"src": f"h{t - 1}", "dst": f"h{t}", "comm": 0.5})
+    return make_problem(nodes, edges, devices=2, memory=memory)
+
+
+def test_readers_follow_a_moved_weight_with_hand_computed_values():
+    """All on device 0 (W, r0, h0, r1, ... back to back: r_t starts at 2t); W moved to device 1:
+    every reader waits for its transfer (h3 starts at 12). The readers started before the transfer's
+    5 (r0, r1, r2) follow it: they run at 0, 1, 2 on device 1, h0-h2 at 1.5, 2.5, 3.5, r3 at 5 (the
+    weight's arrival) and h3 at 6; with share 0.75 or 0.5 only r0 and r1 follow (h3 at 8)."""
+    p = reader_chain()
+    ids = list(p.ids)
+    ref_pl = np.zeros(p.n, dtype=np.int64)
+    ref = evaluate(p, ref_pl, order=[[ids.index(x) for x in ("W", "r0", "h0", "r1", "h1", "r2", "h2", "r3", "h3")], []],
+                   memory_model="peak")
+    assert [ref.start[ids.index(f"r{t}")] for t in range(4)] == [0, 2, 4, 6]
+    sequence = np.lexsort((p.topo_rank, ref.start))
+    moved = ref_pl.copy()
+    moved[ids.index("W")] = 1
+    head = ids.index("h3")
+    assert evaluate(p, moved, order=restricted(sequence, moved, 2), memory_model="peak").start[head] == pytest.approx(12.0)
+    pl, ev, count = readers_follow(p, ref, moved, sequence, head, "peak")
+    assert count == 3
+    assert [p.ids[v] for v in np.flatnonzero(pl == 1)] == ["W", "r0", "r1", "r2"]
+    assert ev.start[head] == pytest.approx(6.0) and ev.makespan == pytest.approx(7.0)
+    again = evaluate(p, pl, order=restricted(sequence, pl, 2), memory_model="peak")
+    assert np.allclose(again.start, ev.start)
+    # Capacity 2.5: the move alone peaks at 3 on device 0 (h_t's output and its two inputs). With
+    # r0-r2 following, device 0 holds 4 during [3, 3.5) (h1 running, h0 and r1 held for it, r2
+    # received for h2): more over capacity than the move alone, so only r0 and r1 follow.
+    tight = reader_chain(memory=2.5)
+    base = evaluate(tight, moved, order=restricted(sequence, moved, 2), memory_model="peak")
+    assert base.peak_memory[0] == pytest.approx(3.0)
+    pl, ev, count = readers_follow(tight, ref, moved, sequence, head, "peak")
+    assert count == 2 and ev.start[head] == pytest.approx(8.0) and ev.peak_memory[0] == pytest.approx(3.0)
+
+
+def test_readers_follow_on_a_generated_lstm(lstm_tight):
+    """The embedding moved off the device that runs the first lookups: with the lookups started before
+    its transfer beside it again, the busiest chain starts earlier, no device is further over
+    capacity than with the move alone, and only the moved unit's readers change device."""
+    p = lstm_tight
+    chains = accumulation_chains(p, 0.002 * float(p.memory.min()))
+    head = int(busiest_chain(p, chains)[0][0])
+    allowed = chain_devices(p, chains)
+    sched = etf_schedule(replace(p, allowed=allowed, memory=np.full(p.k, math.inf)), 0.0, "static")
+    ref = evaluate(p, sched.dev, order=sched.order, memory_model="peak")
+    sequence = np.lexsort((p.topo_rank, ref.start))
+    emb = list(p.ids).index("embed/weight")
+    unit = np.flatnonzero(p.colocate == p.colocate[emb]) if p.colocate[emb] >= 0 else np.asarray([emb])
+    moved = ref.placement.copy()
+    moved[unit] = (int(ref.placement[emb]) + 1) % p.k
+    base = evaluate(p, moved, order=restricted(sequence, moved, p.k), memory_model="peak")
+    pl, ev, count = readers_follow(p, ref, moved, sequence, head, "peak")
+    assert count > 0
+    assert ev.start[head] < base.start[head] - 1.0
+    assert float(np.max(ev.peak_memory / p.memory)) <= float(np.max(base.peak_memory / p.memory)) + 1e-12
+    changed = np.flatnonzero(pl != moved)
+    readers = set(p.dst[np.isin(p.src, unit)].tolist())
+    assert set(changed.tolist()) <= readers and np.all(pl[changed] == moved[emb])
+    again = evaluate(p, pl, order=restricted(sequence, pl, p.k), memory_model="peak")
+    assert np.allclose(again.start, ev.start) and again.makespan == ev.makespan
