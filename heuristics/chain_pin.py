@@ -315,7 +315,7 @@ def readers_follow(problem: Problem, ref: Evaluation, moved: np.ndarray, sequenc
     the devices each node may use (default: the problem's own restrictions).
     """
     k = problem.k
-    cap = np.where(np.isfinite(problem.memory), problem.memory, np.inf)
+    cap = problem.memory
 
     def measured(pl: np.ndarray) -> Evaluation:
         return evaluate(problem, pl, order=restricted(sequence, pl, k), memory_model=model)

@@ -243,9 +243,9 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
 def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],
             items: list[tuple], k: int, kin_of: object = None) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
-    ``between``: the chain time strictly inside; ``firsts``: per chain edge of the window that is
-    cheaper than every edge before it, (its transfer, the chain time before it, the least transfer
-    of the edges after it, the edge); ``lasts``: the same from the other end, (transfer, chain
+    ``between``: the chain time strictly inside; ``firsts`` (never empty: a window holds a chain
+    edge): per chain edge of the window that is cheaper than every edge before it, (its transfer,
+    the chain time before it, the least transfer of the edges after it, the edge); ``lasts``: the same from the other end, (transfer, chain
     time after, edge);
     ``items``: per member (X, m_in, m_out, time, l_in, l_out): its witness paths' interior times
     and smallest transfers; ``kin_of()``: the members' pinned kin (placement/bypass_kin.py),
@@ -258,9 +258,6 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
     # A: p_a .. p_b all on one device d
     span_a = _same_device_span(work, m_in + m_out, k)
     w_a = max(_away(both, tv, into, out, between, k, pre=pre), span_a)
-    if not firsts:
-        kin = _kin(kin_of, len(items), len(set(x)))
-        return w_a if kin is None else max(_away(both, tv, into, out, between, k, kin, pre), span_a)
     cheapest = firsts[-1][0]
     late, early = min(m_in, cheapest), min(m_out, cheapest)
     # B: p_a and p_b on two devices: the chain pays its first cut (the chain before it stays on

@@ -620,9 +620,7 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
     if rep is None:
         return []
     ev = rep.evaluation
-    if inc.makespan is None or ev.makespan < inc.makespan * (1 - 1e-12):
-        inc.offer(Solution(f"{label}:band-repair", "heuristic", placement=rep.placement, order=rep.order,
-                           objective=ev.makespan))
+    _offer_better(inc, f"{label}:band-repair", rep.placement, rep.order, ev)
     again: list[Evaluation] = []
     out = [ev] + _rescheduled(problem, opts, inc, rep.placement, time.monotonic() + resched_s, f"{label}:band-repair", again)
     if again and again[0].makespan < min(e.makespan for e in out) and time.monotonic() < until:
@@ -632,10 +630,15 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
                      stop=lambda: opts.stop.is_set() or time.monotonic() > until)
         if rep.evaluation.feasible(problem):
             out.append(rep.evaluation)
-            if inc.makespan is None or rep.evaluation.makespan < inc.makespan * (1 - 1e-12):
-                inc.offer(Solution(f"{label}:band-repair:again", "heuristic", placement=rep.placement, order=rep.order,
-                                   objective=rep.evaluation.makespan))
+            _offer_better(inc, f"{label}:band-repair:again", rep.placement, rep.order, rep.evaluation)
     return out
+
+
+def _offer_better(inc: Incumbent, label: str, placement: np.ndarray, order: object, ev: Evaluation) -> None:
+    """Offer the schedule ``ev`` (``placement`` run in ``order``) to the incumbent when it beats it:
+    the offer re-checks it with the evaluator, which is not worth paying for a worse one."""
+    if inc.makespan is None or ev.makespan < inc.makespan * (1 - 1e-12):
+        inc.offer(Solution(label, "heuristic", placement=placement, order=order, objective=ev.makespan))
 
 
 def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray, until_t: float,
@@ -648,9 +651,7 @@ def _rescheduled(problem: Problem, opts: SolveOptions, inc: Incumbent, placement
                                        stop=lambda: opts.stop.is_set() or time.monotonic() > until_t):
         if rev.feasible(problem):
             out.append(rev)
-            if inc.makespan is None or rev.makespan < inc.makespan * (1 - 1e-12):
-                inc.offer(Solution(f"{label}:{name}", "heuristic", placement=rev.placement, order=order,
-                                   objective=rev.makespan))
+            _offer_better(inc, f"{label}:{name}", rev.placement, order, rev)
         elif over is not None:
             over.append(rev)
     return out
