@@ -320,3 +320,39 @@ def test_readers_follow_on_a_generated_lstm(lstm_tight):
     assert set(changed.tolist()) <= readers and np.all(pl[changed] == moved[emb])
     again = evaluate(p, pl, order=restricted(sequence, pl, p.k), memory_model="peak")
     assert np.allclose(again.start, ev.start) and again.makespan == ev.makespan
+
+
+def test_settled_compares_makespan_and_largest_overflow():
+    """A round whose makespan and largest memory over capacity moved by at most 1e-4 (relative) is
+    settled; a larger change in either is not; a change on a device below the largest is ignored."""
+    from types import SimpleNamespace
+
+    from heuristics.chain_pin import settled
+    cap = np.array([10.0, 10.0])
+    ref = SimpleNamespace(makespan=100.0, memory=np.array([12.0, 5.0]))
+    assert settled(ref, SimpleNamespace(makespan=100.005, memory=np.array([12.0, 7.0])), cap)
+    assert not settled(ref, SimpleNamespace(makespan=100.05, memory=np.array([12.0, 5.0])), cap)
+    assert not settled(ref, SimpleNamespace(makespan=100.0, memory=np.array([11.9, 5.0])), cap)
+
+
+@pytest.mark.parametrize("first_answers", [True, False])
+def test_second_way_runs_when_the_first_found_nothing(monkeypatch, first_answers):
+    """chain_pin's second (all pinned) way: skipped when the first way answered and less than 1.2 x
+    its time is left, run anyway when the first found nothing (its answer is then the result)."""
+    import time
+
+    import heuristics.chain_pin as cp
+    from placement.solution import Solution
+    calls = []
+
+    def fake(problem, opts, free_shared):
+        calls.append(free_shared)
+        if free_shared:
+            time.sleep(0.3)
+            return Solution("chain-pin", "heuristic" if first_answers else "unknown",
+                            objective=5.0 if first_answers else None, info={"free_shared": True})
+        return Solution("chain-pin", "heuristic", objective=4.0, info={"free_shared": False})
+    monkeypatch.setattr(cp, "pinned_chains", fake)
+    got = cp.chain_pin(None, SolveOptions(memory_model="peak", time_limit=0.5))
+    assert calls == ([True] if first_answers else [True, False])
+    assert got.objective == (5.0 if first_answers else 4.0)
