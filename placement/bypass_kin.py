@@ -18,6 +18,9 @@ Two parts:
 - ``cover_floor``: the least of max(the chain device's load, the threshold, the other devices'
   energy, the pinned kin's one-at-a-time terms) over how much time leaves, with the kin's cost
   relaxed to a fractional covering (a lower bound of every subset's value).
+- ``lead``: in case C the chain before its first cut (after its last) runs on the chain's
+  device beside the kin, so the last of them still needs its way out and back (session 17: the
+  chain's own conv in a ResNeXt block, which case C let run last for free).
 """
 from __future__ import annotations
 
