@@ -53,6 +53,7 @@ MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are le
 MAX_KIN_WORK = 50_000  # windows with more members x thresholds leave the pinned kin out (cost)
 MIN_KIN_MEMBERS = 8  # smaller windows leave the pinned kin out (cost; no gain seen on them)
 MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep only the chain before the first
+CHAIN_KIN = True  # case C counts the chain before its first cut (after its last) beside the kin (tests switch it off to compare)
 
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
@@ -143,7 +144,8 @@ def _thresholds(x: list[float], t: list[float], into: list[float], out: list[flo
 
 def _away(x: list[float], t: list[float], into: list[float], out: list[float], base: float, k: int,
           kin: list[tuple[tuple, tuple]] | None = None,
-          pre: tuple[list[int], list[tuple[float, float, float, int]]] | None = None) -> float:
+          pre: tuple[list[int], list[tuple[float, float, float, int]]] | None = None,
+          chains: tuple[tuple[float, float] | None, ...] = ()) -> float:
     """A lower bound on min over subsets U (the members off the chain's device d) of
     max(base + t(members not in U), max X over U, energy(U), pinned(U)); energy(U) = the smallest
     transfer into U + the smallest out of U + t(U) / (K - 1): U runs on the other K - 1 devices
@@ -156,7 +158,9 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
     ancestors of U's members kept there, run one at a time, plus the least way from one of them
     out through a member of U and back (and the mirror image for descendants), relaxed to a
     fractional covering of t(U) by the groups of members that share their kin. ``pre``: the
-    members' _thresholds, when already known."""
+    members' _thresholds, when already known. ``chains``: per kin side, (time, way) of the chain
+    nodes known to be on d beside the kin (case C: before its first cut, after its last one;
+    bypass_kin.lead)."""
     total = base + sum(t)
     if k < 2 or not x:
         return total
@@ -184,7 +188,7 @@ def _away(x: list[float], t: list[float], into: list[float], out: list[float], b
                 else:
                     groups[gid] = [t[u], gt, rho]
             sides += [groups, free]
-        best = min(best, cover_floor(total, room, theta, m, k, sides))
+        best = min(best, cover_floor(total, room, theta, m, k, sides, chains))
     return best
 
 
@@ -279,17 +283,22 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
     # comes back at its last one; the chain before the first and after the last stays on d (with
     # many candidates, only the chain before the first, back at the cheapest later edge)
     span_c = _same_device_span(work, late + early, k)
+    # (data: the chain time kept on d, and per kin side the chain nodes on d beside the kin with the
+    # way from the last of them (the first) through the chain away and back: bypass_kin.lead)
     if len(firsts) * len(lasts) <= MAX_CUT_PAIRS:
-        twice = [(between + ci + cj, before + after) for ci, before, _, i in firsts for cj, after, j in lasts if j > i]
+        twice = [(between + ci + cj, (before + after, ((before, between - before + ci + cj),
+                                                      (after, between - after + ci + cj))))
+                 for ci, before, _, i in firsts for cj, after, j in lasts if j > i]
     else:
-        twice = [(between + c + then, before) for c, before, then, _ in firsts if then < np.inf]
-    w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, pre=pre)), span_c)
+        twice = [(between + c + then, (before, ((before, between - before + c + then), None)))
+                 for c, before, then, _ in firsts if then < np.inf]
+    w_c = max(_cut_floor(twice, lambda c: _away(both, tv, into, out, c[0], k, pre=pre)), span_c)
     if apart <= min(w_a, w_c):
         return apart  # the kin only raise A and C
     kin = _kin(kin_of, len(items), len(set(x)))
     if kin is not None:
         w_a = max(_away(both, tv, into, out, between, k, kin, pre), span_a)
-        w_c = max(_cut_floor(twice, lambda before: _away(both, tv, into, out, before, k, kin, pre)), span_c)
+        w_c = max(_cut_floor(twice, lambda c: _away(both, tv, into, out, c[0], k, kin, pre, c[1] if CHAIN_KIN else ())), span_c)
     return min(w_a, apart, w_c)
 
 

@@ -18,6 +18,9 @@ Two parts:
 - ``cover_floor``: the least of max(the chain device's load, the threshold, the other devices'
   energy, the pinned kin's one-at-a-time terms) over how much time leaves, with the kin's cost
   relaxed to a fractional covering (a lower bound of every subset's value).
+- ``lead``: in case C the chain before its first cut (after its last) runs on the chain's
+  device beside the kin, so the last of them still needs its way out and back (session 17: the
+  chain's own conv in a ResNeXt block, which case C let run last for free).
 """
 from __future__ import annotations
 
@@ -120,13 +123,30 @@ def _cover(groups: dict[int, list[float]], free: float) -> tuple[list[float], li
     return xs, cost, slope, min((g[2] for g in groups.values()), default=0.0)
 
 
+def lead(least: float, chain: tuple[float, float] | None) -> float:
+    """What a kin side adds to its covering cost once some kin is needed: the kin's least way
+    ``least``, or, with ``chain`` = (T, r) (chain nodes of total time T on the chain's device
+    beside the kin, the last of them needing r to reach the window's end: case C's chain before
+    its first cut, or after its last one), the larger of that and T + min(least, r): the last of
+    the kin and those chain nodes to finish on that device ends after both their times
+    (docs/scale.md, "The chain's own kin")."""
+    if chain is None or chain[0] <= 0:
+        return least
+    return max(least, chain[0] + min(least, chain[1]))
+
+
 def cover_floor(total: float, room: float, theta: float, m: float, k: int,
-                sides: list[dict[int, list[float]] | float]) -> float:
+                sides: list[dict[int, list[float]] | float],
+                chains: tuple[tuple[float, float] | None, ...] = ()) -> float:
     """inf over x in [0, room] of max(total - x, theta, m + x / (K - 1), and per kin side
-    (0 while x <= its free time, else its least rho + its covering cost of x)). ``sides``: pairs
-    flattened as [groups, free, groups, free, ...]. Each function is linear between breakpoints,
-    so the infimum is at a breakpoint or where the falling line meets a rising one."""
+    (0 while x <= its free time, else its ``lead`` + its covering cost of x)). ``sides``: pairs
+    flattened as [groups, free, groups, free, ...]; ``chains``: per side, the chain nodes known
+    to share the chain's device with its kin (``lead``; none when missing). Each function is
+    linear between breakpoints, so the infimum is at a breakpoint or where the falling line meets
+    a rising one."""
     covers = [_cover(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]  # type: ignore[arg-type]
+    covers = [(xs, cost, slope, lead(least, chains[i] if i < len(chains) else None))
+              for i, (xs, cost, slope, least) in enumerate(covers)]
     cuts = {0.0, room}
     for xs, _, _, _ in covers:
         cuts.update(x for x in xs if 0.0 < x < room)
