@@ -120,6 +120,22 @@ def test_roofline_times_by_hand():
     assert q.memory.tolist() == [80e9]
 
 
+def test_fused_lstm_layer_costs_its_matmuls_not_one_flop_per_element():
+    """nn.LSTM traced on CPU is one ``mkldnn_rnn_layer`` per layer holding every time step: its
+    roofline time is the steps' gate matmuls (2·T·B·4H·(I + H) FLOPs forward, twice that
+    backward), not one FLOP per element of its largest tensor (256 times too cheap here)."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(256, 256)
+    x = torch.randn(32, 64, 256)
+    p = graph_from_torch(lstm, (x,), loss_fn=lambda out: out[0].sum())
+    ops = {p.node_meta[i]["op"]: i for i in range(p.n)}
+    if "aten.mkldnn_rnn_layer" not in ops:
+        pytest.skip("this torch build unrolls nn.LSTM on CPU (no oneDNN)")
+    forward = 2 * 32 * 64 * 1024 * (256 + 256)
+    assert p.time[ops["aten.mkldnn_rnn_layer"]] == pytest.approx(1e3 * (forward / 67e12 + 5e-6))
+    assert p.time[ops["aten.mkldnn_rnn_layer_backward"]] == pytest.approx(1e3 * (2 * forward / 67e12 + 5e-6))
+
+
 def test_the_captured_step_is_the_real_step():
     """Running the captured graph gives eager PyTorch's loss and torch.optim.Adam's updated weights."""
     for factory in (tm.mlp_factory, tm.gpt2_tiny):

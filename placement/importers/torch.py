@@ -264,6 +264,28 @@ def _tensor_args(node: Any) -> list[Any]:
     return [n for n in found if _is_tensor(n.meta.get("val"))]
 
 
+FUSED_RECURRENT = ("aten.mkldnn_rnn_layer", "aten.mkldnn_rnn_layer_backward")
+
+
+def _recurrent_flops(name: str, args: Any) -> float | None:
+    """FLOPs of a fused recurrent layer (nn.LSTM traced on CPU becomes one ``mkldnn_rnn_layer``
+    per layer and direction, all time steps inside), or None for any other op.
+
+    torch's flop counter has no formula for it, and one FLOP per element undercounts it by the
+    hidden size: the layer runs T steps of a [B, I] x [I, G] and a [B, H] x [H, G] matmul (G = the
+    gate rows of the weights, 4H for an LSTM), 2·T·B·G·(I + H) FLOPs forward; the backward does
+    the same products for the input/hidden gradients and again for the weight gradients (twice
+    the forward)."""
+    if name not in FUSED_RECURRENT:
+        return None
+    x, w_ih, w_hh = args[0], args[1], args[2]
+    if not all(_is_tensor(t) for t in (x, w_ih, w_hh)) or x.dim() != 3:
+        return None
+    steps_batch = x.shape[0] * x.shape[1]
+    forward = 2.0 * steps_batch * w_ih.shape[0] * (w_ih.shape[1] + w_hh.shape[1])
+    return forward if name == "aten.mkldnn_rnn_layer" else 2.0 * forward
+
+
 def _flops(node: Any) -> tuple[float, bool]:
     """FLOPs of an op and whether it is matmul-class (torch's flop counter formulas, plus
     scaled-dot-product attention on CPU); other ops count one FLOP per element."""
@@ -280,6 +302,9 @@ def _flops(node: Any) -> tuple[float, bool]:
         b_h = math.prod(q.shape[:-2])
         work = 4.0 * b_h * q.shape[-2] * k.shape[-2] * q.shape[-1]
         return (work if name.endswith("cpu") else 2 * work), True
+    recurrent = _recurrent_flops(name, args)
+    if recurrent is not None:
+        return recurrent, True
     if packet in flop_registry:
         try:
             return float(flop_registry[packet](*args, **kwargs, out_val=out)), True
