@@ -208,3 +208,23 @@ def lstm_lm_unrolled():
     placement across time steps needs; the fused op keeps a layer's 35 steps in one node)."""
     torch.backends.mkldnn.enabled = False
     return lstm_lm()
+
+
+def gpt2_large():
+    """GPT-2 large (36 layers, d_model 1280, 20 heads), batch 1 x 512: about 6K operators."""
+    return gpt2_factory(layers=36, d=1280, heads=20, batch=1)
+
+
+def resnet152():
+    """ResNet-152 (bottlenecks [3, 8, 36, 3]) on ImageNet shapes, batch 16: about 5.5K operators."""
+    torch.manual_seed(0)
+    model = ResNet50(blocks=(3, 8, 36, 3))
+    x = torch.randn(16, 3, 224, 224)
+    labels = torch.randint(0, 1000, (16,))
+    return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+
+
+def lstm_lm_unrolled_100():
+    """The unrolled LSTM LM over 100 time steps (truncated BPTT of 100): about 6.5K operators."""
+    torch.backends.mkldnn.enabled = False
+    return lstm_lm(steps=100)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -134,6 +135,27 @@ def test_fused_lstm_layer_costs_its_matmuls_not_one_flop_per_element():
     forward = 2 * 32 * 64 * 1024 * (256 + 256)
     assert p.time[ops["aten.mkldnn_rnn_layer"]] == pytest.approx(1e3 * (forward / 67e12 + 5e-6))
     assert p.time[ops["aten.mkldnn_rnn_layer_backward"]] == pytest.approx(1e3 * (2 * forward / 67e12 + 5e-6))
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident set from /proc")
+def test_capture_allocates_no_optimizer_state():
+    """Tracing runs on fake tensors: Adam's two states (twice the weights, 6 GB for GPT-2 large)
+    are allocated only when the step is run for real (``capture.arguments``), where they are
+    zeros."""
+    model = torch.nn.Linear(4096, 4096, bias=False)  # 64 MiB of weight
+    weight = 4096 * 4096 * 4
+    capture(torch.nn.Linear(8, 8), (torch.randn(2, 8),))  # the tracer's own first-use allocations
+    before = _resident_bytes()
+    cap = capture(model, (torch.randn(2, 4096),))
+    grown = _resident_bytes() - before
+    assert grown < weight, f"capture grew the resident set by {grown / weight:.2f}x the weights"
+    states = cap.arguments[1:3]
+    assert [tuple(s.shape) for s in states] == [(4096, 4096)] * 2 and not any(s.any() for s in states)
 
 
 def test_the_captured_step_is_the_real_step():

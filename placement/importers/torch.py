@@ -56,7 +56,31 @@ class Capture:
     owner: dict[str, str]
     phase: dict[str, str]
     param_nodes: dict[str, str] = field(default_factory=dict)  # parameter name -> node id
-    arguments: list[Any] = field(default_factory=list)  # the traced function's flat arguments
+    flat: list[Any] = field(default_factory=list)  # the traced arguments, optimizer states as _Zeros
+
+    @property
+    def arguments(self) -> list[Any]:
+        """The traced function's flat arguments (parameters, buffers, optimizer states, inputs),
+        the optimizer states made real zeros on first use and kept."""
+        if any(isinstance(x, _Zeros) for x in self.flat):
+            self.flat = _real_arguments(self.flat)
+        return self.flat
+
+
+@dataclass(frozen=True)
+class _Zeros:
+    """An optimizer state not yet allocated: the trace needs only its shape, and Adam's two states
+    are twice the model's weights in RAM (6 GB for GPT-2 large) that a capture never reads."""
+
+    like: Any  # the parameter it belongs to
+
+    def real(self) -> Any:
+        return _import_torch().zeros_like(self.like)
+
+
+def _real_arguments(flat: Sequence[Any]) -> list[Any]:
+    """``flat`` with every ``_Zeros`` placeholder allocated (for running the step for real)."""
+    return [x.real() if isinstance(x, _Zeros) else x for x in flat]
 
 
 def _import_torch():
@@ -160,6 +184,19 @@ class _Layout:
         return "input", pos - p * self.n_states
 
 
+def _fake_arguments(flat: Sequence[Any]) -> list[Any]:
+    """The traced arguments as fake tensors of one mode (make_fx traces in the mode it finds), the
+    ``_Zeros`` placeholders made there without allocating; real tensors are viewed, not copied."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    torch = _import_torch()
+    mode = FakeTensorMode(allow_fallback_kernels=True, allow_non_fake_inputs=True, shape_env=ShapeEnv(), static_shapes=True)
+    fakes = [mode.from_tensor(x.like if isinstance(x, _Zeros) else x) if _is_tensor(x) or isinstance(x, _Zeros) else x for x in flat]
+    with mode:
+        return [torch.zeros_like(f) if isinstance(x, _Zeros) else f for x, f in zip(flat, fakes)]
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -170,7 +207,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     frozen = {n: p for n, p in model.named_parameters() if n not in params}
     buffers = {**frozen, **dict(model.named_buffers())}
     n_states = (ADAM_STATES if optimizer == "adam" else 0) if train else 0
-    states = [torch.zeros_like(p) for p in params.values() for _ in range(n_states)]
+    states = [_Zeros(p.detach()) for p in params.values() for _ in range(n_states)]
     leaves, spec = tree_flatten((args, kwargs))
     tensor_pos = [i for i, x in enumerate(leaves) if _is_tensor(x)]
     layout = _Layout(list(params), list(buffers), n_states, spec, len(tensor_pos))
@@ -208,7 +245,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     was_training = model.training
     model.train(train)
     try:
-        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*flat)
+        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
         raise
     except Exception as exc:  # tracing failures come in many types; name the model and the cause
@@ -557,7 +594,7 @@ def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[st
             b.record(node.name)["time"] = _roofline(node, spec)
     elif cost == "measure":
         first = len(layout.param_names) + len(layout.buffer_names)
-        measured = measure_ops(gm, flat, scratch=range(first, first + len(layout.param_names) * layout.n_states))
+        measured = measure_ops(gm, _real_arguments(flat), scratch=range(first, first + len(layout.param_names) * layout.n_states))
         for node in op_nodes:
             b.record(node.name)["time"] = measured[node.name]
     else:
