@@ -345,6 +345,11 @@ def wrong_shape():
 
 def raises():
     raise RuntimeError("no weights here")
+
+def frozen():
+    model = torch.nn.Linear(2, 2)
+    model.requires_grad_(False)  # a frozen backbone alone: nothing to train
+    return model, (torch.randn(3, 2),)
 '''
 
 
@@ -352,6 +357,7 @@ def raises():
     (["{mod}:untraceable", "--inference"], "cannot trace DataDependent"),
     (["{mod}:wrong_shape"], "must return (model, example_inputs)"),
     (["{mod}:raises"], "the factory failed: RuntimeError: no weights here"),
+    (["{mod}:frozen"], "Linear has no trainable parameter"),
     (["{mod}:missing"], "no function 'missing'"),
     (["{dir}/nope.py:f"], "no such file"),
     (["no_such_module_xyz:f"], "cannot import"),

@@ -205,6 +205,9 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
 
     params = {n: p for n, p in model.named_parameters() if (p.requires_grad or not train)}
     frozen = {n: p for n, p in model.named_parameters() if n not in params}
+    if train and not params:  # autograd.grad would fail with "inputs argument cannot be empty"
+        raise ProblemError(f"{type(model).__name__} has no trainable parameter (none requires grad): "
+                           "nothing for a training step to update; capture its forward pass with --inference")
     buffers = {**frozen, **dict(model.named_buffers())}
     n_states = (ADAM_STATES if optimizer == "adam" else 0) if train else 0
     states = [_Zeros(p.detach()) for p in params.values() for _ in range(n_states)]
