@@ -303,6 +303,19 @@ def test_measured_costs_time_each_signature_once():
     assert "CPU" in p.attrs["time_unit"]
 
 
+def test_meta_model_captures_like_the_cpu_one_and_refuses_to_be_measured():
+    """A model built under torch.device("meta") allocates no weights (how a user captures a model
+    bigger than RAM): the roofline problem is the CPU model's; measuring it would time shape
+    computations, so it is refused by name."""
+    with torch.device("meta"):
+        model, inputs = tm.mlp_factory()
+    cpu = graph_from_torch(*tm.mlp_factory())
+    meta = graph_from_torch(model, inputs)
+    assert meta.ids == cpu.ids and np.array_equal(meta.time, cpu.time) and np.array_equal(meta.out_bytes, cpu.out_bytes)
+    with pytest.raises(ProblemError, match="cannot measure op times of a model on the meta device"):
+        graph_from_torch(model, inputs, cost="measure")
+
+
 def test_time_table_by_node_id_then_op_name(tmp_path):
     model, inputs = tm.mlp_factory()
     table = {"addmm": 7.0, "aten::addmm": 2.0, "aten.relu": 1.0, "mm": 3.0}

@@ -596,6 +596,7 @@ def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[st
         for node in op_nodes:
             b.record(node.name)["time"] = _roofline(node, spec)
     elif cost == "measure":
+        _check_measurable(flat)
         first = len(layout.param_names) + len(layout.buffer_names)
         measured = measure_ops(gm, _real_arguments(flat), scratch=range(first, first + len(layout.param_names) * layout.n_states))
         for node in op_nodes:
@@ -605,6 +606,17 @@ def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[st
 
 
 # ----- measured costs --------------------------------------------------------------------------
+
+def _check_measurable(flat: Sequence[Any]) -> None:
+    """Refuse to time a step whose tensors hold no data: a model built under
+    ``torch.device("meta")`` (which captures and costs by roofline without allocating its weights)
+    runs every op as a shape computation in microseconds, which would be written as CPU times."""
+    for x in flat:
+        device = getattr(x.like if isinstance(x, _Zeros) else x, "device", None)
+        if device is not None and device.type == "meta":
+            raise ProblemError("cannot measure op times of a model on the meta device (its tensors hold no data): "
+                               "use --cost roofline or a time table, or build the model on the CPU")
+
 
 def _signature(node: Any, args: Any, kwargs: Any) -> tuple:
     """Ops with the same target, tensor shapes/dtypes/strides and other arguments cost the same."""
