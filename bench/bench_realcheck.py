@@ -60,7 +60,10 @@ def do_static(out: Path, models: list[str], ks: list[int], limit: float) -> None
                 solve(out, g, f"{m}.static.k{k}.{method}", ["--devices", str(k), "--time-limit", str(limit), "--method", method], timed=False)
 
 
-def do_peak(out: Path, models: list[str], ks: list[int], limit: float) -> None:
+def do_peak(out: Path, models: list[str], ks: list[int], limit: float, ratios: tuple[float, ...] = RATIOS,
+            timed: bool = True) -> None:
+    """Per model and K: the memory lower bound (from ETF's report), then `solve` at each ratio of
+    it until one answers (the smallest memory), then unlimited memory and 1.5x the smallest."""
     for m in models:
         g = out / f"{m}.json"
         for k in ks:
@@ -68,15 +71,15 @@ def do_peak(out: Path, models: list[str], ks: list[int], limit: float) -> None:
             probe = solve(out, g, f"{m}.peak.k{k}.etf-inf", base + ["--memory", "inf", "--method", "etf"], timed=False)
             bound = probe["memory_lower_bound"]
             smallest = None
-            for r in RATIOS:
-                row = solve(out, g, f"{m}.peak.k{k}.x{r}", base + ["--memory", str(int(r * bound))], timed=True)
+            for r in ratios:
+                row = solve(out, g, f"{m}.peak.k{k}.x{r}", base + ["--memory", str(int(r * bound))], timed=timed)
                 if row["status"] in ("feasible", "optimal"):
                     smallest = int(r * bound)
                     break
             if smallest is None:
                 continue
-            solve(out, g, f"{m}.peak.k{k}.inf", base + ["--memory", "inf"], timed=True)
-            solve(out, g, f"{m}.peak.k{k}.1.5smallest", base + ["--memory", str(int(1.5 * smallest))], timed=True)
+            solve(out, g, f"{m}.peak.k{k}.inf", base + ["--memory", "inf"], timed=timed)
+            solve(out, g, f"{m}.peak.k{k}.1.5smallest", base + ["--memory", str(int(1.5 * smallest))], timed=timed)
 
 
 def main() -> None:
@@ -86,14 +89,16 @@ def main() -> None:
     ap.add_argument("models", nargs="+")
     ap.add_argument("--k", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--time-limit", type=float, default=120)
+    ap.add_argument("--ratios", type=float, nargs="+", default=list(RATIOS), help="peak: memory / lower bound to try, in order")
+    ap.add_argument("--untimed", action="store_true", help="run under nice instead of the lock (exploration)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     if a.part == "import":
         do_import(a.out, a.models)
     elif a.part == "static":
-        do_static(a.out, a.models, a.k, a.time_limit)
+        do_static(a.out, a.models, a.k, a.time_limit)  # auto under the lock, the heuristics untimed
     else:
-        do_peak(a.out, a.models, a.k, a.time_limit)
+        do_peak(a.out, a.models, a.k, a.time_limit, tuple(a.ratios), not a.untimed)
 
 
 if __name__ == "__main__":
