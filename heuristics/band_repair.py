@@ -55,7 +55,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .fewer_devices import RUN_SECONDS_PER_ELEMENT, sub_problem
-from .layer_bands import loss_pivot
+from .layer_bands import loss_pivot, on_pivoted
 from .memory_repair import Repaired, device_orders, fast_schedule, repair, repaired_solution
 from .pardnn import pardnn
 
@@ -381,8 +381,9 @@ def band_repair(problem: Problem, opts: SolveOptions) -> Solution:
     stop = opts.out_of_time
     pivot = loss_pivot(problem)
     if pivot is None:
-        return Solution("band-repair", "unknown", reason="band-repair: no loss (pivot) to place layers by",
-                        seconds=time.monotonic() - t0)
+        pivoted = on_pivoted(problem, opts, lambda p: band_repair(p, opts))
+        return pivoted if pivoted is not None else Solution("band-repair", "unknown", seconds=time.monotonic() - t0,
+                                                            reason="band-repair: no loss (pivot) to place layers by")
     pos = positions(problem, pivot)
     tried: list[dict] = []
     best = None

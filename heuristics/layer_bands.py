@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -58,6 +58,7 @@ from placement.bounds import bottom_levels
 from placement.evaluator import Evaluation, edge_delay, evaluate
 from placement.memory_bounds import pivot_cuts
 from placement.problem import Problem
+from placement.split_bound import with_pivot
 from placement.solution import Solution, SolveOptions
 
 from .memory_order import CommittedBytes, list_state
@@ -292,6 +293,24 @@ def live_across(problem: Problem, pivot: int) -> np.ndarray:
     return np.where(live, problem.out_bytes, 0.0)
 
 
+def on_pivoted(problem: Problem, opts: SolveOptions, solve: Callable[[Problem], Solution]) -> Solution | None:
+    """``solve`` run on ``problem`` made to have a pivot (placement.split_bound.with_pivot: ordering
+    edges from the nodes loose around its loss), its answer re-evaluated on ``problem`` itself;
+    None when ``problem`` has no loss-like node to pivot on. Imported training steps need this:
+    their loss is not a pivot (Adam's state-only ``mul_``, saved-output holders, unused outputs)."""
+    pivoted = with_pivot(problem)
+    if pivoted is None:
+        return None
+    sol = solve(pivoted[0])
+    if sol.placement is None:
+        return sol
+    ev = evaluate(problem, sol.placement, order=sol.order, memory_model=opts.memory_model, waits=sol.waits)
+    if not ev.feasible(problem):  # cannot happen (the edges only constrain); kept honest anyway
+        return Solution(sol.method, "unknown", reason=f"{sol.method}: the pivoted answer does not fit the problem",
+                        seconds=sol.seconds, info=sol.info)
+    return replace(sol, start=ev.start, objective=ev.makespan, info={**sol.info, "pivoted_on": problem.ids[pivoted[1]]})
+
+
 def loss_pivot(problem: Problem) -> int | None:
     """The pivot with the largest live cut (the loss of a training graph), None without a pivot."""
     pivots, cuts = pivot_cuts(problem)
@@ -442,7 +461,8 @@ def layer_bands(problem: Problem, opts: SolveOptions, method: str, tries: tuple[
     needs_loss = any(b.assign == "loss" or b.balance == "bytes" or b.sequence == "forward" or b.split == "fill" for b in tries)
     pivot = loss_pivot(problem) if needs_loss else None
     if needs_loss and pivot is None:
-        return unknown("no node is comparable with all others (no loss to balance at)")
+        pivoted = on_pivoted(problem, opts, lambda p: layer_bands(p, opts, method, tries, order, refine))
+        return pivoted if pivoted is not None else unknown("no node is comparable with all others (no loss to balance at)")
     tried: list[dict] = []
     best: tuple[Evaluation, list[list[int]] | None, int, dict] | None = None
     least: tuple[float, np.ndarray, str, int] | None = None  # smallest largest memory / capacity, placement, order, try

@@ -22,11 +22,12 @@ the same capacities.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
-from .problem import Problem
+from .problem import Problem, ProblemError
 
 def pivot_mask(problem: Problem) -> np.ndarray:
     """Per position of ``problem.topo_order``: is the node there a pivot (comparable with every
@@ -50,6 +51,118 @@ def pivot_mask(problem: Problem) -> np.ndarray:
     after = np.r_[np.minimum.accumulate(by_pos_last_in[::-1])[::-1][1:], n]
     idx = np.arange(n)
     return (before <= idx) & (after >= idx)
+
+
+LOOSE_SHARE = 0.3  # at most this share of the nodes may be ordered against the chosen pivot
+
+
+def nearest_pivot(problem: Problem) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """The node closest to a pivot: the one with the fewest others incomparable with it, in
+    O(n + m), with those to order before it and those to order after it (index arrays); None for
+    a graph with no node that both reads and feeds another.
+
+    A real training step's loss is not a pivot: Adam's ``exp_avg_sq.mul_`` reads its state only,
+    a saved-output holder or an unused output has no path to the loss (bench/results_import.md,
+    session 17). By pivot_mask's test, a node j at position p_j breaks every position in
+    (p_j, its first consumer) and every one in (its latest input, p_j); each such loose node breaks
+    the loss's position once, wherever the topological order put it."""
+    n = problem.n
+    if n == 0:
+        return None
+    pos = problem.topo_rank
+    first_use = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first_use, problem.src, pos[problem.dst])
+    last_in = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(last_in, problem.dst, pos[problem.src])
+    broken = np.zeros(n + 1, dtype=np.int64)
+    lo, hi = pos + 1, first_use  # positions pos+1 .. first_use-1
+    keep = lo < hi
+    np.add.at(broken, lo[keep], 1)
+    np.add.at(broken, hi[keep], -1)
+    lo, hi = last_in + 1, pos  # positions last_in+1 .. pos-1
+    keep = lo < hi
+    np.add.at(broken, lo[keep], 1)
+    np.add.at(broken, hi[keep], -1)
+    count = np.cumsum(broken)[:n]
+    # Among the positions close enough to a pivot, the one with the most bytes live (made at or
+    # before it, read at or after it): the loss of a training step, not the last optimizer write,
+    # which every other update's sink also "misses".
+    last_use = pos.copy()
+    np.maximum.at(last_use, problem.src, pos[problem.dst])
+    live = np.zeros(n + 1)
+    np.add.at(live, pos, problem.out_bytes)
+    np.add.at(live, last_use + 1, -problem.out_bytes)
+    live = np.cumsum(live)[:n]
+    # a loss reads something and feeds something: sources and sinks are no candidates
+    inner = np.zeros(n, dtype=bool)
+    inner[pos[(first_use < n) & (last_in >= 0)]] = True
+    if not inner.any():
+        return None
+    count = np.where(inner, count, n + 1)
+    close = inner & (count <= max(int(count.min()), int(LOOSE_SHARE * n)))
+    at = int(np.lexsort((count, -np.where(close, live, -np.inf)))[0])
+    x = int(problem.topo_order[at])
+    loose = ((pos < at) & (first_use > at)) | ((pos > at) & (last_in < at))
+    # A loose node may go either side (its inputs precede x's position, its consumers follow it).
+    # One that allocates is made before x, as a real step makes a saved tensor or an unused output
+    # in its forward pass; one that allocates nothing (an in-place optimizer write) after it.
+    makes = problem.out_bytes > 0
+    return x, np.flatnonzero(loose & makes), np.flatnonzero(loose & ~makes)
+
+
+def with_pivot(problem: Problem, share: float = LOOSE_SHARE) -> tuple[Problem, int] | None:
+    """``problem`` with ordering edges (no bytes, no transfer time) that make its nearest pivot
+    a pivot, and that node; None when it already has a pivot or more than ``share`` of the nodes
+    would need one (no loss-like node). The edges only constrain: a schedule of the result is one
+    of ``problem`` with the same or a smaller makespan and memory, so a method that needs a pivot
+    can search the result and have its answer re-evaluated on ``problem``."""
+    if pivot_mask(problem).any() or not _connected(problem):
+        return None
+    near = nearest_pivot(problem)
+    if near is None:
+        return None
+    x, before, after = near
+    loose = before.size + after.size
+    if loose == 0 or loose > share * problem.n:
+        return None
+    new = _with_order_edges(problem, x, before, after)
+    try:
+        new.topo_order
+    except ProblemError:  # an allocating node after a non-allocating one: order them as the graph does
+        pos = problem.topo_rank
+        both = np.r_[before, after]
+        new = _with_order_edges(problem, x, both[pos[both] < pos[x]], both[pos[both] > pos[x]])
+    return new, x
+
+
+def _with_order_edges(problem: Problem, x: int, before: np.ndarray, after: np.ndarray) -> Problem:
+    """``problem`` with ordering edges (no bytes, no time) ``before -> x`` and ``x -> after``."""
+    src = np.r_[problem.src, before, np.full(after.size, x)].astype(problem.src.dtype)
+    dst = np.r_[problem.dst, np.full(before.size, x), after].astype(problem.dst.dtype)
+    added = before.size + after.size
+    zeros = np.zeros(added)
+    return replace(problem, src=src, dst=dst, comm=np.r_[problem.comm, zeros],
+                   edge_bytes=None if problem.edge_bytes is None else np.r_[problem.edge_bytes, zeros],
+                   edge_meta=None if problem.edge_meta is None else list(problem.edge_meta) + [{} for _ in range(added)])
+
+
+def _connected(problem: Problem) -> bool:
+    """Is the graph one weakly connected piece (one step, not independent jobs side by side)?"""
+    parent = np.arange(problem.n)
+
+    def root(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = int(parent[v])
+        return v
+
+    pieces = problem.n
+    for a, b in zip(problem.src.tolist(), problem.dst.tolist()):
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[ra] = rb
+            pieces -= 1
+    return pieces <= 1
 
 
 def induced(problem: Problem, keep: np.ndarray) -> Problem:

@@ -224,3 +224,31 @@ def test_the_forward_pass_goes_together_only_from_a_schedule_that_ran_it_on_one_
     split[[q.index[x] for x in ("f3", "f4", "L", "b4", "b3")]] = 1
     together = forward_together(q, split, pivot)
     assert together[q.index["f1"]] == 0 and together[q.index["f2"]] == 1
+
+
+def test_a_loss_that_is_not_a_pivot_is_pivoted_and_the_answer_judged_on_the_graph():
+    """Imported training steps have nodes with no path to or from the loss (Adam's state-only
+    ``exp_avg_sq.mul_``, saved-output holders), so the loss is no pivot and band-repair refused
+    them all ("no loss"). Here ``m`` (a source that allocates nothing) feeds b1 only, and a second
+    sink ``u`` reads b2, so no node is a pivot: band-repair
+    now searches the graph with ordering edges that make the loss a pivot (m after b4) and its
+    answer is the evaluator's on the graph itself, within the capacity."""
+    from placement.split_bound import nearest_pivot, with_pivot
+
+    base = training_net([10, 10, 10, 10], 1.0, 25.0, grads=False)
+    nodes = [{"id": i, "time": float(base.time[v]), "out_bytes": float(base.out_bytes[v]), "param_bytes": 0.0}
+             for v, i in enumerate(base.ids)] + [{"id": u, "time": 1.0, "out_bytes": 0.0, "param_bytes": 0.0} for u in ("m", "u")]
+    edges = [{"src": base.ids[a], "dst": base.ids[b], "comm": 1.0} for a, b in zip(base.src, base.dst)]
+    extra = [{"src": "m", "dst": "b1", "comm": 1.0}, {"src": "b2", "dst": "u", "comm": 1.0}]  # u: a second sink
+    p = make_problem(nodes, edges + extra, devices=2, memory=25.0)
+    assert loss_pivot(p) is None
+    x, before, after = nearest_pivot(p)
+    # b4 is where the most bytes are live (the four activations, L's output and its own): the
+    # turn from forward to backward; m, which allocates nothing, is ordered after it
+    assert p.ids[x] == "b4" and before.size == 0 and [p.ids[v] for v in after] == ["m"]
+    q, _ = with_pivot(p)
+    assert p.ids[loss_pivot(q)] == "b4" and q.m == p.m + 1
+    sol = band_repair(p, SolveOptions(memory_model="peak"))
+    assert sol.status == "heuristic", sol.reason
+    ev = evaluate(p, sol.placement, order=sol.order, memory_model="peak")
+    assert sol.objective == pytest.approx(ev.makespan) and ev.peak_memory.max() <= 25.0

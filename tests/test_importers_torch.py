@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -118,6 +119,43 @@ def test_roofline_times_by_hand():
     flops = 2 * 512 * 1024 * 1024
     assert q.time[q.index["addmm"]] == pytest.approx(1e3 * (flops / 19.5e12 + 5e-6))
     assert q.memory.tolist() == [80e9]
+
+
+def test_fused_lstm_layer_costs_its_matmuls_not_one_flop_per_element():
+    """nn.LSTM traced on CPU is one ``mkldnn_rnn_layer`` per layer holding every time step: its
+    roofline time is the steps' gate matmuls (2·T·B·4H·(I + H) FLOPs forward, twice that
+    backward), not one FLOP per element of its largest tensor (256 times too cheap here)."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(256, 256)
+    x = torch.randn(32, 64, 256)
+    p = graph_from_torch(lstm, (x,), loss_fn=lambda out: out[0].sum())
+    ops = {p.node_meta[i]["op"]: i for i in range(p.n)}
+    if "aten.mkldnn_rnn_layer" not in ops:
+        pytest.skip("this torch build unrolls nn.LSTM on CPU (no oneDNN)")
+    forward = 2 * 32 * 64 * 1024 * (256 + 256)
+    assert p.time[ops["aten.mkldnn_rnn_layer"]] == pytest.approx(1e3 * (forward / 67e12 + 5e-6))
+    assert p.time[ops["aten.mkldnn_rnn_layer_backward"]] == pytest.approx(1e3 * (2 * forward / 67e12 + 5e-6))
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident set from /proc")
+def test_capture_allocates_no_optimizer_state():
+    """Tracing runs on fake tensors: Adam's two states (twice the weights, 6 GB for GPT-2 large)
+    are allocated only when the step is run for real (``capture.arguments``), where they are
+    zeros."""
+    model = torch.nn.Linear(4096, 4096, bias=False)  # 64 MiB of weight
+    weight = 4096 * 4096 * 4
+    capture(torch.nn.Linear(8, 8), (torch.randn(2, 8),))  # the tracer's own first-use allocations
+    before = _resident_bytes()
+    cap = capture(model, (torch.randn(2, 4096),))
+    grown = _resident_bytes() - before
+    assert grown < weight, f"capture grew the resident set by {grown / weight:.2f}x the weights"
+    states = cap.arguments[1:3]
+    assert [tuple(s.shape) for s in states] == [(4096, 4096)] * 2 and not any(s.any() for s in states)
 
 
 def test_the_captured_step_is_the_real_step():
@@ -265,6 +303,19 @@ def test_measured_costs_time_each_signature_once():
     assert "CPU" in p.attrs["time_unit"]
 
 
+def test_meta_model_captures_like_the_cpu_one_and_refuses_to_be_measured():
+    """A model built under torch.device("meta") allocates no weights (how a user captures a model
+    bigger than RAM): the roofline problem is the CPU model's; measuring it would time shape
+    computations, so it is refused by name."""
+    with torch.device("meta"):
+        model, inputs = tm.mlp_factory()
+    cpu = graph_from_torch(*tm.mlp_factory())
+    meta = graph_from_torch(model, inputs)
+    assert meta.ids == cpu.ids and np.array_equal(meta.time, cpu.time) and np.array_equal(meta.out_bytes, cpu.out_bytes)
+    with pytest.raises(ProblemError, match="cannot measure op times of a model on the meta device"):
+        graph_from_torch(model, inputs, cost="measure")
+
+
 def test_time_table_by_node_id_then_op_name(tmp_path):
     model, inputs = tm.mlp_factory()
     table = {"addmm": 7.0, "aten::addmm": 2.0, "aten.relu": 1.0, "mm": 3.0}
@@ -307,6 +358,11 @@ def wrong_shape():
 
 def raises():
     raise RuntimeError("no weights here")
+
+def frozen():
+    model = torch.nn.Linear(2, 2)
+    model.requires_grad_(False)  # a frozen backbone alone: nothing to train
+    return model, (torch.randn(3, 2),)
 '''
 
 
@@ -314,6 +370,7 @@ def raises():
     (["{mod}:untraceable", "--inference"], "cannot trace DataDependent"),
     (["{mod}:wrong_shape"], "must return (model, example_inputs)"),
     (["{mod}:raises"], "the factory failed: RuntimeError: no weights here"),
+    (["{mod}:frozen"], "Linear has no trainable parameter"),
     (["{mod}:missing"], "no function 'missing'"),
     (["{dir}/nope.py:f"], "no such file"),
     (["no_such_module_xyz:f"], "cannot import"),

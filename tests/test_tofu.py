@@ -503,3 +503,29 @@ def test_tofu_on_an_imported_gpt2_training_step():
     pe = evaluate_plan(build_graph(prob), res.solution.info["plan"], "peak")
     assert res.report(prob, "peak")["makespan"] == pytest.approx(pe.makespan)
     assert part["max_device_memory"] < part["single_device_memory"] / 2
+
+
+def _wide_stack(n: int):
+    """``n`` inputs of [8, 4] stacked by one operator (as an unrolled LSTM stacks its time steps'
+    outputs), then summed: the stack's table of layout combinations has 3^(n + 1) entries."""
+    nodes = [{"id": f"x{i}", "time": 0, "out_bytes": 128, "param_bytes": 0} for i in range(n)]
+    nodes += [{"id": "st", "time": 1, "out_bytes": 128 * n, "param_bytes": 0}, {"id": "s", "time": 1, "out_bytes": 4, "param_bytes": 0}]
+    edges = [{"src": f"x{i}", "dst": "st", "bytes": 128} for i in range(n)] + [{"src": "st", "dst": "s", "bytes": 128 * n}]
+    p = make_problem(nodes, edges, devices=2, link=Link(1.0, 16.0))
+    metas = [meta("placeholder.input", [], [(8, 4)]) for _ in range(n)]
+    metas += [meta("aten.stack", [(8, 4)] * n, [(n, 8, 4)]), meta("aten.sum", [(n, 8, 4)], [()])]
+    em = [{"src_output": 0, "dst_inputs": [i]} for i in range(n)] + [{"src_output": 0, "dst_inputs": [0]}]
+    return replace(p, node_meta=metas, edge_meta=em)
+
+
+def test_an_operator_over_too_many_tensors_is_refused_by_name_not_a_crash():
+    """Tofu tabulates every operator over its tensors' layouts: an operator with 100 tensors (the
+    stack of a 100-step LSTM) cannot be tabulated (numpy crashed on 101 dimensions; 30 would have
+    enumerated 3^30 entries past any time limit). tofu says which operator; auto still answers."""
+    prob = _wide_stack(100)
+    res = run(prob, "tofu")
+    assert res.status == "unknown" and "operator 'st' has 101 distinct tensors" in res.reason
+    small = run(_wide_stack(3), "tofu")  # 3^4 entries: tabulated as before
+    assert small.status == "heuristic"
+    auto = run(prob, "auto", SolveOptions(time_limit=10))
+    assert auto.status in ("feasible", "optimal") and auto.evaluation is not None and auto.evaluation.feasible(prob)

@@ -16,7 +16,7 @@ from placement.problem import Problem, ProblemError
 from placement.solution import Solution, SolveOptions
 
 from .hybrid import tofu_hybrid
-from .search import SearchStopped, recursive_plan
+from .search import SearchStopped, TableTooLarge, recursive_plan
 from .summary import plan_summary
 
 # Measured: evaluate_plan takes about 80 us per shard node (n x k) on the project's machine.
@@ -40,6 +40,8 @@ def tofu(problem: Problem, opts: SolveOptions) -> Solution:
     except SearchStopped as exc:
         return Solution("tofu", "unknown", reason=f"time limit or stop request before the plan was complete: {exc}",
                         seconds=time.monotonic() - t0)
+    except TableTooLarge as exc:
+        return Solution("tofu", "unknown", reason=f"no partitioned plan: {exc}", seconds=time.monotonic() - t0)
     left = opts.remaining()
     if left is not None and left < EVAL_SECONDS_PER_SHARD * len(g.ops) * problem.k:
         return Solution("tofu", "unknown", seconds=time.monotonic() - t0,

@@ -25,7 +25,7 @@ from placement.solution import Solution, SolveOptions
 
 from heuristics.pardnn import pardnn
 
-from .search import SearchStopped, recursive_plan
+from .search import SearchStopped, TableTooLarge, recursive_plan
 from .summary import plan_summary
 
 DEFAULT_FRACTION = 0.5
@@ -94,6 +94,8 @@ def tofu_hybrid(problem: Problem, opts: SolveOptions) -> Solution:
     except SearchStopped as exc:
         return Solution(name, "unknown", reason=f"time limit or stop request before the plan was complete: {exc}",
                         seconds=time.monotonic() - t0)
+    except TableTooLarge as exc:
+        return Solution(name, "unknown", reason=f"no partitioned plan: {exc}", seconds=time.monotonic() - t0)
     pe = evaluate_plan(gh, plan, opts.memory_model)
     fits = pe.feasible(problem)
     reason = "" if fits else (f"the hybrid plan needs {float(pe.memory.max()):.6g} bytes on a device, "

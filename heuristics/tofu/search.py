@@ -86,6 +86,29 @@ class SearchStopped(Exception):
     """The caller's stop condition (time limit, Ctrl-C) fired before the plan was complete."""
 
 
+class TableTooLarge(Exception):
+    """An operator reads or writes so many distinct tensors that its table of layout combinations
+    (one entry per combination, Tofu's brute force within an operator) cannot be built: the
+    stack of an unrolled LSTM's 100 time steps has 3^101 combinations (and numpy at most 64
+    dimensions). Such a graph has no plan from this search."""
+
+
+def _table_cells(vs: Sequence[int], doms: list[list[Any]]) -> int:
+    """Entries of an operator's table over variables ``vs`` (exact integer product)."""
+    return math.prod(len(doms[v]) for v in vs)
+
+
+def _check_tables(g: PGraph, classes: list[int], doms: list[list[Any]], max_cells: int) -> None:
+    """Raise :class:`TableTooLarge` naming the first operator whose table would exceed
+    ``max_cells`` entries (checked before any table is enumerated, so no time is lost on it)."""
+    for o, op in enumerate(g.ops):
+        vs = tuple(dict.fromkeys(classes[t] for t in [t for t in op.inputs if t >= 0] + list(op.outputs)))
+        cells = _table_cells(vs, doms)
+        if cells > max_cells:
+            raise TableTooLarge(f"operator {g.problem.ids[o]!r} has {len(vs)} distinct tensors: its table of layout "
+                                f"combinations would hold {cells:.3g} entries (limit {max_cells})")
+
+
 def _never() -> bool:
     return False
 
@@ -95,6 +118,7 @@ def solve_step(g: PGraph, classes: list[int], shapes: list, extents: list[dict[s
     """One recursive step: (layout per tensor, strategy per node, cost, exact, entries of the largest DP table).
     ``stop`` is polled every 64 operators; when it returns True, :class:`SearchStopped` is raised."""
     doms = class_domains(g, classes, shapes, q)
+    _check_tables(g, classes, doms, max_cells)
     strats = [op_strategies(g, o, extents[o], q) for o in range(len(g.ops))]
     cost = lambda o, s, lay: op_step_cost(g, o, s, lay, q)  # noqa: E731
     factors = []

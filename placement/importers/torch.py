@@ -56,7 +56,31 @@ class Capture:
     owner: dict[str, str]
     phase: dict[str, str]
     param_nodes: dict[str, str] = field(default_factory=dict)  # parameter name -> node id
-    arguments: list[Any] = field(default_factory=list)  # the traced function's flat arguments
+    flat: list[Any] = field(default_factory=list)  # the traced arguments, optimizer states as _Zeros
+
+    @property
+    def arguments(self) -> list[Any]:
+        """The traced function's flat arguments (parameters, buffers, optimizer states, inputs),
+        the optimizer states made real zeros on first use and kept."""
+        if any(isinstance(x, _Zeros) for x in self.flat):
+            self.flat = _real_arguments(self.flat)
+        return self.flat
+
+
+@dataclass(frozen=True)
+class _Zeros:
+    """An optimizer state not yet allocated: the trace needs only its shape, and Adam's two states
+    are twice the model's weights in RAM (6 GB for GPT-2 large) that a capture never reads."""
+
+    like: Any  # the parameter it belongs to
+
+    def real(self) -> Any:
+        return _import_torch().zeros_like(self.like)
+
+
+def _real_arguments(flat: Sequence[Any]) -> list[Any]:
+    """``flat`` with every ``_Zeros`` placeholder allocated (for running the step for real)."""
+    return [x.real() if isinstance(x, _Zeros) else x for x in flat]
 
 
 def _import_torch():
@@ -160,6 +184,19 @@ class _Layout:
         return "input", pos - p * self.n_states
 
 
+def _fake_arguments(flat: Sequence[Any]) -> list[Any]:
+    """The traced arguments as fake tensors of one mode (make_fx traces in the mode it finds), the
+    ``_Zeros`` placeholders made there without allocating; real tensors are viewed, not copied."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    torch = _import_torch()
+    mode = FakeTensorMode(allow_fallback_kernels=True, allow_non_fake_inputs=True, shape_env=ShapeEnv(), static_shapes=True)
+    fakes = [mode.from_tensor(x.like if isinstance(x, _Zeros) else x) if _is_tensor(x) or isinstance(x, _Zeros) else x for x in flat]
+    with mode:
+        return [torch.zeros_like(f) if isinstance(x, _Zeros) else f for x, f in zip(flat, fakes)]
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -168,9 +205,12 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
 
     params = {n: p for n, p in model.named_parameters() if (p.requires_grad or not train)}
     frozen = {n: p for n, p in model.named_parameters() if n not in params}
+    if train and not params:  # autograd.grad would fail with "inputs argument cannot be empty"
+        raise ProblemError(f"{type(model).__name__} has no trainable parameter (none requires grad): "
+                           "nothing for a training step to update; capture its forward pass with --inference")
     buffers = {**frozen, **dict(model.named_buffers())}
     n_states = (ADAM_STATES if optimizer == "adam" else 0) if train else 0
-    states = [torch.zeros_like(p) for p in params.values() for _ in range(n_states)]
+    states = [_Zeros(p.detach()) for p in params.values() for _ in range(n_states)]
     leaves, spec = tree_flatten((args, kwargs))
     tensor_pos = [i for i, x in enumerate(leaves) if _is_tensor(x)]
     layout = _Layout(list(params), list(buffers), n_states, spec, len(tensor_pos))
@@ -208,7 +248,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     was_training = model.training
     model.train(train)
     try:
-        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*flat)
+        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
         raise
     except Exception as exc:  # tracing failures come in many types; name the model and the cause
@@ -264,6 +304,28 @@ def _tensor_args(node: Any) -> list[Any]:
     return [n for n in found if _is_tensor(n.meta.get("val"))]
 
 
+FUSED_RECURRENT = ("aten.mkldnn_rnn_layer", "aten.mkldnn_rnn_layer_backward")
+
+
+def _recurrent_flops(name: str, args: Any) -> float | None:
+    """FLOPs of a fused recurrent layer (nn.LSTM traced on CPU becomes one ``mkldnn_rnn_layer``
+    per layer and direction, all time steps inside), or None for any other op.
+
+    torch's flop counter has no formula for it, and one FLOP per element undercounts it by the
+    hidden size: the layer runs T steps of a [B, I] x [I, G] and a [B, H] x [H, G] matmul (G = the
+    gate rows of the weights, 4H for an LSTM), 2·T·B·G·(I + H) FLOPs forward; the backward does
+    the same products for the input/hidden gradients and again for the weight gradients (twice
+    the forward)."""
+    if name not in FUSED_RECURRENT:
+        return None
+    x, w_ih, w_hh = args[0], args[1], args[2]
+    if not all(_is_tensor(t) for t in (x, w_ih, w_hh)) or x.dim() != 3:
+        return None
+    steps_batch = x.shape[0] * x.shape[1]
+    forward = 2.0 * steps_batch * w_ih.shape[0] * (w_ih.shape[1] + w_hh.shape[1])
+    return forward if name == "aten.mkldnn_rnn_layer" else 2.0 * forward
+
+
 def _flops(node: Any) -> tuple[float, bool]:
     """FLOPs of an op and whether it is matmul-class (torch's flop counter formulas, plus
     scaled-dot-product attention on CPU); other ops count one FLOP per element."""
@@ -280,6 +342,9 @@ def _flops(node: Any) -> tuple[float, bool]:
         b_h = math.prod(q.shape[:-2])
         work = 4.0 * b_h * q.shape[-2] * k.shape[-2] * q.shape[-1]
         return (work if name.endswith("cpu") else 2 * work), True
+    recurrent = _recurrent_flops(name, args)
+    if recurrent is not None:
+        return recurrent, True
     if packet in flop_registry:
         try:
             return float(flop_registry[packet](*args, **kwargs, out_val=out)), True
@@ -531,8 +596,9 @@ def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[st
         for node in op_nodes:
             b.record(node.name)["time"] = _roofline(node, spec)
     elif cost == "measure":
+        _check_measurable(flat)
         first = len(layout.param_names) + len(layout.buffer_names)
-        measured = measure_ops(gm, flat, scratch=range(first, first + len(layout.param_names) * layout.n_states))
+        measured = measure_ops(gm, _real_arguments(flat), scratch=range(first, first + len(layout.param_names) * layout.n_states))
         for node in op_nodes:
             b.record(node.name)["time"] = measured[node.name]
     else:
@@ -540,6 +606,17 @@ def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[st
 
 
 # ----- measured costs --------------------------------------------------------------------------
+
+def _check_measurable(flat: Sequence[Any]) -> None:
+    """Refuse to time a step whose tensors hold no data: a model built under
+    ``torch.device("meta")`` (which captures and costs by roofline without allocating its weights)
+    runs every op as a shape computation in microseconds, which would be written as CPU times."""
+    for x in flat:
+        device = getattr(x.like if isinstance(x, _Zeros) else x, "device", None)
+        if device is not None and device.type == "meta":
+            raise ProblemError("cannot measure op times of a model on the meta device (its tensors hold no data): "
+                               "use --cost roofline or a time table, or build the model on the CPU")
+
 
 def _signature(node: Any, args: Any, kwargs: Any) -> tuple:
     """Ops with the same target, tensor shapes/dtypes/strides and other arguments cost the same."""
