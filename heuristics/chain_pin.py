@@ -369,13 +369,19 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     Each way runs in two stages (:func:`way_stages`): its base (ETF's order and the plain deadline
     rounds) and the rest (kept families, repairs, held gradients). Where the freed way's base fits,
     its rest follows, and the pinned way runs only with 1.2 x the freed way's time left. Where it
-    fits nothing, the pinned way's base runs next, before the freed way's rest: where that fits,
-    the pinned way goes on first, then the freed way's rest; where neither base fits, the freed
-    way's rest goes first. Why (bench/results_peak.md, session 17): on the 200K LSTM at K = 4 and
-    1.5 x its smallest memory the freed way fits nothing (its plain rounds 1.004 x over, its kept
-    families and one parameter move after them 10 s more at load 1), and the pinned way's first
-    deadline round fits at 3685.4; run whole one after the other the two ways took about 30 s at
-    load 1, past chain-pin's 28 s in the portfolio, and the warm start fell to band-split's 5362.2.
+    fits nothing and its least overflowing order is over capacity on a device whose chain's
+    gradients it freed (they are held there; pinning them is the remedy), the pinned way's base
+    runs next, before the freed way's rest: where that fits, the pinned way goes on first, then
+    the freed way's rest; where neither base fits, the freed way's rest goes first. Where the
+    overflow is elsewhere, the freed way's rest (a parameter move) comes first, as when it fits.
+    Why (bench/results_peak.md, session 17): on the 200K LSTM at K = 4 and 1.5 x its smallest
+    memory the freed way fits nothing (plain rounds 1.004 x over, on two of the three devices
+    whose chains' gradients it freed; kept families and a parameter move after them: 10 s more
+    at load 1), and the pinned way's first deadline round fits at 3685.4; run whole one after the
+    other the two ways took about 30 s at load 1, past chain-pin's 28 s in the portfolio, and the
+    warm start fell to band-split's 5362.2. On the 50K LSTM at K = 8 (2.2805 GB) the freed base
+    is over on a device without a freed chain (the embedding's), its parameter move fits, and the
+    pinned base first would only have taken time from the freed way's held gradients.
     """
     t0 = time.monotonic()
     freed = way_stages(problem, opts, free_shared=True)
@@ -387,6 +393,9 @@ def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
         left = opts.remaining()
         if left is not None and left < 1.2 * (time.monotonic() - t0):
             return replace(first, seconds=time.monotonic() - t0)
+        second = finished(way_stages(problem, opts, free_shared=False))
+    elif not set(base.info.get("over_devices", ())) & set(base.info.get("freed_devices", ())):
+        first = finished(freed, base)  # over elsewhere: the freed way's parameter move is the remedy
         second = finished(way_stages(problem, opts, free_shared=False))
     else:
         pinned = way_stages(problem, opts, free_shared=False)
@@ -445,7 +454,10 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
         yield unknown("no weight-gradient accumulation chain in the graph")
         return
     allowed = chain_devices(problem, chains, free_shared)
-    free_shared = free_shared and allowed != chain_devices(problem, chains)  # no device shared: the pinned way
+    all_pinned = chain_devices(problem, chains)
+    free_shared = free_shared and allowed != all_pinned  # no device shared: the pinned way
+    # the devices of the chains whose gradients this way leaves to ETF (those gradients are held there)
+    freed_on = sorted({all_pinned[v][0] for v in range(problem.n) if allowed[v] != all_pinned[v] and all_pinned[v]})
     mask_ok = all(a is None or len(a) > 0 for a in allowed)
     pinned = replace(problem, allowed=allowed, memory=np.full(problem.k, math.inf))
     if not mask_ok or not pinned.allowed_mask().any(axis=1).all():
@@ -571,8 +583,11 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
         """The best feasible schedule so far, or why there is none."""
         info = {"chains": len(chains), "chain_lengths": [int(c.size) for c, _ in chains], "tried": list(tried),
                 "moved_params": list(moves), "free_shared": free_shared}
+        if free_shared:
+            info["freed_devices"] = freed_on
         if best is None:
             info["memory_over_capacity"] = least[0] if least is not None else None
+            info["over_devices"] = [] if least is None else np.flatnonzero(least[1].memory > cap).tolist()
             over = f" (least: {least[0]:.4g} x capacity)" if least is not None else ""
             return unknown(f"no order tried fits the memory{over}", info)
         ev, order, waits = best

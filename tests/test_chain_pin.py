@@ -359,11 +359,13 @@ def test_second_way_runs_when_the_first_found_nothing(monkeypatch, first_answers
     assert got.objective == (5.0 if first_answers else 4.0)
 
 
-@pytest.mark.parametrize("freed_base_fits, pinned_base_fits", [(True, True), (False, True), (False, False)])
-def test_stages_of_the_two_ways_in_turn(monkeypatch, freed_base_fits, pinned_base_fits):
+@pytest.mark.parametrize("freed_base_fits, over_freed, pinned_base_fits",
+                         [(True, False, True), (False, True, True), (False, True, False), (False, False, True)])
+def test_stages_of_the_two_ways_in_turn(monkeypatch, freed_base_fits, over_freed, pinned_base_fits):
     """The order of the two ways' stages (base, then the rest): the freed way whole first when its
-    base fits; else the pinned way's base next, and the pinned way's rest before the freed way's
-    only when the pinned base fits. The faster answer wins, the freed way's on a tie."""
+    base fits or overflows only on devices whose chains it did not free; else the pinned way's
+    base next, and the pinned way's rest before the freed way's only when the pinned base fits.
+    The faster answer wins, the freed way's on a tie."""
     import heuristics.chain_pin as cp
     from placement.solution import Solution
     log = []
@@ -372,13 +374,13 @@ def test_stages_of_the_two_ways_in_turn(monkeypatch, freed_base_fits, pinned_bas
         way = "freed" if free_shared else "pinned"
         fits = freed_base_fits if free_shared else pinned_base_fits
         log.append((way, "base"))
-        yield Solution("chain-pin", "heuristic" if fits else "unknown", objective=6.0 if fits else None,
-                       info={"free_shared": free_shared})
+        info = {"free_shared": free_shared, "freed_devices": [1, 2], "over_devices": [] if fits else [2 if over_freed else 0]}
+        yield Solution("chain-pin", "heuristic" if fits else "unknown", objective=6.0 if fits else None, info=info)
         log.append((way, "rest"))
         yield Solution("chain-pin", "heuristic", objective=5.0, info={"free_shared": free_shared})
     monkeypatch.setattr(cp, "way_stages", fake)
     got = cp.chain_pin(None, SolveOptions(memory_model="peak"))
-    if freed_base_fits:
+    if freed_base_fits or not over_freed:
         assert log == [("freed", "base"), ("freed", "rest"), ("pinned", "base"), ("pinned", "rest")]
     elif pinned_base_fits:
         assert log == [("freed", "base"), ("pinned", "base"), ("pinned", "rest"), ("freed", "rest")]
@@ -390,7 +392,8 @@ def test_stages_of_the_two_ways_in_turn(monkeypatch, freed_base_fits, pinned_bas
 
 def test_pinned_base_before_the_freed_rest_on_a_generated_lstm(monkeypatch):
     """A generated LSTM (1500 nodes, K = 4, 1.4 x the memory lower bound) where the freed way's base
-    (ETF's order, plain deadline rounds) fits nothing and the pinned way's fits: with a budget of
+    (ETF's order, plain deadline rounds) fits nothing, over capacity on a device whose chain's
+    gradients it freed, and the pinned way's base fits: with a budget of
     exactly the deadline rounds of the two bases (a count, not a clock: the stop is set once they are
     used) chain-pin answers with the pinned base's answer. Run whole one way after the other, the
     freed way's kept families took that budget and chain-pin answered nothing (the 200K LSTM at
@@ -408,6 +411,7 @@ def test_pinned_base_before_the_freed_rest_on_a_generated_lstm(monkeypatch):
     freed = next(cp.way_stages(p, PEAK, True))
     pinned = next(cp.way_stages(p, PEAK, False))
     assert freed.info["free_shared"] and freed.objective is None and freed.info["memory_over_capacity"] > 1.0
+    assert set(freed.info["over_devices"]) & set(freed.info["freed_devices"])  # over where it freed gradients
     assert pinned.objective is not None and not pinned.info["free_shared"]
     budget, count[0] = count[0], 0
     opts = SolveOptions(memory_model="peak")
