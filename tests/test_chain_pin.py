@@ -428,3 +428,28 @@ def test_pinned_base_before_the_freed_rest_on_a_generated_lstm(monkeypatch):
     assert evaluate(p, got.placement, got.order, "peak").feasible(p)
     whole = chain_pin(p, PEAK)  # without the budget: at least as fast
     assert whole.objective <= got.objective
+
+
+@pytest.mark.parametrize("tight", [True, False])
+def test_portfolio_gives_chain_pin_the_rest_of_its_time_under_tight_memory(monkeypatch, lstm_tight, tight):
+    """Under tight memory (PEAK_TIGHT_ORDER) chain-pin's limit is all the portfolio's time left
+    (TIGHT_SHARE), elsewhere at most 0.3 of it or its estimate (MEMBER_SHARE). Every member is
+    replaced by a stub that records the limit it was given (no clock is measured)."""
+    import heuristics.portfolio as pf
+    from placement.solution import Solution
+    limits = {}
+
+    def stub(name):
+        def run(problem, opts):
+            limits[name] = opts.time_limit
+            return Solution(name, "unknown")
+        return run
+    monkeypatch.setattr(pf, "MEMBERS", {name: stub(name) for name in pf.MEMBERS})
+    p = lstm_tight if tight else lstm_tight.with_devices(4, 3 * memory_lower_bound(lstm_tight, "peak", 4)["best"])
+    assert (pf.member_order(p, PEAK)[0] == PEAK_TIGHT_ORDER) == tight
+    pf.portfolio(p, SolveOptions(memory_model="peak", time_limit=1000.0))
+    est = pf.estimate_seconds("chain-pin", p.n, p.m, p.k, "peak")
+    if tight:
+        assert limits["chain-pin"] > 0.9 * 1000.0
+    else:
+        assert limits["chain-pin"] <= max(est, 0.3 * 1000.0) + 1e-9
