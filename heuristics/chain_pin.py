@@ -25,7 +25,9 @@ How:
    devices with the fewest param bytes. When a chain shares a device, steps 2-5 run both ways and
    the faster answer is kept (:func:`chain_pin`): first with the gradients of a chain put on a
    device that already has one left to ETF (the 200K LSTM at K = 8: eight layer chains on seven devices, and the device with
-   two ended 290 ms after the others; freed, chain-pin alone 1874.17 against 2052.34), then as said.
+   two ended 290 ms after the others; freed, chain-pin alone 1874.17 against 2052.34), then as said;
+   each way in two stages, and where the freed way's base fits nothing, over capacity on a device
+   whose chain's gradients it freed, the pinned way's base runs before the freed way's rest.
    Device restrictions (``allowed``, colocation) hold: a chain goes only to a device every node of
    it may use (none: ETF places it), a feeder or a param unit only where it may run.
 3. ETF with unlimited memory on the problem so restricted: the other nodes where they finish first.
