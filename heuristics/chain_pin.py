@@ -25,7 +25,9 @@ How:
    devices with the fewest param bytes. When a chain shares a device, steps 2-5 run both ways and
    the faster answer is kept (:func:`chain_pin`): first with the gradients of a chain put on a
    device that already has one left to ETF (the 200K LSTM at K = 8: eight layer chains on seven devices, and the device with
-   two ended 290 ms after the others; freed, chain-pin alone 1874.17 against 2052.34), then as said.
+   two ended 290 ms after the others; freed, chain-pin alone 1874.17 against 2052.34), then as said;
+   each way in two stages, and where the freed way's base fits nothing, over capacity on a device
+   whose chain's gradients it freed, the pinned way's base runs before the freed way's rest.
    Device restrictions (``allowed``, colocation) hold: a chain goes only to a device every node of
    it may use (none: ETF places it), a feeder or a param unit only where it may run.
 3. ETF with unlimited memory on the problem so restricted: the other nodes where they finish first.
@@ -53,6 +55,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import Iterator
 
 import numpy as np
 
@@ -363,27 +366,73 @@ def fifo_order(ev: Evaluation, k: int) -> list[list[int]]:
 
 def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     """``chain-pin`` (module docstring): step 2 both ways, a shared device's second chain with its
-    gradients free first, then all pinned; the faster answer (the first on a tie). Where the first way
-    answers, the second runs only with 1.2 x its time left; where it found nothing the second always
-    runs, stopped by the limit (the 200K LSTM at K = 4 and 1.5 x its smallest memory: the freed way
-    ends 1.004 x over, the pinned one fits at 3685.4; with the 1.2 x rule in every case it was skipped
-    inside the portfolio's share and the warm start was band-split's 5362.2)."""
+    gradients free first, then all pinned; the faster answer (the first on a tie).
+
+    Each way runs in two stages (:func:`way_stages`): its base (ETF's order and the plain deadline
+    rounds) and the rest (kept families, repairs, held gradients). Where the freed way's base fits,
+    its rest follows, and the pinned way runs only with 1.2 x the freed way's time left. Where it
+    fits nothing and its least overflowing order is over capacity on a device whose chain's
+    gradients it freed (they are held there; pinning them is the remedy), the pinned way's base
+    runs next, before the freed way's rest: where that fits, the pinned way goes on first, then
+    the freed way's rest; where neither base fits, the freed way's rest goes first. Where the
+    overflow is elsewhere, the freed way's rest (a parameter move) comes first, as when it fits.
+    Why (bench/results_peak.md, session 17): on the 200K LSTM at K = 4 and 1.5 x its smallest
+    memory the freed way fits nothing (plain rounds 1.004 x over, on two of the three devices
+    whose chains' gradients it freed; kept families and a parameter move after them: 10 s more
+    at load 1), and the pinned way's first deadline round fits at 3685.4; run whole one after the
+    other the two ways took about 30 s at load 1, past chain-pin's 28 s in the portfolio, and the
+    warm start fell to band-split's 5362.2. On the 50K LSTM at K = 8 (2.2805 GB) the freed base
+    is over on a device without a freed chain (the embedding's), its parameter move fits, and the
+    pinned base first would only have taken time from the freed way's held gradients.
+    """
     t0 = time.monotonic()
-    first = pinned_chains(problem, opts, free_shared=True)
-    if not first.info.get("free_shared") or opts.out_of_time():
-        return replace(first, seconds=time.monotonic() - t0)  # no chain freed (or none at all), or no time
-    left = opts.remaining()
-    if first.objective is not None and left is not None and left < 1.2 * (time.monotonic() - t0):
-        return replace(first, seconds=time.monotonic() - t0)
-    second = pinned_chains(problem, opts, free_shared=False)
+    freed = way_stages(problem, opts, free_shared=True)
+    base = next(freed)
+    if not base.info.get("free_shared") or opts.out_of_time():  # no chain freed (or none at all): one way
+        return replace(finished(freed, base), seconds=time.monotonic() - t0)
+    if base.objective is not None:
+        first = finished(freed, base)
+        left = opts.remaining()
+        if left is not None and left < 1.2 * (time.monotonic() - t0):
+            return replace(first, seconds=time.monotonic() - t0)
+        second = finished(way_stages(problem, opts, free_shared=False))
+    elif not set(base.info.get("over_devices", ())) & set(base.info.get("freed_devices", ())):
+        first = finished(freed, base)  # over elsewhere: the freed way's parameter move is the remedy
+        second = finished(way_stages(problem, opts, free_shared=False))
+    else:
+        pinned = way_stages(problem, opts, free_shared=False)
+        other = next(pinned)
+        if other.objective is not None:  # the pinned way fits: it goes on first
+            second = finished(pinned, other)
+            first = finished(freed, base)
+        else:
+            first = finished(freed, base)
+            second = finished(pinned, other)
     if first.objective is None or (second.objective is not None and second.objective < first.objective):
         first, second = second, first
     info = {**first.info, "other": {"free_shared": second.info.get("free_shared"), "makespan": second.objective}}
     return replace(first, seconds=time.monotonic() - t0, info=info)
 
 
+def finished(stages: Iterator[Solution], last: Solution | None = None) -> Solution:
+    """The last answer of a way's :func:`way_stages` once it has run to its end (``last``: the one
+    it gave before, if any)."""
+    for last in stages:
+        pass
+    assert last is not None, "way_stages yields at least once"
+    return last
+
+
 def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> Solution:
-    """Steps 1-5 with :func:`chain_devices` (``free_shared``) as step 2."""
+    """Steps 1-5 with :func:`chain_devices` (``free_shared``) as step 2, whole."""
+    return finished(way_stages(problem, opts, free_shared))
+
+
+def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Iterator[Solution]:
+    """Steps 1-5 with :func:`chain_devices` (``free_shared``) as step 2, in two stages: the answer
+    after the base (ETF's order and the plain deadline rounds), then the answer at the end (kept
+    families, repairs, held gradients); one answer only when it stops before the base ends (no
+    chain, out of time). :func:`chain_pin` runs the stages of its two ways in turn."""
     t0 = time.monotonic()
     name = "chain-pin"
 
@@ -400,22 +449,30 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
     else:
         min_bytes = UNLIMITED_FRACTION * float(problem.out_bytes.max(initial=0.0))
         if min_bytes <= 0.0:
-            return unknown("no weight-gradient accumulation chain in the graph")
+            yield unknown("no weight-gradient accumulation chain in the graph")
+            return
     chains = accumulation_chains(problem, min_bytes)
     if not chains:
-        return unknown("no weight-gradient accumulation chain in the graph")
+        yield unknown("no weight-gradient accumulation chain in the graph")
+        return
     allowed = chain_devices(problem, chains, free_shared)
-    free_shared = free_shared and allowed != chain_devices(problem, chains)  # no device shared: the pinned way
+    all_pinned = chain_devices(problem, chains)
+    free_shared = free_shared and allowed != all_pinned  # no device shared: the pinned way
+    # the devices of the chains whose gradients this way leaves to ETF (those gradients are held there)
+    freed_on = sorted({all_pinned[v][0] for v in range(problem.n) if allowed[v] != all_pinned[v] and all_pinned[v]})
     mask_ok = all(a is None or len(a) > 0 for a in allowed)
     pinned = replace(problem, allowed=allowed, memory=np.full(problem.k, math.inf))
     if not mask_ok or not pinned.allowed_mask().any(axis=1).all():
-        return unknown("the chains' devices contradict the graph's device restrictions")
+        yield unknown("the chains' devices contradict the graph's device restrictions")
+        return
     try:
         sched = etf_schedule(pinned, 0.0, "static", stop=opts.out_of_time)
     except Stopped:
-        return unknown("out of time")
+        yield unknown("out of time")
+        return
     if sched.bad >= 0:
-        return unknown(f"node {problem.ids[sched.bad]!r} has no allowed device")
+        yield unknown(f"node {problem.ids[sched.bad]!r} has no allowed device")
+        return
     model = opts.memory_model
     cap = np.where(np.isfinite(problem.memory), problem.memory, np.inf)  # a device without a limit is never over
     tried: list[dict] = []
@@ -524,15 +581,33 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
                     break
                 over = share
 
+    def answer() -> Solution:
+        """The best feasible schedule so far, or why there is none."""
+        info = {"chains": len(chains), "chain_lengths": [int(c.size) for c, _ in chains], "tried": list(tried),
+                "moved_params": list(moves), "free_shared": free_shared}
+        if free_shared:
+            info["freed_devices"] = freed_on
+        if best is None:
+            info["memory_over_capacity"] = least[0] if least is not None else None
+            info["over_devices"] = [] if least is None else np.flatnonzero(least[1].memory > cap).tolist()
+            over = f" (least: {least[0]:.4g} x capacity)" if least is not None else ""
+            return unknown(f"no order tried fits the memory{over}", info)
+        ev, order, waits = best
+        if waits:
+            info["waits"] = len(waits)
+        return Solution(name, "heuristic", placement=ev.placement, order=order, start=ev.start, waits=waits,
+                        objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+
+    moves: list[dict] = []
     pl = sched.dev
     own = evaluate(problem, pl, order=sched.order, memory_model=model)
     consider("etf", sched.order, own, family="kept-1")  # ETF's own order keeps its forward pass too
     deadline_rounds(pl, own, "", kept=None)
+    yield answer()  # the base: chain_pin may run the other way's before the rest of this one
     for share in KEPT_SHARES:  # until one fits: a smaller share keeps less of ETF's forward pass
         deadline_rounds(pl, own, "", kept=share)
         if fitted.get(f"kept-{share:g}"):
             break
-    moves: list[dict] = []
     tries = 0
     for family in [f"kept-{x:g}" for x in KEPT_SHARES] + ["plain"]:  # the most kept first: the earliest loss
         if best is not None or model != "peak" or family not in least_of or least_of[family][0] > REPAIR \
@@ -557,14 +632,4 @@ def pinned_chains(problem: Problem, opts: SolveOptions, free_shared: bool) -> So
                  got.evaluation)
     if best is not None and model == "peak" and opts.extra.get("chain_pin_waits", True):
         held_rounds(best[0], top)
-    info = {"chains": len(chains), "chain_lengths": [int(c.size) for c, _ in chains], "tried": tried,
-            "moved_params": moves, "free_shared": free_shared}
-    if best is None:
-        info["memory_over_capacity"] = least[0] if least is not None else None
-        over = f" (least: {least[0]:.4g} x capacity)" if least is not None else ""
-        return unknown(f"no order tried fits the memory{over}", info)
-    ev, order, waits = best
-    if waits:
-        info["waits"] = len(waits)
-    return Solution(name, "heuristic", placement=ev.placement, order=order, start=ev.start, waits=waits,
-                    objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+    yield answer()

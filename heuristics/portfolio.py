@@ -119,7 +119,7 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # right after band-split, and after etf and heft when memory is looser: on the LSTMs at 1.5 x their
 # smallest memory it fits with makespans 1.3-2.2 x shorter than band-split's (bench/results_peak.md,
 # session 11); on graphs without such chains (CNN, transformer) it gives up at once. At most 0.3 of
-# the time left: at 200K nodes its ETF and evaluations take 15-60 s.
+# the time left (under tight memory all of it: TIGHT_SHARE): at 200K nodes its ETF and evaluations take 15-60 s.
 # chain-split too: 2-3 s on the ResNet-1001 (37K nodes), but 40 s without an answer on the 50K LSTM at
 # 2.02 x the memory bound, which left weight-bands (975.4 there) no time (session 9).
 # band-split too: where its bands do not fit it moves parameter units between devices, one evaluation
@@ -127,6 +127,14 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # fewer-devices runs PARDNN twice per smaller device count; it answers with the best of the runs
 # done when its share ends.
 # mem-repair too: each repair step is one evaluation and a pass over the peak's holders (0.5-3 s at 200K nodes).
+# Under tight memory (PEAK_TIGHT_ORDER) chain-pin keeps the rest of the warm budget (TIGHT_SHARE): on the
+# LSTMs at 1.5 x their smallest memory it is the member that fits near the unlimited-memory makespan,
+# and the members after it there (min-memory, weight-bands, band-repair, mem-span) answered 1.2-20 x
+# slower or nothing (bench/results_peak.md, sessions 11 and 16); on graphs without accumulation
+# chains it gives up at once. With 0.3 its share at 200K nodes was its estimate, 28 s of a 51 s warm
+# budget: the 200K LSTM at K = 4 (15.138 GB) needs its two ways' bases, about 23 s at load 1 and
+# 35-40 s at load 4.5, and fell to band-split's 5362.2 (session 17).
+TIGHT_SHARE = {"chain-pin": 1.0}
 MEMBER_SHARE = {"chain-pin": 0.3, "chain-home": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
 # The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
@@ -257,6 +265,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     kept: list[Solution] = []
     names, mlb = member_order(problem, opts)
     own_end = _own_share_end(opts, names, t0)
+    tight = names not in (ORDER, PEAK_ORDER)  # PEAK_TIGHT_ORDER (with the repairs last or not)
     stretched_for = tuple(opts.extra.get("stretched_for", ()))
     for name in names:
         rem = opts.remaining()
@@ -272,7 +281,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                                       "(the rest is for the members its limit was stretched for)"})
             continue
         extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb}
-        limit = rem if rem is None or name not in MEMBER_SHARE else max(est, MEMBER_SHARE[name] * rem)
+        share = (TIGHT_SHARE if tight else {}).get(name, MEMBER_SHARE.get(name))
+        limit = rem if rem is None or share is None else max(est, share * rem)
         if own is not None:
             limit = own if limit is None else min(limit, own)
         sub = replace(opts, time_limit=limit, started=time.monotonic(), hint=None, extra=extra)

@@ -349,10 +349,107 @@ def test_second_way_runs_when_the_first_found_nothing(monkeypatch, first_answers
         calls.append(free_shared)
         if free_shared:
             time.sleep(0.3)
-            return Solution("chain-pin", "heuristic" if first_answers else "unknown",
-                            objective=5.0 if first_answers else None, info={"free_shared": True})
-        return Solution("chain-pin", "heuristic", objective=4.0, info={"free_shared": False})
-    monkeypatch.setattr(cp, "pinned_chains", fake)
+            yield Solution("chain-pin", "heuristic" if first_answers else "unknown",
+                           objective=5.0 if first_answers else None, info={"free_shared": True})
+            return
+        yield Solution("chain-pin", "heuristic", objective=4.0, info={"free_shared": False})
+    monkeypatch.setattr(cp, "way_stages", fake)
     got = cp.chain_pin(None, SolveOptions(memory_model="peak", time_limit=0.5))
     assert calls == ([True] if first_answers else [True, False])
     assert got.objective == (5.0 if first_answers else 4.0)
+
+
+@pytest.mark.parametrize("freed_base_fits, over_freed, pinned_base_fits",
+                         [(True, False, True), (False, True, True), (False, True, False), (False, False, True)])
+def test_stages_of_the_two_ways_in_turn(monkeypatch, freed_base_fits, over_freed, pinned_base_fits):
+    """The order of the two ways' stages (base, then the rest): the freed way whole first when its
+    base fits or overflows only on devices whose chains it did not free; else the pinned way's
+    base next, and the pinned way's rest before the freed way's only when the pinned base fits.
+    The faster answer wins, the freed way's on a tie."""
+    import heuristics.chain_pin as cp
+    from placement.solution import Solution
+    log = []
+
+    def fake(problem, opts, free_shared):
+        way = "freed" if free_shared else "pinned"
+        fits = freed_base_fits if free_shared else pinned_base_fits
+        log.append((way, "base"))
+        info = {"free_shared": free_shared, "freed_devices": [1, 2], "over_devices": [] if fits else [2 if over_freed else 0]}
+        yield Solution("chain-pin", "heuristic" if fits else "unknown", objective=6.0 if fits else None, info=info)
+        log.append((way, "rest"))
+        yield Solution("chain-pin", "heuristic", objective=5.0, info={"free_shared": free_shared})
+    monkeypatch.setattr(cp, "way_stages", fake)
+    got = cp.chain_pin(None, SolveOptions(memory_model="peak"))
+    if freed_base_fits or not over_freed:
+        assert log == [("freed", "base"), ("freed", "rest"), ("pinned", "base"), ("pinned", "rest")]
+    elif pinned_base_fits:
+        assert log == [("freed", "base"), ("pinned", "base"), ("pinned", "rest"), ("freed", "rest")]
+    else:
+        assert log == [("freed", "base"), ("pinned", "base"), ("freed", "rest"), ("pinned", "rest")]
+    assert got.objective == 5.0 and got.info["free_shared"] is True  # a tie: the freed way's
+    assert got.info["other"] == {"free_shared": False, "makespan": 5.0}
+
+
+def test_pinned_base_before_the_freed_rest_on_a_generated_lstm(monkeypatch):
+    """A generated LSTM (1500 nodes, K = 4, 1.4 x the memory lower bound) where the freed way's base
+    (ETF's order, plain deadline rounds) fits nothing, over capacity on a device whose chain's
+    gradients it freed, and the pinned way's base fits: with a budget of
+    exactly the deadline rounds of the two bases (a count, not a clock: the stop is set once they are
+    used) chain-pin answers with the pinned base's answer. Run whole one way after the other, the
+    freed way's kept families took that budget and chain-pin answered nothing (the 200K LSTM at
+    K = 4: bench/results_peak.md, session 17)."""
+    import heuristics.chain_pin as cp
+    p0 = generate("lstm", 1500, seed=0, memory_fraction=None)
+    p = p0.with_devices(4, 1.4 * memory_lower_bound(p0, "peak", 4)["best"])
+    count = [0]
+    inner = cp.deadline_schedule
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return inner(*args, **kwargs)
+    monkeypatch.setattr(cp, "deadline_schedule", counted)
+    freed = next(cp.way_stages(p, PEAK, True))
+    pinned = next(cp.way_stages(p, PEAK, False))
+    assert freed.info["free_shared"] and freed.objective is None and freed.info["memory_over_capacity"] > 1.0
+    assert set(freed.info["over_devices"]) & set(freed.info["freed_devices"])  # over where it freed gradients
+    assert pinned.objective is not None and not pinned.info["free_shared"]
+    budget, count[0] = count[0], 0
+    opts = SolveOptions(memory_model="peak")
+
+    def budgeted(*args, **kwargs):
+        got = counted(*args, **kwargs)
+        if count[0] >= budget:
+            opts.stop.set()
+        return got
+    monkeypatch.setattr(cp, "deadline_schedule", budgeted)
+    got = chain_pin(p, opts)
+    assert got.status == "heuristic" and got.objective == pinned.objective
+    assert not got.info["free_shared"]
+    assert evaluate(p, got.placement, got.order, "peak").feasible(p)
+    whole = chain_pin(p, PEAK)  # without the budget: at least as fast
+    assert whole.objective <= got.objective
+
+
+@pytest.mark.parametrize("tight", [True, False])
+def test_portfolio_gives_chain_pin_the_rest_of_its_time_under_tight_memory(monkeypatch, lstm_tight, tight):
+    """Under tight memory (PEAK_TIGHT_ORDER) chain-pin's limit is all the portfolio's time left
+    (TIGHT_SHARE), elsewhere at most 0.3 of it or its estimate (MEMBER_SHARE). Every member is
+    replaced by a stub that records the limit it was given (no clock is measured)."""
+    import heuristics.portfolio as pf
+    from placement.solution import Solution
+    limits = {}
+
+    def stub(name):
+        def run(problem, opts):
+            limits[name] = opts.time_limit
+            return Solution(name, "unknown")
+        return run
+    monkeypatch.setattr(pf, "MEMBERS", {name: stub(name) for name in pf.MEMBERS})
+    p = lstm_tight if tight else lstm_tight.with_devices(4, 3 * memory_lower_bound(lstm_tight, "peak", 4)["best"])
+    assert (pf.member_order(p, PEAK)[0] == PEAK_TIGHT_ORDER) == tight
+    pf.portfolio(p, SolveOptions(memory_model="peak", time_limit=1000.0))
+    est = pf.estimate_seconds("chain-pin", p.n, p.m, p.k, "peak")
+    if tight:
+        assert limits["chain-pin"] > 0.9 * 1000.0
+    else:
+        assert limits["chain-pin"] <= max(est, 0.3 * 1000.0) + 1e-9
