@@ -3,6 +3,8 @@ run mostly on the chain's device, the others are left alone; colocation, allowed
 static memory are kept; the probe offers the gathered schedules, each the evaluator's."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ from placement.evaluator import check, evaluate, peak_memory, static_memory
 from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
-from solvers.pipeline import Incumbent, _gathered, _windows
+from solvers.pipeline import Incumbent, _fit_promising, _gathered, _windows
 from solvers.reschedule import reschedule
 from solvers.run import verify
 
@@ -96,13 +98,14 @@ def test_the_probe_offers_gathered_schedules_judged_by_the_evaluator():
     inc = Incumbent(prob, "static", verify)
     inc.offer(etf(prob, SolveOptions()))
     before = inc.makespan
-    evs = _gathered(prob, SolveOptions(), inc, start, 60.0, _windows(prob, SolveOptions()))
+    evs, over = _gathered(prob, SolveOptions(), inc, start, 60.0, _windows(prob, SolveOptions()))
+    assert over is None  # nothing to fit in the static model
     assert evs and inc.makespan <= min([before] + [e.makespan for e in evs]) + 1e-9
     for e in evs:
         check(prob, e.placement, e.start, "static")
         assert evaluate(prob, e.placement, order=None).makespan > 0
     none = SolveOptions(extra={"gather_factors": ()})
-    assert _windows(prob, none) is None and _gathered(prob, none, inc, start, 60.0, _windows(prob, none)) == []
+    assert _windows(prob, none) is None and _gathered(prob, none, inc, start, 60.0, _windows(prob, none)) == ([], None)
 
 
 def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
@@ -120,7 +123,7 @@ def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
     opts.stop.set()
     inc = Incumbent(prob, "static", verify)
     assert _windows(prob, opts) is None
-    assert _gathered(prob, opts, inc, start, 60.0, found) == [] and inc.best is None
+    assert _gathered(prob, opts, inc, start, 60.0, found) == ([], None) and inc.best is None
 
 
 def test_under_the_peak_model_an_overflowing_gathered_placement_is_fitted_to_the_capacity():
@@ -137,7 +140,9 @@ def test_under_the_peak_model_an_overflowing_gathered_placement_is_fitted_to_the
 
     def run():
         inc = Incumbent(prob, "peak", verify)
-        return inc, _gathered(prob, opts, inc, start, 60.0, _windows(prob, opts))
+        fits, over = _gathered(prob, opts, inc, start, 60.0, _windows(prob, opts))
+        assert fits == [] and over is not None  # every gathered schedule overflows: the fastest is fitted
+        return inc, _fit_promising(prob, opts, inc, [(over[1].makespan, 0, over[0], over[1])], math.inf, 60.0)[0]
     inc, evs = run()
     assert evs
     for e in evs:
