@@ -147,6 +147,12 @@ WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio
 PROBE_CANDIDATES = 3
 PROBE_SECONDS = 0.0
 PROBE_SHARE = 0.3
+# Under the peak model the fits of overflowing gathered placements (_fit_promising) may go on until
+# this share of the time left at the probe's start: on the 50K CNN at K = 8 (4.58 GB, 120 s: about
+# 50 s left after the warm start) mem-span's fit alone took 15.1 s after 5 s of re-schedules and
+# gathering (niced, load 5-6), past PROBE_SHARE's 15 s, and its 1208.82 start is worth more than
+# the search's seconds (the search gained 3% in 45 s from band-repair's 1260.57; session 17).
+PROBE_FIT_SHARE = 0.5
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
@@ -511,7 +517,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     than the incumbent is offered, so the incumbent is the leading probe's answer (or a better one
     found before): the search starts from it. Each placement is also gathered (:func:`_gathered`);
     under the peak model the gathered placements that overflow are fitted after every candidate
-    was gathered, the fastest first, within the probe's share (:func:`_fit_promising`). Returns the leading probe (with refine: its search,
+    was gathered, the fastest first, within PROBE_FIT_SHARE of ``left`` (:func:`_fit_promising`). Returns the leading probe (with refine: its search,
     which the alternating search goes on with), or None when there is no time for two probes or
     fewer than two candidates (the re-schedule phase then runs as before)."""
     most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
@@ -526,7 +532,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     resched_s = 2 * PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)  # then no further list
     runs: list[tuple[float, int, str, float, RefineSearch | None, RefineStats, float]] = []
     windows: list[Windows | None] = []  # the graph's windows, found once when first needed
-    until = math.inf if left is None else t0 + PROBE_SHARE * left
+    fit_until = math.inf if left is None else t0 + PROBE_FIT_SHARE * left
     judged: list[tuple[int, Evaluation, list[Evaluation], list[Evaluation]]] = []  # (index, offered, starts, gathered)
     unfit: list[tuple[float, int, str, Evaluation]] = []  # gathered schedules to fit: (makespan, index, label, schedule)
     for i, cand in enumerate(candidates[:count]):
@@ -546,7 +552,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
             unfit.append((over[1].makespan, i, over[0], over[1]))
         judged.append((i, ev, starts, gathered))
     fits: list[str] = []
-    fitted = _fit_promising(problem, opts, inc, unfit, until, resched_s, hb, fits)
+    fitted = _fit_promising(problem, opts, inc, unfit, fit_until, resched_s, hb, fits)
     for i, ev, starts, gathered in judged:
         cand = candidates[i]
         gathered = gathered + fitted.get(i, [])
@@ -621,23 +627,31 @@ def _fit_promising(problem: Problem, opts: SolveOptions, inc: Incumbent, unfit: 
                    notes: list[str] | None = None) -> dict[int, list[Evaluation]]:
     """The overflowing gathered schedules ``unfit`` ((makespan, candidate index, label, schedule),
     one per candidate: :func:`_gathered`) fitted (:func:`_fitted`) fastest first, until the clock
-    reads ``until``; one whose overflowing schedule is no faster than the incumbent is not fitted
-    (a fit moves bands of layers off the chain's device, adding transfers: it has not come out
-    faster). Per candidate index, the fitting schedules; ``notes`` gets a line per fit. Why this order and not the candidates':
-    a fit takes seconds and the probe's share rarely holds all of them, and the candidate that
-    starts lowest is not the one whose gathered placement does (50K CNN, K = 8 at 4.58 GB:
-    band-repair's 1260.57 gathers to 1201.31 and fits at 1303.84, mem-span's 1317.91 gathers to
-    1122.25 and fits at 1208.25; band-repair's fit ran first and took the share)."""
+    reads ``until``, each only while it promises to beat the incumbent: its makespan times the
+    least ratio of a fit's best schedule to its overflowing one so far (1 before the first fit: a
+    fit moves bands of layers off the chain's device and adds their transfers, it has not come out
+    faster). Per candidate index, the fitting schedules; ``notes`` gets a line per fit.
+
+    Why this order and not the candidates': a fit takes seconds (a repair, an evaluation per step),
+    the probe's share rarely holds all of them, and the candidate that starts lowest is not the one
+    whose gathered placement does (50K CNN, K = 8 at 4.58 GB: band-repair's 1260.57 gathers to
+    1201.31 and fits at 1303.84, mem-span's 1317.91 gathers to 1121.94 and fits at 1208.82;
+    band-repair's fit ran first and took the share). Why the ratio: there min-memory's 1129.42
+    fits at 1273.04 in 14 s and band-repair's at 1304.24, both far above 1208.82 (1.077 x its
+    1121.94); promising less than the incumbent by that much they are not fitted."""
     out: dict[int, list[Evaluation]] = {}
+    ratios: list[float] = []  # per fit that fitted: its best schedule's makespan / the overflowing one's
     for makespan, i, label, over in sorted(unfit, key=lambda u: (u[0], u[1])):
         if opts.stop.is_set() or time.monotonic() >= until:
             break
-        if inc.makespan is not None and makespan >= inc.makespan:
+        if inc.makespan is not None and makespan * min(ratios, default=1.0) >= inc.makespan:
             continue
         if hb is not None:
             hb.enter(f"probe: fit {label} of start {i + 1}")
         t = time.monotonic()
         out[i] = _fitted(problem, opts, inc, over, until, resched_s, label)
+        if out[i]:
+            ratios.append(min(e.makespan for e in out[i]) / makespan)
         if notes is not None:
             got = f"{min(e.makespan for e in out[i]):.6g}" if out[i] else "none"
             notes.append(f"start {i + 1} {label} {makespan:.6g} fitted {got} ({time.monotonic() - t:.1f}s)")
