@@ -137,7 +137,7 @@ WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio
 # PROBE_CANDIDATES, heuristics/portfolio.py CANDIDATES) each re-scheduled by the priority lists
 # (and refined for the same PROBE_SECONDS when that is above 0), the search going on from the
 # one that leads; all probes together take at most PROBE_SHARE of the time left, else fewer
-# candidates (fewer than two: the re-schedule phase of the incumbent alone, as before).
+# candidates (none, or fewer than two with refine in the probe: the re-schedule phase of the incumbent alone).
 # Why: the placement that starts lowest is not always the one that re-schedules lowest (50K CNN,
 # K = 4: ETF's 1272.78 re-scheduled to 1263.59, pardnn-balanced's 1304.11 to 1226.17;
 # bench/results_scale.md, session 12). Refine in the probe (8 s each) is off: on the 50K LSTM at
@@ -503,10 +503,14 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
 def probe_plan(problem: Problem, count: int, left: float | None, seconds: float = PROBE_SECONDS) -> tuple[int, float]:
     """How many of ``count`` candidates the probe takes (at most PROBE_CANDIDATES) and the seconds
     of refine each gets (``seconds``), with ``left`` seconds to the end: as many as fit, with
-    their re-schedules, in PROBE_SHARE of ``left``; (0, 0.0) when not even two fit."""
+    their re-schedules, in PROBE_SHARE of ``left``; (0, 0.0) when not even two fit with refine
+    (one probe's refine is the search's own), not even one without. Why one: the probe also
+    gathers and fits (:func:`_gathered`), which the re-schedule phase does not; on the 50K CNN at
+    K = 8 (4.58 GB, load 4.5-8) the warm start kept only min-memory's 1874.03 and the run ended at
+    1565-1699, where that placement gathered and fitted starts at about 1270 (session 17)."""
     each = seconds + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
     fit = min(count, PROBE_CANDIDATES) if left is None else min(count, PROBE_CANDIDATES, int(PROBE_SHARE * left / each))
-    return (fit, seconds) if fit >= 2 else (0, 0.0)
+    return (fit, seconds) if fit >= (2 if seconds > 0.0 else 1) else (0, 0.0)
 
 
 def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidates: list[Solution], phases: list[Phase],
@@ -518,12 +522,12 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     found before): the search starts from it. Each placement is also gathered (:func:`_gathered`);
     under the peak model the gathered placements that overflow are fitted after every candidate
     was gathered, the fastest first, within PROBE_FIT_SHARE of ``left`` (:func:`_fit_promising`). Returns the leading probe (with refine: its search,
-    which the alternating search goes on with), or None when there is no time for two probes or
-    fewer than two candidates (the re-schedule phase then runs as before)."""
+    which the alternating search goes on with), or None when :func:`probe_plan` takes none (the
+    re-schedule phase then runs as before)."""
     most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
     count, seconds = probe_plan(problem, min(most, len(candidates)), left,
                                 float(opts.extra.get("probe_seconds", PROBE_SECONDS)))
-    if count < 2:
+    if count < 1:
         return None
     evals = opts.extra.get("probe_evals")  # refine's evaluations per probe instead of seconds (tests: deterministic)
     t0 = time.monotonic()
