@@ -536,6 +536,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     resched_s = 2 * PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)  # then no further list
     runs: list[tuple[float, int, str, float, RefineSearch | None, RefineStats, float]] = []
     windows: list[Windows | None] = []  # the graph's windows, found once when first needed
+    until = math.inf if left is None else t0 + PROBE_SHARE * left
     fit_until = math.inf if left is None else t0 + PROBE_FIT_SHARE * left
     judged: list[tuple[int, Evaluation, list[Evaluation], list[Evaluation]]] = []  # (index, offered, starts, gathered)
     unfit: list[tuple[float, int, str, Evaluation]] = []  # gathered schedules to fit: (makespan, index, label, schedule)
@@ -556,7 +557,8 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
             unfit.append((over[1].makespan, i, over[0], over[1]))
         judged.append((i, ev, starts, gathered))
     fits: list[str] = []
-    fitted = _fit_promising(problem, opts, inc, unfit, fit_until, resched_s, hb, fits)
+    # a fit's other splits only within the probe's own share (the fits' share is for first fits)
+    fitted = _fit_promising(problem, opts, inc, unfit, fit_until, resched_s, hb, fits, until)
     for i, ev, starts, gathered in judged:
         cand = candidates[i]
         gathered = gathered + fitted.get(i, [])
@@ -628,13 +630,15 @@ def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: n
 
 def _fit_promising(problem: Problem, opts: SolveOptions, inc: Incumbent, unfit: list[tuple[float, int, str, Evaluation]],
                    until: float, resched_s: float, hb: Heartbeat | None = None,
-                   notes: list[str] | None = None) -> dict[int, list[Evaluation]]:
+                   notes: list[str] | None = None, more_until: float | None = None) -> dict[int, list[Evaluation]]:
     """The overflowing gathered schedules ``unfit`` ((makespan, candidate index, label, schedule),
     one per candidate: :func:`_gathered`) fitted (:func:`_fitted`) fastest first, until the clock
     reads ``until``, each only while it promises to beat the incumbent: its makespan times the
     least ratio of a fit's best schedule to its overflowing one so far (1 before the first fit: a
     fit moves bands of layers off the chain's device and adds their transfers, it has not come out
-    faster). Per candidate index, the fitting schedules; ``notes`` gets a line per fit.
+    faster). Per candidate index, the fitting schedules; ``notes`` gets a line per fit. Each fit
+    repairs its other splits after the first that fits until ``more_until`` (:func:`_fitted`;
+    None: ``until``).
 
     Why this order and not the candidates': a fit takes seconds (a repair, an evaluation per step),
     the probe's share rarely holds all of them, and the candidate that starts lowest is not the one
@@ -653,7 +657,7 @@ def _fit_promising(problem: Problem, opts: SolveOptions, inc: Incumbent, unfit: 
         if hb is not None:
             hb.enter(f"probe: fit {label} of start {i + 1}")
         t = time.monotonic()
-        out[i] = _fitted(problem, opts, inc, over, until, resched_s, label)
+        out[i] = _fitted(problem, opts, inc, over, until, resched_s, label, until if more_until is None else more_until)
         if out[i]:
             ratios.append(min(e.makespan for e in out[i]) / makespan)
         if notes is not None:
@@ -663,10 +667,11 @@ def _fit_promising(problem: Problem, opts: SolveOptions, inc: Incumbent, unfit: 
 
 
 def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluation, until: float,
-            resched_s: float, label: str) -> list[Evaluation]:
+            resched_s: float, label: str, more_until: float = math.inf) -> list[Evaluation]:
     """The schedule ``over`` (a gathered placement, over the capacity under the peak model) with
     its overloaded devices split into bands of layers and repaired (heuristics/band_repair.py
-    ``split_repaired``; stopped at ``until``), then re-scheduled: the fitting schedules, each
+    ``split_repaired``, its splits least over first; stopped at ``until``, the splits after the first
+    that fits at ``more_until``), then re-scheduled: the fitting schedules, each
     better than the incumbent offered to it. Empty when the graph has no loss to place layers by or
     nothing fits. Why: gathering puts a CNN's backward blocks on the chain's device, which then
     also receives the forward activations they read and overflows (50K CNN, K = 4: 17.5 GB at
@@ -676,7 +681,8 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
         return []
     seq = np.lexsort((problem.topo_rank, over.start))  # each device in the schedule's start order
     rep, _ = split_repaired(problem, label, over.placement, seq, positions(problem, pivot), pivot,
-                            lambda: opts.stop.is_set() or time.monotonic() > until, first_fit=True)
+                            lambda: opts.stop.is_set() or time.monotonic() > until, first_fit=True,
+                            more=lambda: time.monotonic() < more_until)
     if rep is None:
         return []
     ev = rep.evaluation

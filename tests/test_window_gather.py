@@ -223,6 +223,7 @@ def test_a_fit_repairs_the_least_overflowing_split_first_and_stops_at_the_first_
     # band-repair's split of an overflowing gathered schedule at each margin, repaired in turn (the
     # member's way, every margin) or least over first up to the first that fits (the probe's): the
     # first fit is the same repair as the member's at that margin, and no repair runs after it
+    # unless there is time for more
     prob = small_cnn_at_capacity()
     peak = SolveOptions(memory_model="peak")
     start = np.asarray(MEMBERS["etf"](prob, peak).placement)
@@ -240,3 +241,6 @@ def test_a_fit_repairs_the_least_overflowing_split_first_and_stops_at_the_first_
     assert first.evaluation.makespan == [r for r in rows if r["margin"] == first_rows[-1]["margin"]][0]["makespan"]
     check(prob, first.evaluation.placement, first.evaluation.start, "peak")
     assert every is not None and every.evaluation.makespan <= first.evaluation.makespan
+    # with time for more (the probe's own share), the other splits are repaired too: the best of all
+    more, more_rows = split_repaired(*args, first_fit=True, more=lambda: True)
+    assert len(more_rows) == len(MARGINS) and more.evaluation.makespan == every.evaluation.makespan
