@@ -521,9 +521,9 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     than the incumbent is offered, so the incumbent is the leading probe's answer (or a better one
     found before): the search starts from it. Each placement is also gathered (:func:`_gathered`);
     under the peak model the gathered placements that overflow are fitted after every candidate
-    was gathered, the fastest first, within PROBE_FIT_SHARE of ``left`` (:func:`_fit_promising`). Returns the leading probe (with refine: its search,
-    which the alternating search goes on with), or None when :func:`probe_plan` takes none (the
-    re-schedule phase then runs as before)."""
+    was gathered, the fastest first, within PROBE_FIT_SHARE of ``left`` (:func:`_fit_promising`).
+    Returns the leading probe (with refine: its search, which the alternating search goes on
+    with), or None when :func:`probe_plan` takes none (the re-schedule phase then runs as before)."""
     most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
     count, seconds = probe_plan(problem, min(most, len(candidates)), left,
                                 float(opts.extra.get("probe_seconds", PROBE_SECONDS)))
