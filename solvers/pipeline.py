@@ -137,7 +137,7 @@ WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio
 # PROBE_CANDIDATES, heuristics/portfolio.py CANDIDATES) each re-scheduled by the priority lists
 # (and refined for the same PROBE_SECONDS when that is above 0), the search going on from the
 # one that leads; all probes together take at most PROBE_SHARE of the time left, else fewer
-# candidates (fewer than two: the re-schedule phase of the incumbent alone, as before).
+# candidates (none, or fewer than two with refine in the probe: the re-schedule phase of the incumbent alone).
 # Why: the placement that starts lowest is not always the one that re-schedules lowest (50K CNN,
 # K = 4: ETF's 1272.78 re-scheduled to 1263.59, pardnn-balanced's 1304.11 to 1226.17;
 # bench/results_scale.md, session 12). Refine in the probe (8 s each) is off: on the 50K LSTM at
@@ -147,6 +147,12 @@ WARM_START: dict[str, Callable[[Problem, SolveOptions], Solution]] = {"portfolio
 PROBE_CANDIDATES = 3
 PROBE_SECONDS = 0.0
 PROBE_SHARE = 0.3
+# Under the peak model the fits of overflowing gathered placements (_fit_promising) may go on until
+# this share of the time left at the probe's start: on the 50K CNN at K = 8 (4.58 GB, 120 s: about
+# 50 s left after the warm start) mem-span's fit alone took 15.1 s after 5 s of re-schedules and
+# gathering (niced, load 5-6), past PROBE_SHARE's 15 s, and its 1208.82 start is worth more than
+# the search's seconds (the search gained 3% in 45 s from band-repair's 1260.57; session 17).
+PROBE_FIT_SHARE = 0.5
 # A probe's re-schedule (two priority lists and their evaluations, compiled kernels): 0.8-1.3 s on
 # the 200K-node graphs (about 600K nodes + edges) at load 5 in session 12; 3e-6 keeps 1.5x spare.
 PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
@@ -497,10 +503,14 @@ def _reschedule_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, phas
 def probe_plan(problem: Problem, count: int, left: float | None, seconds: float = PROBE_SECONDS) -> tuple[int, float]:
     """How many of ``count`` candidates the probe takes (at most PROBE_CANDIDATES) and the seconds
     of refine each gets (``seconds``), with ``left`` seconds to the end: as many as fit, with
-    their re-schedules, in PROBE_SHARE of ``left``; (0, 0.0) when not even two fit."""
+    their re-schedules, in PROBE_SHARE of ``left``; (0, 0.0) when not even two fit with refine
+    (one probe's refine is the search's own), not even one without. Why one: the probe also
+    gathers and fits (:func:`_gathered`), which the re-schedule phase does not; on the 50K CNN at
+    K = 8 (4.58 GB, load 4.5-8) the warm start kept only min-memory's 1874.03 and the run ended at
+    1565-1699, where that placement gathered and fitted starts at about 1270 (session 17)."""
     each = seconds + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)
     fit = min(count, PROBE_CANDIDATES) if left is None else min(count, PROBE_CANDIDATES, int(PROBE_SHARE * left / each))
-    return (fit, seconds) if fit >= 2 else (0, 0.0)
+    return (fit, seconds) if fit >= (2 if seconds > 0.0 else 1) else (0, 0.0)
 
 
 def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidates: list[Solution], phases: list[Phase],
@@ -509,13 +519,15 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     re-scheduled by priority lists (solvers/reschedule.py) and, with probe seconds above 0,
     refined from its best schedule for the same seconds (:func:`probe_plan`). Every answer better
     than the incumbent is offered, so the incumbent is the leading probe's answer (or a better one
-    found before): the search starts from it. Returns the leading probe (with refine: its search,
-    which the alternating search goes on with), or None when there is no time for two probes or
-    fewer than two candidates (the re-schedule phase then runs as before)."""
+    found before): the search starts from it. Each placement is also gathered (:func:`_gathered`);
+    under the peak model the gathered placements that overflow are fitted after every candidate
+    was gathered, the fastest first, within PROBE_FIT_SHARE of ``left`` (:func:`_fit_promising`).
+    Returns the leading probe (with refine: its search, which the alternating search goes on
+    with), or None when :func:`probe_plan` takes none (the re-schedule phase then runs as before)."""
     most = int(opts.extra.get("probe_candidates", PROBE_CANDIDATES))
     count, seconds = probe_plan(problem, min(most, len(candidates)), left,
                                 float(opts.extra.get("probe_seconds", PROBE_SECONDS)))
-    if count < 2:
+    if count < 1:
         return None
     evals = opts.extra.get("probe_evals")  # refine's evaluations per probe instead of seconds (tests: deterministic)
     t0 = time.monotonic()
@@ -524,6 +536,10 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
     resched_s = 2 * PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (problem.n + problem.m)  # then no further list
     runs: list[tuple[float, int, str, float, RefineSearch | None, RefineStats, float]] = []
     windows: list[Windows | None] = []  # the graph's windows, found once when first needed
+    until = math.inf if left is None else t0 + PROBE_SHARE * left
+    fit_until = math.inf if left is None else t0 + PROBE_FIT_SHARE * left
+    judged: list[tuple[int, Evaluation, list[Evaluation], list[Evaluation]]] = []  # (index, offered, starts, gathered)
+    unfit: list[tuple[float, int, str, Evaluation]] = []  # gathered schedules to fit: (makespan, index, label, schedule)
     for i, cand in enumerate(candidates[:count]):
         if opts.stop.is_set():
             break
@@ -536,8 +552,16 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
         in_time = left is None or time.monotonic() - t0 < PROBE_SHARE * left
         if in_time and not windows:
             windows.append(_windows(problem, opts))
-        until = math.inf if left is None else t0 + PROBE_SHARE * left
-        gathered = _gathered(problem, opts, inc, ev.placement, resched_s, windows[0], until) if in_time else []
+        gathered, over = _gathered(problem, opts, inc, ev.placement, resched_s, windows[0]) if in_time else ([], None)
+        if over is not None:
+            unfit.append((over[1].makespan, i, over[0], over[1]))
+        judged.append((i, ev, starts, gathered))
+    fits: list[str] = []
+    # a fit's other splits only within the probe's own share (the fits' share is for first fits)
+    fitted = _fit_promising(problem, opts, inc, unfit, fit_until, resched_s, hb, fits, until)
+    for i, ev, starts, gathered in judged:
+        cand = candidates[i]
+        gathered = gathered + fitted.get(i, [])
         start = min(starts + gathered, key=lambda e: e.makespan)
         label = _method_name(cand) + (" gathered" if any(start is g for g in gathered) else "")
         stats = RefineStats()
@@ -562,7 +586,8 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
                       for r in runs)
     what = f"{seconds:.1f}s of refine each" if seconds > 0.0 else "re-scheduled"
     phases.append(Phase("probe", time.monotonic() - t0, inc.makespan, status="heuristic",
-                        note=f"{len(runs)} starts, {what}: {notes}; on from {lead[2]}"))
+                        note=f"{len(runs)} starts, {what}: {notes}; " + (f"fits: {', '.join(fits)}; " if fits else "")
+                        + f"on from {lead[2]}"))
     if lead[4] is None or evals is not None:  # a search bounded by evaluations would stay bounded
         return Probe(None, lead[5], None)
     return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6])
@@ -577,15 +602,17 @@ def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
 
 
 def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
-              resched_s: float, found: Windows | None, until: float = math.inf) -> list[Evaluation]:
+              resched_s: float, found: Windows | None) -> tuple[list[Evaluation], tuple[str, Evaluation] | None]:
     """``placement`` with its windows gathered (heuristics/window_gather.py; ``found``: the
     graph's windows, :func:`_windows`) for each of GATHER_FACTORS (``opts.extra["gather_factors"]``;
-    empty: none), each re-scheduled (:func:`_rescheduled`). Under the peak model the gathering
-    ignores static memory, and the first gathered placement that overflows the capacity in every
-    schedule is fitted (:func:`_fitted`, until the clock reads ``until``)."""
+    empty: none), each re-scheduled (:func:`_rescheduled`): the schedules that fit, and under the
+    peak model (where the gathering ignores static memory) the fastest schedule of a gathered
+    placement that overflows in every schedule, with its label (None: none), for
+    :func:`_fit_promising`."""
     out: list[Evaluation] = []
+    best_over: tuple[str, Evaluation] | None = None
     factors = opts.extra.get("gather_factors", GATHER_FACTORS)
-    peak, fitted = opts.memory_model == "peak", False
+    peak = opts.memory_model == "peak"
     for factor in factors:
         if found is None or opts.stop.is_set():
             break
@@ -595,18 +622,56 @@ def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: n
         if not np.array_equal(gathered, placement):
             over: list[Evaluation] = []
             got = _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}", over)
-            if not got and over and peak and not fitted and time.monotonic() < until:
-                fitted = True  # once: the factors' gathered placements differ little, a fit costs seconds
-                got = _fitted(problem, opts, inc, over[0], until, resched_s, f"gather:{factor}")
+            if not got and over and peak and (best_over is None or over[0].makespan < best_over[1].makespan):
+                best_over = (f"gather:{factor}", over[0])
             out += got
+    return out, best_over
+
+
+def _fit_promising(problem: Problem, opts: SolveOptions, inc: Incumbent, unfit: list[tuple[float, int, str, Evaluation]],
+                   until: float, resched_s: float, hb: Heartbeat | None = None,
+                   notes: list[str] | None = None, more_until: float | None = None) -> dict[int, list[Evaluation]]:
+    """The overflowing gathered schedules ``unfit`` ((makespan, candidate index, label, schedule),
+    one per candidate: :func:`_gathered`) fitted (:func:`_fitted`) fastest first, until the clock
+    reads ``until``, each only while it promises to beat the incumbent: its makespan times the
+    least ratio of a fit's best schedule to its overflowing one so far (1 before the first fit: a
+    fit moves bands of layers off the chain's device and adds their transfers, it has not come out
+    faster). Per candidate index, the fitting schedules; ``notes`` gets a line per fit. Each fit
+    repairs its other splits after the first that fits until ``more_until`` (:func:`_fitted`;
+    None: ``until``).
+
+    Why this order and not the candidates': a fit takes seconds (a repair, an evaluation per step),
+    the probe's share rarely holds all of them, and the candidate that starts lowest is not the one
+    whose gathered placement does (50K CNN, K = 8 at 4.58 GB: band-repair's 1260.57 gathers to
+    1201.31 and fits at 1303.84, mem-span's 1317.91 gathers to 1121.94 and fits at 1208.82;
+    band-repair's fit ran first and took the share). Why the ratio: there min-memory's 1129.42
+    fits at 1273.04 in 14 s and band-repair's at 1304.24, both far above 1208.82 (1.077 x its
+    1121.94); promising less than the incumbent by that much they are not fitted."""
+    out: dict[int, list[Evaluation]] = {}
+    ratios: list[float] = []  # per fit that fitted: its best schedule's makespan / the overflowing one's
+    for makespan, i, label, over in sorted(unfit, key=lambda u: (u[0], u[1])):
+        if opts.stop.is_set() or time.monotonic() >= until:
+            break
+        if inc.makespan is not None and makespan * min(ratios, default=1.0) >= inc.makespan:
+            continue
+        if hb is not None:
+            hb.enter(f"probe: fit {label} of start {i + 1}")
+        t = time.monotonic()
+        out[i] = _fitted(problem, opts, inc, over, until, resched_s, label, until if more_until is None else more_until)
+        if out[i]:
+            ratios.append(min(e.makespan for e in out[i]) / makespan)
+        if notes is not None:
+            got = f"{min(e.makespan for e in out[i]):.6g}" if out[i] else "none"
+            notes.append(f"start {i + 1} {label} {makespan:.6g} fitted {got} ({time.monotonic() - t:.1f}s)")
     return out
 
 
 def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluation, until: float,
-            resched_s: float, label: str) -> list[Evaluation]:
+            resched_s: float, label: str, more_until: float = math.inf) -> list[Evaluation]:
     """The schedule ``over`` (a gathered placement, over the capacity under the peak model) with
     its overloaded devices split into bands of layers and repaired (heuristics/band_repair.py
-    ``split_repaired``; stopped at ``until``), then re-scheduled: the fitting schedules, each
+    ``split_repaired``, its splits least over first; stopped at ``until``, the splits after the first
+    that fits at ``more_until``), then re-scheduled: the fitting schedules, each
     better than the incumbent offered to it. Empty when the graph has no loss to place layers by or
     nothing fits. Why: gathering puts a CNN's backward blocks on the chain's device, which then
     also receives the forward activations they read and overflows (50K CNN, K = 4: 17.5 GB at
@@ -616,7 +681,8 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
         return []
     seq = np.lexsort((problem.topo_rank, over.start))  # each device in the schedule's start order
     rep, _ = split_repaired(problem, label, over.placement, seq, positions(problem, pivot), pivot,
-                            lambda: opts.stop.is_set() or time.monotonic() > until)
+                            lambda: opts.stop.is_set() or time.monotonic() > until, first_fit=True,
+                            more=lambda: time.monotonic() < more_until)
     if rep is None:
         return []
     ev = rep.evaluation

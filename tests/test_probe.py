@@ -75,7 +75,8 @@ def test_portfolio_candidates_are_distinct_members_with_the_evaluators_makespans
 def test_probe_plan_takes_as_many_probes_as_fit_in_the_share():
     prob = independent([1.0] * 10)
     assert probe_plan(prob, 3, None) == (3, PROBE_SECONDS)
-    assert probe_plan(prob, 1, None) == (0, 0.0)
+    assert probe_plan(prob, 1, None) == (1, 0.0)  # without refine one probe still gathers and fits
+    assert probe_plan(prob, 1, None, 8.0) == (0, 0.0)  # with refine one probe would be the search itself
     each = 8.0 + PROBE_RESCHEDULE_SECONDS_PER_ELEMENT * (prob.n + prob.m)
     assert probe_plan(prob, 3, 3 * each / PROBE_SHARE + 0.01, 8.0) == (3, 8.0)
     assert probe_plan(prob, 3, 3 * each / PROBE_SHARE - 0.01, 8.0) == (2, 8.0)

@@ -3,16 +3,23 @@ run mostly on the chain's device, the others are left alone; colocation, allowed
 static memory are kept; the probe offers the gathered schedules, each the evaluator's."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
+from heuristics.band_repair import MARGINS, positions, split_repaired
+from heuristics.layer_bands import loss_pivot
 from heuristics.list_scheduling import etf
+from heuristics.portfolio import MEMBERS
 from heuristics.window_gather import FILL, find_windows, gather_windows
 from placement.evaluator import check, evaluate, peak_memory, static_memory
 from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
-from solvers.pipeline import Incumbent, _gathered, _windows
+from solvers import pipeline as pipeline_mod
+from solvers.pipeline import Incumbent, _fit_promising, _gathered, _probe_phase, _windows
+from solvers.progress import Heartbeat
 from solvers.reschedule import reschedule
 from solvers.run import verify
 
@@ -96,13 +103,14 @@ def test_the_probe_offers_gathered_schedules_judged_by_the_evaluator():
     inc = Incumbent(prob, "static", verify)
     inc.offer(etf(prob, SolveOptions()))
     before = inc.makespan
-    evs = _gathered(prob, SolveOptions(), inc, start, 60.0, _windows(prob, SolveOptions()))
+    evs, over = _gathered(prob, SolveOptions(), inc, start, 60.0, _windows(prob, SolveOptions()))
+    assert over is None  # nothing to fit in the static model
     assert evs and inc.makespan <= min([before] + [e.makespan for e in evs]) + 1e-9
     for e in evs:
         check(prob, e.placement, e.start, "static")
         assert evaluate(prob, e.placement, order=None).makespan > 0
     none = SolveOptions(extra={"gather_factors": ()})
-    assert _windows(prob, none) is None and _gathered(prob, none, inc, start, 60.0, _windows(prob, none)) == []
+    assert _windows(prob, none) is None and _gathered(prob, none, inc, start, 60.0, _windows(prob, none)) == ([], None)
 
 
 def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
@@ -120,7 +128,7 @@ def test_a_stop_request_ends_the_analysis_and_the_probes_gathering():
     opts.stop.set()
     inc = Incumbent(prob, "static", verify)
     assert _windows(prob, opts) is None
-    assert _gathered(prob, opts, inc, start, 60.0, found) == [] and inc.best is None
+    assert _gathered(prob, opts, inc, start, 60.0, found) == ([], None) and inc.best is None
 
 
 def test_under_the_peak_model_an_overflowing_gathered_placement_is_fitted_to_the_capacity():
@@ -137,7 +145,9 @@ def test_under_the_peak_model_an_overflowing_gathered_placement_is_fitted_to_the
 
     def run():
         inc = Incumbent(prob, "peak", verify)
-        return inc, _gathered(prob, opts, inc, start, 60.0, _windows(prob, opts))
+        fits, over = _gathered(prob, opts, inc, start, 60.0, _windows(prob, opts))
+        assert fits == [] and over is not None  # every gathered schedule overflows: the fastest is fitted
+        return inc, _fit_promising(prob, opts, inc, [(over[1].makespan, 0, over[0], over[1])], math.inf, 60.0)[0]
     inc, evs = run()
     assert evs
     for e in evs:
@@ -150,3 +160,87 @@ def test_under_the_peak_model_an_overflowing_gathered_placement_is_fitted_to_the
     _, again = run()
     assert [e.placement.tolist() for e in again] == [e.placement.tolist() for e in evs]
     assert [e.makespan for e in again] == [e.makespan for e in evs]
+
+
+def small_cnn_at_capacity(k: int = 8, share: float = 0.6):
+    """A 2000-node CNN whose capacity is ``share`` x the peak of ETF's gathered placement: every
+    gathered placement of the members below overflows and needs a fit."""
+    free = generate("cnn", 2000, seed=0, devices=k, memory_fraction=None)
+    gathered = gather_windows(free, np.asarray(etf(free, SolveOptions()).placement))
+    cap = share * max(ev.peak_memory.max() for _, _, ev in reschedule(free, gathered, "peak"))
+    return free.with_devices(k, cap)
+
+
+def test_the_probe_fits_the_fastest_overflowing_gathered_placement_first(monkeypatch):
+    # the candidates in the portfolio's order (best first): band-repair's, ETF's, min-memory's. Their
+    # gathered placements overflow, ETF's the fastest and band-repair's the slowest; the fits go
+    # fastest first (before: in the candidates' order, so band-repair's fit, the least promising,
+    # took the probe's share first), and one that does not promise to beat the incumbent by what
+    # the fits so far lost (their best schedule over their overflowing one) is not fitted
+    prob = small_cnn_at_capacity()
+    peak = SolveOptions(memory_model="peak")
+    cands = [MEMBERS[m](prob, peak) for m in ("band-repair", "etf", "min-memory")]
+    assert [c.objective for c in cands] == sorted(c.objective for c in cands)
+    fitted: list[tuple[float, float, float]] = []  # (overflowing makespan, the incumbent's then, the fit's best)
+    real = pipeline_mod._fitted
+
+    def spy(problem, opts, inc, over, *args, **kw):
+        before = inc.makespan
+        got = real(problem, opts, inc, over, *args, **kw)
+        fitted.append((over.makespan, before, min(e.makespan for e in got)))
+        return got
+    monkeypatch.setattr(pipeline_mod, "_fitted", spy)
+
+    def run():
+        inc = Incumbent(prob, "peak", verify)
+        inc.offer(cands[0])
+        with Heartbeat(None, lambda: inc.makespan, 0.0) as hb:
+            assert _probe_phase(prob, peak, inc, cands, [], None, hb) is not None
+        return inc
+    inc = run()
+    overs = []  # each candidate's fastest overflowing gathered schedule
+    for c in cands:
+        fits, over = _gathered(prob, peak, Incumbent(prob, "peak", verify), np.asarray(c.placement), 60.0, _windows(prob, peak))
+        assert fits == [] and over is not None
+        overs.append(over[1].makespan)
+    assert overs[1] < overs[2] < overs[0]  # ETF's promises most, band-repair's least
+    assert fitted and fitted[0][0] == overs[1]
+    assert [f[0] for f in fitted] == sorted(f[0] for f in fitted)
+    assert all(m < best for m, best, _ in fitted)  # each fitted while it promised to beat the incumbent
+    ratio = min(got / m for m, _, got in fitted)
+    skipped = set(overs) - {f[0] for f in fitted}
+    assert skipped and all(m * ratio >= inc.makespan for m in skipped)
+    sol, ev = inc.best
+    got = check(prob, ev.placement, ev.start, "peak")  # raises on any violation, memory included
+    assert got.makespan == pytest.approx(ev.makespan) and ev.makespan < min(c.objective for c in cands)
+    first = list(fitted)
+    fitted.clear()
+    again = run()
+    assert fitted == first and again.makespan == inc.makespan
+
+
+def test_a_fit_repairs_the_least_overflowing_split_first_and_stops_at_the_first_that_fits():
+    # band-repair's split of an overflowing gathered schedule at each margin, repaired in turn (the
+    # member's way, every margin) or least over first up to the first that fits (the probe's): the
+    # first fit is the same repair as the member's at that margin, and no repair runs after it
+    # unless there is time for more
+    prob = small_cnn_at_capacity()
+    peak = SolveOptions(memory_model="peak")
+    start = np.asarray(MEMBERS["etf"](prob, peak).placement)
+    _, over = _gathered(prob, peak, Incumbent(prob, "peak", verify), start, 60.0, _windows(prob, peak))
+    ev = over[1]
+    pivot = loss_pivot(prob)
+    seq = np.lexsort((prob.topo_rank, ev.start))
+    args = (prob, "x", ev.placement, seq, positions(prob, pivot), pivot, lambda: False)
+    every, rows = split_repaired(*args)
+    first, first_rows = split_repaired(*args, first_fit=True)
+    assert len(rows) == len(MARGINS) and first is not None
+    least = min(rows, key=lambda r: (r["split_over"], r["margin"]))
+    assert first_rows[0]["margin"] == least["margin"] and first_rows[0]["split_over"] == least["split_over"]
+    assert first_rows[-1]["fits"] and not any(r["fits"] for r in first_rows[:-1])
+    assert first.evaluation.makespan == [r for r in rows if r["margin"] == first_rows[-1]["margin"]][0]["makespan"]
+    check(prob, first.evaluation.placement, first.evaluation.start, "peak")
+    assert every is not None and every.evaluation.makespan <= first.evaluation.makespan
+    # with time for more (the probe's own share), the other splits are repaired too: the best of all
+    more, more_rows = split_repaired(*args, first_fit=True, more=lambda: True)
+    assert len(more_rows) == len(MARGINS) and more.evaluation.makespan == every.evaluation.makespan
