@@ -45,6 +45,11 @@ def judged(problem: Problem, report: dict, memory_model: str) -> Evaluation:
     order = None
     if report.get("device_order"):
         order = [[index[str(x)] for x in report["device_order"].get(name, [])] for name in problem.device_names]
+    elif report.get("start"):
+        # Reports carry start times, not orders: each device runs its nodes in start order.
+        start = np.array([float(report["start"][str(i)]) for i in problem.ids])
+        ranked = np.lexsort((np.arange(problem.n), start))
+        order = [[int(j) for j in ranked if placement[j] == d] for d in range(problem.k)]
     return evaluate(problem, placement, order=order, memory_model=memory_model)
 
 

@@ -11,7 +11,7 @@ such window the cheaper of "members on the chain's device" and "members away, a 
 one back": this pass builds the first kind, block after block.
 
 How, from any placement (:func:`find_windows`: steps 1-2, once per graph, stoppable between
-its passes; :func:`gather_windows`: steps 3-4, per placement and factor):
+its passes; :func:`gather_windows`: steps 3-5, per placement and factor):
 
 1. The chain (the longest path by time) and its windows (placement/bypass_bound.py, ``reach``):
    the off-chain nodes with the same last chain ancestor p_a and first chain descendant p_b.
@@ -25,7 +25,15 @@ its passes; :func:`gather_windows`: steps 3-4, per placement and factor):
    time that balances the two sides: D runs the rest, (1 - s) T of the window's time T; the
    K - 1 others s T / (K - 1) after the cheapest transfer in and before the cheapest out, m in
    all; equal at s T = (T - m) (K - 1) / K. The other units join D.
-4. The weight gradients hanging off a gathered run's chain device (off-chain nodes with no chain
+4. With ``light`` (session 18), the units that stay on D shed their *light pieces*: what is
+   left of a unit without its anchored nodes (a member with an edge to or from the window's chain
+   nodes or its own unit that costs more than L, the geometric mean of the window's cheapest
+   edge in and cheapest edge out). In a backward block the anchored node is the path's last
+   op, whose full-size gradient feeds the sum; the light piece is the path's small ops before
+   it, which cross at the cheap rate both ways. Each goes to the other device with the least of
+   the window's time so far, so D runs only the chain and the anchored ops. Then fewer whole
+   units need to go away (a smaller ``factor``): D is no longer the window's bottleneck.
+5. The weight gradients hanging off a gathered run's chain device (off-chain nodes with no chain
    descendant) go to the other devices with the least work: they only need to end by the end.
 
 Colocated nodes and nodes not allowed on a device are never moved there. The result is a
@@ -35,6 +43,7 @@ evaluator, keeping it only when it is better. Deterministic.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
@@ -57,6 +66,7 @@ class Windows:
     a: list[int]  # per node its window's first chain position (-1: none)
     units: dict[tuple[int, int], list[list[int]]]  # per gathered window (p_a, p_b) its units
     crossing: dict[tuple[int, int], float]  # per gathered window: cheapest edge in + cheapest out
+    light: dict[tuple[int, int], list[list[list[int]]]]  # per gathered window, per unit: its light pieces
     gathered: list[tuple[int, int]]  # the windows to gather, in chain order
     others: list[int]  # the first chain positions of the windows left alone, sorted
     ends: list[int]  # off-chain nodes with a chain ancestor and no chain descendant
@@ -109,15 +119,30 @@ def find_windows(problem: Problem, stop: Callable[[], bool] | None = None) -> Wi
     edges_out = {key: cheapest(us, {chain[key[1]]}) for key, us in windows.items()}
     gathered = sorted(key for key in windows if edges_out[key] > edges_in[key])
     succ = {u: nbr_l[ptr_l[u]:ptr_l[u + 1]] for key in gathered for u in windows[key]}
-    return Windows(chain, a, {key: connected_pieces(windows[key], succ) for key in gathered},
-                   {key: edges_in[key] + edges_out[key] for key in gathered}, gathered,
+    units = {key: connected_pieces(windows[key], succ) for key in gathered}
+    pptr, pnbr, peid = problem.pred_ptr
+    pred_l, pcomm_l, pptr_l = pnbr.tolist(), problem.comm[peid].tolist(), pptr.tolist()
+    light: dict[tuple[int, int], list[list[list[int]]]] = {}
+    for key in gathered:
+        limit = math.sqrt(edges_in[key] * edges_out[key])
+        segment = set(chain[key[0]:key[1] + 1])
+        light[key] = []
+        for unit in units[key]:
+            near = segment | set(unit)
+            anchored = {u for u in unit if any(
+                nbr_l[j] in near and comm_l[j] > limit for j in range(ptr_l[u], ptr_l[u + 1])) or any(
+                pred_l[j] in near and pcomm_l[j] > limit for j in range(pptr_l[u], pptr_l[u + 1]))}
+            rest = [u for u in unit if u not in anchored]
+            light[key].append(connected_pieces(rest, succ) if anchored else [])
+    return Windows(chain, a, units, {key: edges_in[key] + edges_out[key] for key in gathered}, light, gathered,
                    sorted(key[0] for key in windows if edges_out[key] <= edges_in[key]), ends, movable)
 
 
 def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACTOR, fill: float = FILL,
-                   found: Windows | None = None) -> np.ndarray:
+                   found: Windows | None = None, light: bool = False) -> np.ndarray:
     """``placement`` with its expensive-to-return windows gathered (module docstring); a copy.
-    ``found``: :func:`find_windows` of ``problem``, when the caller has it already."""
+    ``found``: :func:`find_windows` of ``problem``, when the caller has it already; ``light``: the
+    units left on the chain's device shed their light pieces (step 4)."""
     pl = np.asarray(placement, dtype=np.int64).copy()
     k, t = problem.k, problem.time
     if problem.n == 0 or k < 2:
@@ -150,12 +175,17 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
         # D runs the rest, (1 - s) T; the K - 1 others s T after a transfer in and before one out
         away_time = factor * max(0.0, total - found.crossing[(lo, hi)]) * (k - 1) / k
         away, home, got = [], [], 0.0
-        for unit in sorted(units, key=lambda g: (-float(t[g].sum()), min(g))):
+        pieces: list[list[int]] = []  # the light pieces of the units that stay
+        for u, unit in sorted(enumerate(units), key=lambda x: (-float(t[x[1]].sum()), min(x[1]))):
             if got < away_time:
                 away.append(unit)
                 got += float(t[unit].sum())
             else:
                 home.append(unit)
+                if light:
+                    pieces += found.light[(lo, hi)][u]
+        # the pieces join D with their units first, then leave where another device has room
+        away += sorted(pieces, key=lambda g: (-float(t[g].sum()), min(g)))
         seg = [chain[j] for j in range(j0, hi + 1)]
         home_nodes = seg + [u for g in home for u in g]
 

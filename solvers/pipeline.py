@@ -165,6 +165,13 @@ PROBE_RESCHEDULE_SECONDS_PER_ELEMENT = 3e-6
 # model PARDNN's 3424.62 leads the warm start and gathers to 3440.85 / 3467.58, where ETF's
 # 3468.83 gathers to 3281 (session 15); the windows are found once, each gathering is ~1 s there.
 GATHER_FACTORS = (1.0, 1.3)
+# The same with the light pieces of the units left on the chain's device shed to the others
+# (window_gather ``light``, session 18): D then runs only the chain and the anchored ops, so a
+# smaller share of whole units goes away. ETF's placement, K = 8, static, re-scheduled: 10K CNN
+# 416.71 (1.0 / 1.3) -> 396.71 (0.4 light), 50K 1116.21 -> 1036.95, 200K 3240.91 -> 3220.02
+# (light 0.15-1.0: 3220-3243 at 200K, within 0.1% at 10K and 50K). Tried first: they are the
+# better start on every CNN measured, and the probe's clock may not reach the last factor.
+GATHER_LIGHT_FACTORS = (0.4,)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
 
@@ -596,7 +603,7 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
 def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
     """The graph's windows for gathering (heuristics/window_gather.py ``find_windows``), or None
     when there are no factors to gather with or the search was stopped first."""
-    if not opts.extra.get("gather_factors", GATHER_FACTORS):
+    if not _gather_variants(opts):
         return None
     return find_windows(problem, stop=opts.stop.is_set)
 
@@ -604,28 +611,36 @@ def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
 def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
               resched_s: float, found: Windows | None) -> tuple[list[Evaluation], tuple[str, Evaluation] | None]:
     """``placement`` with its windows gathered (heuristics/window_gather.py; ``found``: the
-    graph's windows, :func:`_windows`) for each of GATHER_FACTORS (``opts.extra["gather_factors"]``;
-    empty: none), each re-scheduled (:func:`_rescheduled`): the schedules that fit, and under the
+    graph's windows, :func:`_windows`) for each variant of :func:`_gather_variants`, each re-scheduled (:func:`_rescheduled`): the schedules that fit, and under the
     peak model (where the gathering ignores static memory) the fastest schedule of a gathered
     placement that overflows in every schedule, with its label (None: none), for
     :func:`_fit_promising`."""
     out: list[Evaluation] = []
     best_over: tuple[str, Evaluation] | None = None
-    factors = opts.extra.get("gather_factors", GATHER_FACTORS)
     peak = opts.memory_model == "peak"
-    for factor in factors:
+    for factor, light in _gather_variants(opts):
         if found is None or opts.stop.is_set():
             break
         t = time.monotonic()
         gathered = gather_windows(problem, placement, factor=float(factor), found=found,
-                                  fill=math.inf if peak else GATHER_FILL)
+                                  fill=math.inf if peak else GATHER_FILL, light=light)
         if not np.array_equal(gathered, placement):
             over: list[Evaluation] = []
-            got = _rescheduled(problem, opts, inc, gathered, t + resched_s, f"gather:{factor}", over)
+            label = f"gather:{factor}{' light' if light else ''}"
+            got = _rescheduled(problem, opts, inc, gathered, t + resched_s, label, over)
             if not got and over and peak and (best_over is None or over[0].makespan < best_over[1].makespan):
-                best_over = (f"gather:{factor}", over[0])
+                best_over = (label, over[0])
             out += got
     return out, best_over
+
+
+def _gather_variants(opts: SolveOptions) -> list[tuple[float, bool]]:
+    """(factor, light) for each gathering the probe tries, the light ones first:
+    ``opts.extra["gather_light_factors"]`` (default GATHER_LIGHT_FACTORS), then
+    ``opts.extra["gather_factors"]`` (GATHER_FACTORS); both empty: no gathering."""
+    light = opts.extra.get("gather_light_factors", GATHER_LIGHT_FACTORS)
+    plain = opts.extra.get("gather_factors", GATHER_FACTORS)
+    return [(float(f), True) for f in light] + [(float(f), False) for f in plain]
 
 
 def _fit_promising(problem: Problem, opts: SolveOptions, inc: Incumbent, unfit: list[tuple[float, int, str, Evaluation]],
