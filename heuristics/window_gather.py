@@ -57,6 +57,11 @@ from placement.problem import Problem
 
 FACTOR = 1.0  # times the balancing share of a window's time that goes away (docs/scale.md)
 FILL = 0.97  # of a device's memory a gathered run may fill before another device takes over
+# A window left alone between two gathered ones ends the run unless the chain between them is at
+# most this many nodes: then that stretch of chain joins the run's device (the projection shortcut
+# of a CNN's first block in a stage: 4 chain nodes; starting a new run there paid a full-size
+# transfer on the chain, 10.3 of the 200K CNN's last backward block of 18.4).
+BRIDGE = 8
 
 
 @dataclass
@@ -69,7 +74,9 @@ class Windows:
     light: dict[tuple[int, int], list[list[list[int]]]]  # per gathered window, per unit: its light pieces
     gathered: list[tuple[int, int]]  # the windows to gather, in chain order
     others: list[int]  # the first chain positions of the windows left alone, sorted
+    alone: dict[int, list[int]]  # per first chain position of windows left alone: their members
     ends: list[int]  # off-chain nodes with a chain ancestor and no chain descendant
+    link: list[float]  # per chain position j > 0 the cost of the edge from chain[j - 1] (link[0] = 0)
     movable: np.ndarray  # (n, K): may the pass put node i on device d
 
 
@@ -134,8 +141,14 @@ def find_windows(problem: Problem, stop: Callable[[], bool] | None = None) -> Wi
                 pred_l[j] in near and pcomm_l[j] > limit for j in range(pptr_l[u], pptr_l[u + 1]))}
             rest = [u for u in unit if u not in anchored]
             light[key].append(connected_pieces(rest, succ) if anchored else [])
+    alone: dict[int, list[int]] = defaultdict(list)
+    for key, us in windows.items():
+        if edges_out[key] <= edges_in[key]:
+            alone[key[0]] += us
+    link = [0.0] + [min((comm_l[j] for j in range(ptr_l[u], ptr_l[u + 1]) if nbr_l[j] == v), default=0.0)
+                    for u, v in zip(chain, chain[1:])]
     return Windows(chain, a, units, {key: edges_in[key] + edges_out[key] for key in gathered}, light, gathered,
-                   sorted(key[0] for key in windows if edges_out[key] <= edges_in[key]), ends, movable)
+                   sorted(key[0] for key in windows if edges_out[key] <= edges_in[key]), alone, ends, link, movable)
 
 
 def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACTOR, fill: float = FILL,
@@ -168,7 +181,7 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
     chain_dev = np.full(L, -1)
     for lo, hi in gathered:
         i = bisect.bisect_left(others, j0)
-        if i < len(others) and others[i] <= lo:  # a window left alone in between: a new run
+        if i < len(others) and others[i] <= lo and lo - j0 > BRIDGE:  # a window left alone in between: a new run
             j0, dev = lo, int(pl[chain[lo]])
         units = found.units[(lo, hi)]
         total = sum(float(t[g].sum()) for g in units)
@@ -184,19 +197,31 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
                 home.append(unit)
                 if light:
                     pieces += found.light[(lo, hi)][u]
-        # the pieces join D with their units first, then leave where another device has room
+        shed = {u for g in pieces for u in g}  # they leave D, so D's room is not asked for them
         away += sorted(pieces, key=lambda g: (-float(t[g].sum()), min(g)))
         seg = [chain[j] for j in range(j0, hi + 1)]
-        home_nodes = seg + [u for g in home for u in g]
+        home_nodes = seg + [u for g in home for u in g if u not in shed]
+        # windows left alone on a bridged stretch of chain (BRIDGE) join the run with it
+        home_nodes += [u for x in others[bisect.bisect_left(others, j0):bisect.bisect_left(others, lo)]
+                       for u in found.alone[x]]
 
         def room_needed(d: int) -> float:  # what moving the chain and home units to d adds there
             return float(w[[u for u in home_nodes if pl[u] != d]].sum())
 
         if mem[dev] + room_needed(dev) > cap[dev]:
-            dev = min(range(k), key=lambda d: (mem[d] - cap[d], d))  # the most room
+            full, dev = dev, min(range(k), key=lambda d: (mem[d] - cap[d], d))  # the most room
             if mem[dev] + room_needed(dev) > cap[dev]:
                 j0 = hi + 1  # no device has room: the window stays as it is
                 continue
+            # the run changes device at the window's cheapest chain edge, not at its first (in a
+            # backward block that is a full-size gradient): the chain before it stays where it was
+            cut = min(range(j0, hi + 1), key=lambda j: (found.link[j], j))
+            before = [chain[j] for j in range(j0, cut) if pl[chain[j]] != full]
+            if cut > j0 and mem[full] + float(w[before].sum()) <= problem.memory[full]:  # a few nodes: the hard limit
+                put([chain[j] for j in range(j0, cut)], full)
+                chain_dev[j0:cut] = full
+                home_nodes = [u for u in home_nodes if u not in set(chain[j0:cut])]
+                j0 = cut
         put(home_nodes, dev)
         chain_dev[j0:hi + 1] = dev
         spent = [0.0] * k  # the window's time sent to each device so far
@@ -206,6 +231,8 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
                 x = min(fits, key=lambda x: (spent[x], mem[x] - cap[x], x))
                 spent[x] += float(t[g].sum())
                 put(g, x)
+            elif g[0] in shed and mem[dev] + float(w[[u for u in g if pl[u] != dev]].sum()) <= cap[dev]:
+                put(g, dev)  # a light piece no other device has room for stays with its unit
         j0 = hi + 1
     busy = np.bincount(pl, weights=t, minlength=k).astype(float)
     for u in found.ends:  # weight gradients off a gathered chain's device
