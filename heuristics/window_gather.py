@@ -215,7 +215,7 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
                 continue
             # the run changes device at the window's cheapest chain edge, not at its first (in a
             # backward block that is a full-size gradient): the chain before it stays where it was
-            cut = min(range(j0, hi + 1), key=lambda j: (found.link[j], j))
+            cut = min(range(j0, hi + 1), key=lambda j: (found.link[j], j), default=j0)  # empty: an earlier window ended at hi
             before = [chain[j] for j in range(j0, cut) if pl[chain[j]] != full]
             if cut > j0 and mem[full] + float(w[before].sum()) <= problem.memory[full]:  # a few nodes: the hard limit
                 put([chain[j] for j in range(j0, cut)], full)

@@ -177,12 +177,14 @@ def small_cnn_at_capacity(k: int = 8, share: float = 0.6):
 
 def test_the_probe_fits_the_fastest_overflowing_gathered_placement_first(monkeypatch):
     # the candidates in the portfolio's order (best first): band-repair's, ETF's, min-memory's. Their
-    # gathered placements overflow, ETF's the fastest and band-repair's the slowest; the fits go
+    # gathered placements overflow, band-repair's not the fastest (session 17: ETF's fastest; since
+    # session 18's gathering changes min-memory's); the fits go
     # fastest first (before: in the candidates' order, so band-repair's fit, the least promising,
     # took the probe's share first), and one that does not promise to beat the incumbent by what
     # the fits so far lost (their best schedule over their overflowing one) is not fitted
     prob = small_cnn_at_capacity()
-    peak = SolveOptions(memory_model="peak")
+    # the plain gatherings only: they overflow here, where the light one may fit as it is
+    peak = SolveOptions(memory_model="peak", extra={"gather_light_factors": ()})
     cands = [MEMBERS[m](prob, peak) for m in ("band-repair", "etf", "min-memory")]
     assert [c.objective for c in cands] == sorted(c.objective for c in cands)
     fitted: list[tuple[float, float, float]] = []  # (overflowing makespan, the incumbent's then, the fit's best)
@@ -207,8 +209,8 @@ def test_the_probe_fits_the_fastest_overflowing_gathered_placement_first(monkeyp
         fits, over = _gathered(prob, peak, Incumbent(prob, "peak", verify), np.asarray(c.placement), 60.0, _windows(prob, peak))
         assert fits == [] and over is not None
         overs.append(over[1].makespan)
-    assert overs[1] < overs[2] < overs[0]  # ETF's promises most, band-repair's least
-    assert fitted and fitted[0][0] == overs[1]
+    assert min(overs) < overs[0]  # the first candidate's (band-repair's) is not the fastest
+    assert fitted and fitted[0][0] == min(overs)
     assert [f[0] for f in fitted] == sorted(f[0] for f in fitted)
     assert all(m < best for m, best, _ in fitted)  # each fitted while it promised to beat the incumbent
     ratio = min(got / m for m, _, got in fitted)
@@ -229,7 +231,8 @@ def test_a_fit_repairs_the_least_overflowing_split_first_and_stops_at_the_first_
     # first fit is the same repair as the member's at that margin, and no repair runs after it
     # unless there is time for more
     prob = small_cnn_at_capacity()
-    peak = SolveOptions(memory_model="peak")
+    # the plain gatherings only: they overflow here, where the light one may fit as it is
+    peak = SolveOptions(memory_model="peak", extra={"gather_light_factors": ()})
     start = np.asarray(MEMBERS["etf"](prob, peak).placement)
     _, over = _gathered(prob, peak, Incumbent(prob, "peak", verify), start, 60.0, _windows(prob, peak))
     ev = over[1]
@@ -305,13 +308,14 @@ def test_light_pieces_are_cut_only_at_cheap_edges():
 
 
 def test_the_light_gathering_schedules_faster_on_a_generated_cnn():
-    """On this CNN (2970 nodes, K = 4) ETF's placement gathered and re-scheduled spans 253.459
-    plainly (factors 1.0 and 1.3) and 245.03 with the light pieces shed (0.4): the variant the
-    probe now tries first. Measured, not derived: a change that loses it should say why."""
+    """On this CNN (7930 nodes, K = 8) ETF's placement gathered and re-scheduled spans 327.597
+    plainly (factors 1.0 and 1.3) and 313.177 with the light pieces shed (0.4): the variant the
+    probe tries first (on graphs under 5000 nodes either may win, so the probe tries both).
+    Measured, not derived: a change that loses it should say why."""
     from solvers.reschedule import reschedule
-    prob = generate("cnn", 3000, seed=1, devices=4, memory_fraction=0.6)
+    prob = generate("cnn", 8000, seed=1, devices=8, memory_fraction=0.6)
     found = find_windows(prob)
     start = np.asarray(etf(prob, SolveOptions()).placement)
     plain = min(reschedule(prob, gather_windows(prob, start, factor=f, found=found))[0][2].makespan for f in (1.0, 1.3))
     light = reschedule(prob, gather_windows(prob, start, factor=0.4, found=found, light=True))[0][2].makespan
-    assert light < plain * 0.98
+    assert light < plain * 0.97
