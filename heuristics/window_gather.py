@@ -18,8 +18,10 @@ its passes; :func:`gather_windows`: steps 3-5, per placement and factor):
 2. A window is *gathered* when the cheapest edge from its members into p_b costs more than the
    cheapest edge from p_a into them (its results are the expensive way to cross: the backward
    blocks; in the forward blocks the input is, and the window is left alone).
-3. Runs of gathered windows (no other window starts in between) put their chain nodes on one
-   device D, D's static memory allowing (else the device with the most room takes over). Each
+3. Runs of gathered windows (no other window starts in between, or only on a stretch of at most
+   BRIDGE chain nodes, which then joins the run with its windows) put their chain nodes on one
+   device D, D's static memory allowing (else the device with the most room takes over, from the
+   window's cheapest chain edge on: the chain before it stays where it was). Each
    window's members are cut into units (connected pieces: a path); the largest go away, each to
    the other device with the least of the window's time so far, until they hold ``factor`` x the
    time that balances the two sides: D runs the rest, (1 - s) T of the window's time T; the
