@@ -452,8 +452,10 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
             yield unknown("no weight-gradient accumulation chain in the graph")
             return
     chains = accumulation_chains(problem, min_bytes)
-    if not chains:
-        yield unknown("no weight-gradient accumulation chain in the graph")
+    if not chains:  # say the threshold: a graph may have chains, only too small to matter here
+        scale = (f"{MIN_FRACTION:g} x the smallest capacity" if finite.size
+                 else f"{UNLIMITED_FRACTION:g} x the largest tensor")
+        yield unknown(f"no weight-gradient accumulation chain with tensors of {min_bytes:.4g} bytes or more ({scale})")
         return
     allowed = chain_devices(problem, chains, free_shared)
     all_pinned = chain_devices(problem, chains)

@@ -105,6 +105,16 @@ def test_no_chains_on_other_families(kind):
     assert chain_pin(p.with_devices(4, 1e12), PEAK).status == "unknown"
 
 
+def test_chains_too_small_for_the_capacity_are_named_by_their_threshold():
+    # an LSTM has accumulation chains, but at a huge capacity none carries 0.2% of it: the reason
+    # says so (it read "no chain in the graph", which is not what happened)
+    p = generate("lstm", 2000, seed=0, devices=4, memory_fraction=None)
+    assert accumulation_chains(p, 0.0)
+    sol = chain_pin(p.with_devices(4, 1e15), PEAK)
+    assert sol.status == "unknown" and sol.placement is None
+    assert "2e+12 bytes or more (0.002 x the smallest capacity)" in sol.reason
+
+
 @pytest.fixture(scope="module")
 def lstm_tight():
     p0 = generate("lstm", 1500, seed=0, memory_fraction=None)
