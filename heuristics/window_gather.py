@@ -129,6 +129,8 @@ def find_windows(problem: Problem, stop: Callable[[], bool] | None = None) -> Wi
     gathered = sorted(key for key in windows if edges_out[key] > edges_in[key])
     succ = {u: nbr_l[ptr_l[u]:ptr_l[u + 1]] for key in gathered for u in windows[key]}
     units = {key: connected_pieces(windows[key], succ) for key in gathered}
+    if halt():
+        return None
     pptr, pnbr, peid = problem.pred_ptr
     pred_l, pcomm_l, pptr_l = pnbr.tolist(), problem.comm[peid].tolist(), pptr.tolist()
     light: dict[tuple[int, int], list[list[list[int]]]] = {}
@@ -143,14 +145,14 @@ def find_windows(problem: Problem, stop: Callable[[], bool] | None = None) -> Wi
                 pred_l[j] in near and pcomm_l[j] > limit for j in range(pptr_l[u], pptr_l[u + 1]))}
             rest = [u for u in unit if u not in anchored]
             light[key].append(connected_pieces(rest, succ) if anchored else [])
-    alone: dict[int, list[int]] = defaultdict(list)
+    alone: dict[int, list[int]] = defaultdict(list)  # windows left alone that start at one chain node merge
     for key, us in windows.items():
         if edges_out[key] <= edges_in[key]:
             alone[key[0]] += us
     link = [0.0] + [min((comm_l[j] for j in range(ptr_l[u], ptr_l[u + 1]) if nbr_l[j] == v), default=0.0)
                     for u, v in zip(chain, chain[1:])]
     return Windows(chain, a, units, {key: edges_in[key] + edges_out[key] for key in gathered}, light, gathered,
-                   sorted(key[0] for key in windows if edges_out[key] <= edges_in[key]), alone, ends, link, movable)
+                   sorted(alone), alone, ends, link, movable)
 
 
 def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACTOR, fill: float = FILL,
@@ -222,7 +224,8 @@ def gather_windows(problem: Problem, placement: np.ndarray, factor: float = FACT
             if cut > j0 and mem[full] + float(w[before].sum()) <= problem.memory[full]:  # a few nodes: the hard limit
                 put([chain[j] for j in range(j0, cut)], full)
                 chain_dev[j0:cut] = full
-                home_nodes = [u for u in home_nodes if u not in set(chain[j0:cut])]
+                stays = set(chain[j0:cut])
+                home_nodes = [u for u in home_nodes if u not in stays]
                 j0 = cut
         put(home_nodes, dev)
         chain_dev[j0:hi + 1] = dev

@@ -168,9 +168,9 @@ GATHER_FACTORS = (1.0, 1.3)
 # The same with the light pieces of the units left on the chain's device shed to the others
 # (window_gather ``light``, session 18): D then runs only the chain and the anchored ops, so a
 # smaller share of whole units goes away. ETF's placement, K = 8, static, re-scheduled: 10K CNN
-# 416.71 (1.0 / 1.3) -> 396.71 (0.4 light), 50K 1116.21 -> 1036.95, 200K 3240.91 -> 3220.02
-# (light 0.15-1.0: 3220-3243 at 200K, within 0.1% at 10K and 50K). Tried first: they are the
-# better start on every CNN measured, and the probe's clock may not reach the last factor.
+# 405.88 (plain 1.0 / 1.3) -> 388.24 (light 0.4), 50K 1101.16 -> 1020.60, 200K 3230.70 -> 3199.88
+# (light 0.15-1.0 at 200K: within 0.7%). Tried first: the better start on every CNN of 8K nodes
+# or more measured (below that either wins), and the probe's clock may not reach the last one.
 GATHER_LIGHT_FACTORS = (0.4,)
 TOPO_SPLIT_MAX_NODES = 3000  # topo-split does not watch the clock and is O(K n^2): 100K nodes took 490 s
 
@@ -611,10 +611,10 @@ def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
 def _gathered(problem: Problem, opts: SolveOptions, inc: Incumbent, placement: np.ndarray,
               resched_s: float, found: Windows | None) -> tuple[list[Evaluation], tuple[str, Evaluation] | None]:
     """``placement`` with its windows gathered (heuristics/window_gather.py; ``found``: the
-    graph's windows, :func:`_windows`) for each variant of :func:`_gather_variants`, each re-scheduled (:func:`_rescheduled`): the schedules that fit, and under the
-    peak model (where the gathering ignores static memory) the fastest schedule of a gathered
-    placement that overflows in every schedule, with its label (None: none), for
-    :func:`_fit_promising`."""
+    graph's windows, :func:`_windows`) for each variant of :func:`_gather_variants`, each
+    re-scheduled (:func:`_rescheduled`): the schedules that fit, and under the peak model (where
+    the gathering ignores static memory) the fastest schedule of a gathered placement that
+    overflows in every schedule, with its label (None: none), for :func:`_fit_promising`."""
     out: list[Evaluation] = []
     best_over: tuple[str, Evaluation] | None = None
     peak = opts.memory_model == "peak"
