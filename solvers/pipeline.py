@@ -58,6 +58,7 @@ from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
 from .reschedule import reschedule, reschedule_seconds
+from .join_sweep import JoinStats, JoinSweep
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -796,17 +797,19 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on static
     graphs of SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py)
-    takes turns too.
+    takes turns too, and on every graph the join sweep (solvers/join_sweep.py), which runs first:
+    it is quick, and what it fixes (remote inputs landing together at a join) refine rarely finds.
 
     Why: which of them improves a big graph faster depends on the graph and on the schedule
     reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
     where refine's single moves are stuck), and a fixed split wastes the time of the one that has
     run dry. Each slice (the budget over SEARCH_SLICES, at least SEARCH_SLICE_SECONDS or a
     quarter of a short budget) goes to the search whose last slice gained the most makespan per
-    second, that rate grown by SEARCH_STALE_GROWTH per slice the search has waited; refine first,
-    then LNS. Both keep their state between slices and take over the incumbent when the other
-    improved it.
-    A search that stops early (refine converged) hands the rest of its slice back. Every answer
+    second, that rate grown by SEARCH_STALE_GROWTH per slice the search has waited; the join sweep
+    first, then refine, then LNS. Each keeps its state between slices and takes over the
+    incumbent when another improved it.
+    A search that stops early (refine converged, a join sweep that kept nothing) hands the rest of
+    its slice back. Every answer
     is offered to the incumbent, so the result is never worse than it. ``probed``: the leading
     probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
     t0 = time.monotonic()
@@ -816,11 +819,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     window_seconds = float(opts.extra.get("lns_window_seconds", LNS_WINDOW_SECONDS))
     select = str(opts.extra.get("lns_select", LNS_SELECT))
     multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
-    lns_stats, ref_stats, seg_stats = LnsStats(), RefineStats(), SegmentStats()
+    lns_stats, ref_stats, seg_stats, join_stats = LnsStats(), RefineStats(), SegmentStats(), JoinStats()
     arms: dict[str, Any] = {}
     if probed is not None and probed.search is not None:
         arms["refine"], ref_stats = probed.search, probed.stats
-    names = ["refine", "exact-lns"]  # the order of their first slices
+    names = ["joins", "refine", "exact-lns"]  # the order of their first slices
     seg_nodes = int(opts.extra.get("segment_graph_nodes", SEGMENT_GRAPH_NODES))
     if problem.n >= seg_nodes and opts.memory_model == "static":
         names.append("segments")
@@ -839,6 +842,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             return SegmentSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model,
                                  size=int(opts.extra.get("segment_nodes", SEGMENT_NODES)),
                                  seconds=float(opts.extra.get("segment_seconds", SEGMENT_SECONDS)), stats=seg_stats)
+        if name == "joins":
+            return JoinSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=join_stats)
         return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
                             window_seconds=window_seconds, stats=lns_stats, select=select, waits=inc.waits)
 
@@ -867,9 +872,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
         before = inc.makespan
-        stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats}[name]
+        stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats, "joins": join_stats}[name]
         moves = {"refine": lambda: ref_stats.evaluations, "exact-lns": lambda: lns_stats.windows,
-                 "segments": lambda: seg_stats.sub_evaluations}[name]
+                 "segments": lambda: seg_stats.sub_evaluations, "joins": lambda: join_stats.tried}[name]
         hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
         if name not in arms:
             arms[name] = build(name)
@@ -889,7 +894,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             placement = ev.placement
         run_s = time.monotonic() - t_run
         if ev.makespan < before * (1 - 1e-12):
-            method = {"refine": "refine", "exact-lns": "lns", "segments": "segments"}[name]
+            method = {"refine": "refine", "exact-lns": "lns", "segments": "segments", "joins": "joins"}[name]
             inc.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
         took = time.monotonic() - t
         spent[name] += took
@@ -898,6 +903,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         gain = (before - inc.makespan) / before
         rate[name] = gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
         log.append(f"{name} {took:.0f}s {100 * gain:.2f}%")
+        if name == "joins" and arms[name].converged:
+            rate[name] = 0.0  # a sweep kept nothing: the rest of its slice goes to the others
         if name == "refine" and ref_stats.stopped == "converged":
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
             if end - time.monotonic() < 1.0 + window_seconds:
@@ -910,6 +917,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     if "refine" in arms:
         phases.append(Phase("refine", spent["refine"], inc.makespan, bound, "heuristic",
                             f"{ref_stats.evaluations} moves, {ref_stats.accepted} accepted, judged by {ref_stats.judged_by}"))
+    if "joins" in arms:
+        phases.append(Phase("joins", spent["joins"], inc.makespan, bound, "heuristic",
+                            f"{join_stats.sweeps} sweeps, {join_stats.tried} join moves, {join_stats.improved} kept"))
     if "segments" in arms:
         phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
                             f"{seg_stats.segments} segments of {arms['segments'].size} nodes, {seg_stats.improved} "

@@ -82,7 +82,7 @@ class RefineStats:
     best_makespan: float | None = None  # the best feasible makespan so far, live (progress lines read it)
 
 
-class _Units:
+class Units:
     """Colocation units: a group moves as one; other nodes alone."""
 
     def __init__(self, problem: Problem) -> None:
@@ -182,6 +182,54 @@ def critical_chain(problem: Problem, ev: Evaluation, graph: TimingGraph | None =
         seen.add(v)
         chain.append(v)
     return chain
+
+
+def join_moves(problem: Problem, ev: Evaluation, v: int, unit_of: np.ndarray, mask: np.ndarray,
+               pred: tuple[np.ndarray, np.ndarray, np.ndarray], smallest: int = 2) -> list[tuple[list[int], list[int]]]:
+    """Moves that bring the remote inputs holding ``v`` back onto v's device, several at once.
+
+    A node fed by many producers elsewhere (a gradient sum over a block's paths, a concat) starts
+    when the last transfer lands; when two or more land at nearly the same time, moving any one
+    of them home gains nothing, so single moves never leave the plateau (the 200K CNN's gradient
+    sums, bench/results_scale.md "Session 19"). The remote inputs' units, latest arrival first,
+    move together: the first 2, 4, 8, ... of them and all (from ``smallest`` on). Only when an input transfer decides
+    v's start; units not allowed on v's device are left out."""
+    ptr, nbr, eid = pred
+    lo, hi = int(ptr[v]), int(ptr[v + 1])
+    if hi - lo < 2:
+        return []
+    pl = ev.placement
+    d = int(pl[v])
+    us, es = nbr[lo:hi], eid[lo:hi]
+    far = pl[us] != d
+    if np.count_nonzero(far) < 2:
+        return []
+    us, es = us[far], es[far]
+    arrive = ev.finish[us] + problem.comm[es]
+    if arrive.max() < ev.start[v] - 1e-9 * max(1.0, ev.makespan):
+        return []
+    finish = ev.finish
+    ranked: list[int] = []
+    for i in np.argsort(-arrive, kind="stable").tolist():
+        u = int(us[i])
+        # On v's device u would start once its own inputs reach d: if they too come from afar,
+        # bringing u home only moves the transfer earlier on the path (a concat of branches).
+        home = 0.0
+        for j in range(int(ptr[u]), int(ptr[u + 1])):
+            w = int(nbr[j])
+            home = max(home, finish[w] + (0.0 if pl[w] == d else float(problem.comm[eid[j]])))
+        if home + problem.time[u] < arrive[i]:
+            ranked.append(int(unit_of[u]))
+    units = [u for u in dict.fromkeys(ranked) if mask[u, d]]
+    out: list[tuple[list[int], list[int]]] = []
+    size = smallest
+    while units[size - 1:]:
+        take = sorted(units[:size])
+        out.append((take, [d] * len(take)))
+        if size >= len(units):
+            break
+        size = min(2 * size, len(units))
+    return out
 
 
 def _window_busy(problem: Problem, ev: Evaluation) -> Callable[[int, float, float], float]:
@@ -336,7 +384,7 @@ class _Search:
         self.batch_misses = 0  # batch moves rejected in a row
         self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
         self.keep_order = keep_order
-        self.units = _Units(problem)
+        self.units = Units(problem)
         self.rng = np.random.default_rng(opts.seed)
         self.deadline = deadline
         self.stop = opts.stop  # Ctrl-C / SIGTERM: checked before every evaluation
@@ -505,6 +553,9 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
+        def joined(v: int) -> list[tuple[list[int], list[int]]]:
+            return [mv for mv in join_moves(p, ev, v, un.of, un.mask, self.pred) if fresh(*mv)]
+
         spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm, self._spread_lists)
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
@@ -531,6 +582,7 @@ class _Search:
             if i < len(runs):
                 if fresh(*runs[i]):
                     yield runs[i]
+            yield from joined(int(v))
             for mv in node_moves(int(v)):
                 if fresh(*mv):
                     yield mv

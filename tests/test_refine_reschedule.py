@@ -13,7 +13,7 @@ from placement.evaluator import check, edge_delay, evaluate
 from placement.generate import generate
 from placement.problem import Problem, make_problem
 from placement.solution import SolveOptions
-from solvers.refine import RefineStats, _Units, critical_chain, refine, spread_runs
+from solvers.refine import RefineStats, Units, critical_chain, refine, spread_runs
 from solvers.reschedule import bottom_levels, priority_order, reschedule
 from tests.conftest import random_problem
 
@@ -108,7 +108,7 @@ def test_spread_runs_puts_the_heads_on_idle_devices() -> None:
     prob = _heads()
     pl = np.array([0, 0] + [1] * 12)
     ev = evaluate(prob, pl)
-    un = _Units(prob)
+    un = Units(prob)
     moves = spread_runs(prob, ev, critical_chain(prob, ev), un.of, un.need, un.mask)
     new = pl.copy()
     for u, d in moves.items():
@@ -130,7 +130,7 @@ def test_spread_runs_respects_static_memory_and_allowed_devices() -> None:
     prob = make_problem(nodes, edges, devices=prob.k, memory=mem.tolist())
     pl = np.array([0, 0] + [1] * 12)
     ev = evaluate(prob, pl)
-    un = _Units(prob)
+    un = Units(prob)
     moves = spread_runs(prob, ev, critical_chain(prob, ev), un.of, un.need, un.mask)
     assert moves and 2 not in moves.values()
     for v in (prob.index["h0/a"], prob.index["h0/b"]):
