@@ -25,6 +25,7 @@ import numpy as np
 
 from formulations.window_lns import timed
 from placement.evaluator import Evaluation, check
+from placement.incremental import timing_graph
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -33,6 +34,7 @@ from .refine import Units, critical_chain, join_moves, order_of
 
 @dataclass
 class JoinStats:
+    """What a sweep did, for the report's ``joins`` phase."""
     sweeps: int = 0  # sweeps finished
     tried: int = 0  # join moves judged
     improved: int = 0  # join moves kept
@@ -54,8 +56,12 @@ class JoinSweep:
     where the last call stopped, ``adopt`` takes over a better schedule found elsewhere."""
 
     def __init__(self, problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *,
-                 memory_model: str = "static", stats: JoinStats | None = None) -> None:
+                 memory_model: str = "static", stats: JoinStats | None = None,
+                 waits: list[tuple[int, int]] | None = None) -> None:
+        """``start``: a schedule of ``placement`` meeting ``waits`` (control dependencies every
+        schedule of this search keeps, as refine and window LNS do)."""
         self.p, self.opts, self.mm = problem, opts, memory_model
+        self.graph = timing_graph(problem, waits)
         self.stats = stats or JoinStats()
         self.units = Units(problem)
         self.is_join = np.zeros(problem.n, dtype=bool)
@@ -68,17 +74,27 @@ class JoinSweep:
         self.dry = False  # a whole sweep kept nothing, and nothing better was adopted since
         self.eval_seconds = 0.0  # the longest evaluation so far
 
-    def adopt(self, ev: Evaluation) -> bool:
-        """Go on from the schedule ``ev`` when it is shorter than this search's best."""
+    @property
+    def waits(self) -> list[tuple[int, int]] | None:
+        """The waits every schedule of this search meets (None: none)."""
+        return self.graph.wait_list
+
+    def adopt(self, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
+        """Go on from the schedule ``ev`` (meeting ``waits``, kept from here on) when it is
+        shorter than this search's best."""
         if ev.makespan >= self.best_ev.makespan - 1e-9 * max(1.0, self.best_ev.makespan):
             return False
+        if (list(map(tuple, waits)) if waits else None) != self.waits:
+            self.graph = timing_graph(self.p, waits)
         self.best_ev = ev
+        self.queue = []  # the next visit starts a sweep on this schedule's critical chain
         self.stats.best_makespan = ev.makespan
         self.dry = False
         return True
 
     @property
     def converged(self) -> bool:
+        """A whole sweep kept nothing (and no better schedule was adopted since)."""
         return self.dry
 
     def run(self, deadline: float) -> Evaluation:
@@ -87,7 +103,7 @@ class JoinSweep:
         p, st = self.p, self.stats
         while not self.dry and not self.opts.stop.is_set():
             if not self.queue:  # a new sweep: the joins on the current critical chain, latest last
-                chain = np.asarray(critical_chain(p, self.best_ev), dtype=np.int64)
+                chain = np.asarray(critical_chain(p, self.best_ev, self.graph), dtype=np.int64)
                 self.queue = chain[self.is_join[chain]].tolist()  # critical_chain lists the last node first
                 self.kept_in_sweep = 0
                 if not self.queue:
@@ -104,7 +120,7 @@ class JoinSweep:
                 for u, d in zip(units, devs):
                     pl[self.units.members[u]] = d
                 t = time.monotonic()
-                ev = timed(p, pl, order_of(p, pl, base.start), self.mm)
+                ev = timed(p, pl, order_of(p, pl, base.start, self.graph.rank), self.mm, self.waits)
                 self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
                 st.tried += 1
                 if ev is not None and ev.feasible(p) and ev.makespan < base.makespan * (1 - 1e-12):

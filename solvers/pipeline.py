@@ -798,7 +798,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on static
     graphs of SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py)
     takes turns too, and on every graph the join sweep (solvers/join_sweep.py), which runs first:
-    it is quick, and what it fixes (remote inputs landing together at a join) refine rarely finds.
+    it is quick, and what it fixes (remote inputs landing together at a join) refine rarely finds;
+    once a sweep keeps nothing its rate is 0, so it runs again only when every search has run dry.
 
     Why: which of them improves a big graph faster depends on the graph and on the schedule
     reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
@@ -809,8 +810,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     first, then refine, then LNS. Each keeps its state between slices and takes over the
     incumbent when another improved it.
     A search that stops early (refine converged, a join sweep that kept nothing) hands the rest of
-    its slice back. Every answer
-    is offered to the incumbent, so the result is never worse than it. ``probed``: the leading
+    its slice back. Every answer is offered to the incumbent, so the result is never worse than it. ``probed``: the leading
     probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
     t0 = time.monotonic()
     end = t0 + (budget if budget is not None else 60.0)
@@ -843,7 +843,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                                  size=int(opts.extra.get("segment_nodes", SEGMENT_NODES)),
                                  seconds=float(opts.extra.get("segment_seconds", SEGMENT_SECONDS)), stats=seg_stats)
         if name == "joins":
-            return JoinSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=join_stats)
+            return JoinSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=join_stats,
+                             waits=inc.waits)
         return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
                             window_seconds=window_seconds, stats=lns_stats, select=select, waits=inc.waits)
 
@@ -882,7 +883,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             ev = inc.best[1]
             if name == "refine":
                 arms[name].adopt(ev.placement, ev, inc.waits)
-            elif name == "exact-lns":
+            elif name in ("exact-lns", "joins"):
                 arms[name].adopt(ev, inc.waits)
             else:
                 arms[name].adopt(ev)

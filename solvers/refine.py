@@ -185,15 +185,16 @@ def critical_chain(problem: Problem, ev: Evaluation, graph: TimingGraph | None =
 
 
 def join_moves(problem: Problem, ev: Evaluation, v: int, unit_of: np.ndarray, mask: np.ndarray,
-               pred: tuple[np.ndarray, np.ndarray, np.ndarray], smallest: int = 2) -> list[tuple[list[int], list[int]]]:
+               pred: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[tuple[list[int], list[int]]]:
     """Moves that bring the remote inputs holding ``v`` back onto v's device, several at once.
 
     A node fed by many producers elsewhere (a gradient sum over a block's paths, a concat) starts
     when the last transfer lands; when two or more land at nearly the same time, moving any one
     of them home gains nothing, so single moves never leave the plateau (the 200K CNN's gradient
     sums, bench/results_scale.md "Session 19"). The remote inputs' units, latest arrival first,
-    move together: the first 2, 4, 8, ... of them and all (from ``smallest`` on). Only when an input transfer decides
-    v's start; units not allowed on v's device are left out."""
+    move together: the first 2, 4, 8, ... of them and all. Only when an input transfer decides
+    v's start; units not allowed on v's device are left out. Inputs that share one unit give no
+    move here (a single move brings that unit home)."""
     ptr, nbr, eid = pred
     lo, hi = int(ptr[v]), int(ptr[v + 1])
     if hi - lo < 2:
@@ -222,7 +223,7 @@ def join_moves(problem: Problem, ev: Evaluation, v: int, unit_of: np.ndarray, ma
             ranked.append(int(unit_of[u]))
     units = [u for u in dict.fromkeys(ranked) if mask[u, d]]
     out: list[tuple[list[int], list[int]]] = []
-    size = smallest
+    size = 2
     while units[size - 1:]:
         take = sorted(units[:size])
         out.append((take, [d] * len(take)))

@@ -79,7 +79,7 @@ def test_auto_alternating_is_never_worse_than_its_warm_start(family):
     res = run(prob, "auto", SolveOptions(time_limit=8, workers=2, extra=extra))
     assert res.feasible
     names = [h["name"] for h in res.history]
-    assert "search" in names and "refine" in names
+    assert "search" in names and "refine" in names and "joins" in names
     warm = res.history[0]
     assert warm["name"] == "warm-start"
     assert res.evaluation.makespan <= warm["makespan"] + 1e-9

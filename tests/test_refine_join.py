@@ -96,3 +96,24 @@ def test_refine_with_join_moves_stays_feasible_and_never_worse(seed: int) -> Non
     check_placement(prob, out)
     assert ev.feasible(prob)
     assert ev.makespan <= ev0.makespan + 1e-9
+
+
+def test_inputs_whose_own_inputs_are_as_far_are_left_out() -> None:
+    """g joins two branches s -> b_i -> c_i -> g, each whole branch on its own device and every
+    edge as dear (5): brought home alone, c_i would wait for b_i's transfer instead of sending its
+    own, so no join move is offered."""
+    nodes = [{"id": x, "time": 1.0, "out_bytes": 1.0, "param_bytes": 0.0}
+             for x in ("s", "b0", "c0", "b1", "c1", "g")]
+    edges = [{"src": "s", "dst": "b0", "comm": 5.0}, {"src": "s", "dst": "b1", "comm": 5.0},
+             {"src": "b0", "dst": "c0", "comm": 5.0}, {"src": "b1", "dst": "c1", "comm": 5.0},
+             {"src": "c0", "dst": "g", "comm": 5.0}, {"src": "c1", "dst": "g", "comm": 5.0}]
+    prob = make_problem(nodes, edges, devices=3)
+    ev = evaluate(prob, np.array([0, 1, 1, 2, 2, 0]))
+    units = Units(prob)
+    assert join_moves(prob, ev, prob.index["g"], units.of, units.mask, prob.pred_ptr) == []
+    # with the branches' first edges cheap, bringing c_i home saves its dear transfer: offered
+    cheap = make_problem(nodes, [dict(e, comm=0.1) if e["dst"] in ("c0", "c1") else e for e in edges], devices=3)
+    ev = evaluate(cheap, np.array([0, 1, 1, 2, 2, 0]))
+    units = Units(cheap)
+    moves = join_moves(cheap, ev, cheap.index["g"], units.of, units.mask, cheap.pred_ptr)
+    assert [sorted(units.of[[cheap.index["c0"], cheap.index["c1"]]].tolist())] == [us for us, _ in moves]
