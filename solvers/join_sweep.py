@@ -5,8 +5,8 @@ when the last input lands. A schedule that sends a few producers away pays a dea
 and when two or more land together, moving any one of them home gains nothing: refine's single
 moves see a plateau, and its random walk along a critical chain of thousands of nodes reaches
 each join rarely. On the 200K CNN at K = 8 the 600 s answer kept 211 such producers away;
-refine with join moves (solvers/refine.py ``join_moves``) gained 0.1% in 120 s, a sweep that
-visits every join once gained 0.35% (bench/results_scale.md, "Session 19").
+from it, refine with join moves (solvers/refine.py ``join_moves``) gained 0.1% in 120 s, this
+sweep 0.27% in 29 s (bench/results_scale.md, "Session 19").
 
 One sweep visits the joins (nodes with two or more inputs over edges with a transfer time) on the
 schedule's critical chain, earliest start first.
@@ -19,7 +19,7 @@ better schedule is adopted.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,7 +40,6 @@ class JoinStats:
     improved: int = 0  # join moves kept
     start_makespan: float = float("nan")
     best_makespan: float = float("nan")
-    log: list[str] = field(default_factory=list)
 
 
 def joins(problem: Problem) -> np.ndarray:
@@ -131,6 +130,5 @@ class JoinSweep:
                     break
             if not self.queue:
                 st.sweeps += 1
-                st.log.append(f"sweep {st.sweeps}: {self.kept_in_sweep} kept, {self.best_ev.makespan:.6g}")
                 self.dry = self.kept_in_sweep == 0
         return self.best_ev

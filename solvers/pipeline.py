@@ -53,12 +53,12 @@ from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
+from .join_sweep import JoinStats, JoinSweep
 from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
 from .reschedule import reschedule, reschedule_seconds
-from .join_sweep import JoinStats, JoinSweep
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -810,8 +810,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     first, then refine, then LNS. Each keeps its state between slices and takes over the
     incumbent when another improved it.
     A search that stops early (refine converged, a join sweep that kept nothing) hands the rest of
-    its slice back. Every answer is offered to the incumbent, so the result is never worse than it. ``probed``: the leading
-    probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
+    its slice back. Every answer is offered to the incumbent, so the result is never worse than
+    it. ``probed``: the leading probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
     t0 = time.monotonic()
     end = t0 + (budget if budget is not None else 60.0)
     slice_s = max(min(SEARCH_SLICE_SECONDS, (end - t0) / 4), (end - t0) / SEARCH_SLICES)  # short budgets: 4 slices

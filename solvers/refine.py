@@ -554,9 +554,6 @@ class _Search:
                     out.append(([u, x], [d, a]))
             return [out[i] for i in self.rng.permutation(len(out)).tolist()]
 
-        def joined(v: int) -> list[tuple[list[int], list[int]]]:
-            return [mv for mv in join_moves(p, ev, v, un.of, un.mask, self.pred) if fresh(*mv)]
-
         spread = spread_runs(p, ev, chain, un.of, un.need, un.mask, self.mm, self._spread_lists)
         if spread:  # first: one evaluation may shorten every run of the chain at once
             units = sorted(spread)
@@ -583,10 +580,10 @@ class _Search:
             if i < len(runs):
                 if fresh(*runs[i]):
                     yield runs[i]
-            yield from joined(int(v))
-            for mv in node_moves(int(v)):
-                if fresh(*mv):
-                    yield mv
+            for moves in (lambda: join_moves(p, ev, int(v), un.of, un.mask, self.pred), lambda: node_moves(int(v))):
+                for mv in moves():  # node moves built only if no join move was taken
+                    if fresh(*mv):
+                        yield mv
         for mv in runs[len(chain):]:
             if fresh(*mv):
                 yield mv
