@@ -252,7 +252,7 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
 
 def _pinned_either(y: list[float], x2: list[float], t: list[float], q: list[float], c_in: list[float],
                    c_out: list[float], chain: tuple[float, float] | None = None) -> float:
-    """Case B's pinned load on one end's device E (docs/scale.md, "Members that may only cross
+    """Case B's pinned load on one end's device E (docs/scale.md, "Members that may cross only
     to the other end"): the smallest D >= g(D). A member with y > D is on E (as in
     :func:`_pinned_load`); one with y <= D < x2 is on E or on the other end's device F (off both,
     its paths pay a transfer in and one out: x2 > D); those on F, S of time x, run there one at a
@@ -269,7 +269,7 @@ def _pinned_either(y: list[float], x2: list[float], t: list[float], q: list[floa
     kept, last = chain if chain is not None and chain[0] > 0 else (0.0, 0.0)
     by_x2 = sorted(range(n), key=lambda u: x2[u])
     x2s = [x2[u] for u in by_x2]
-    suf_t, suf_q, suf_c = [0.0] * (n + 1), [np.inf] * (n + 1), [np.inf] * (n + 1)
+    suf_t, suf_q = [0.0] * (n + 1), [np.inf] * (n + 1)
     suf_in, suf_out = [np.inf] * (n + 1), [np.inf] * (n + 1)
     for i in range(n - 1, -1, -1):  # over the members with x2 above a D: their time and minima
         u = by_x2[i]
