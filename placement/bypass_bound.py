@@ -23,11 +23,14 @@ W(a, b), the smallest over three cases:
   a time (its pinned kin, bypass_kin.py; session 16);
 - B, p_a and p_b on two devices: the chain pays a transfer, every member is away from one end
   (one transfer), a member whose transfer would not fit is pinned to that end's device with the
-  chain before the first cut, where the last of them still pays its way to the other end, and the
-  window's work fits the devices' free time;
+  chain before the first cut, where the last of them still pays its way to the other end, a member
+  that may leave that device only for the other end's (off both, its two transfers would not fit)
+  runs there one at a time with the others that do (session 20), and the window's work fits the
+  devices' free time;
 - C, p_a and p_b on one device with the chain away in between: two chain transfers, and the chain
   before the first and after the last cut on d with the members as in A.
 
+Windows that share p_a or p_b are also bounded together, as one window (session 20).
 So F(p_j) >= t_j + max(F(p_{j-1}), head[p_j], F(p_a) + W(a, j) for the windows ending at j), and
 the mirror image bounds C - S(p_j); their sum at any chain node bounds the makespan. The end of
 the chain is a window too: off-chain nodes with a chain ancestor and no chain descendant (the
@@ -53,6 +56,9 @@ MAX_END_MEMBERS = 2000  # positions with more weight gradients after them are le
 MAX_KIN_WORK = 50_000  # windows with more members x thresholds leave the pinned kin out (cost)
 MIN_KIN_MEMBERS = 8  # smaller windows leave the pinned kin out (cost; no gain seen on them)
 MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep only the chain before the first
+MAX_MERGED = 8  # windows sharing an end in greater numbers are not bounded together (cost: the LSTMs' 1,652)
+MERGE = True  # windows sharing an end are also bounded together (_merged; tests switch it off to compare)
+EITHER = True  # case B's members that may cross only to the other end's device (_pinned_either; the same)
 CHAIN_KIN = True  # case C counts the chain before its first cut (after its last) beside the kin (tests switch it off to compare)
 
 
@@ -244,6 +250,58 @@ def _pinned_load(y: list[float], t: list[float], q: list[float] | None = None,
     return best
 
 
+def _pinned_either(y: list[float], x2: list[float], t: list[float], q: list[float], c_in: list[float],
+                   c_out: list[float], chain: tuple[float, float] | None = None) -> float:
+    """Case B's pinned load on one end's device E (docs/scale.md, "Members that may cross only
+    to the other end"): the smallest D >= g(D). A member with y > D is on E (as in
+    :func:`_pinned_load`); one with y <= D < x2 is on E or on the other end's device F (off both,
+    its paths pay a transfer in and one out: x2 > D); those on F, S of time x, run there one at a
+    time, the first no earlier than its ``c_in`` after F(p_a) and the last still needing its
+    ``c_out``: D >= min c_in + x + min c_out. E runs the others with the chain nodes known there
+    (``chain`` = (T, r) as in :func:`_pinned_load`), the first of them no earlier than the least
+    ``q``: D >= (their time) - x + max(least q, T + min(least q, r)). g(D) is the least over x of
+    the larger of the two (S empty: the second is void); the minima are taken over every member
+    with x2 > D (a superset of those on E, of S: no larger). Never below :func:`_pinned_load`."""
+    n = len(y)
+    if n == 0:
+        return 0.0
+    x2 = [max(a, b) for a, b in zip(x2, y)]
+    kept, last = chain if chain is not None and chain[0] > 0 else (0.0, 0.0)
+    by_x2 = sorted(range(n), key=lambda u: x2[u])
+    x2s = [x2[u] for u in by_x2]
+    suf_t, suf_q = [0.0] * (n + 1), [np.inf] * (n + 1)
+    suf_in, suf_out = [np.inf] * (n + 1), [np.inf] * (n + 1)
+    for i in range(n - 1, -1, -1):  # over the members with x2 above a D: their time and minima
+        u = by_x2[i]
+        suf_t[i] = suf_t[i + 1] + t[u]
+        suf_q[i] = min(suf_q[i + 1], q[u])
+        suf_in[i] = min(suf_in[i + 1], c_in[u])
+        suf_out[i] = min(suf_out[i + 1], c_out[u])
+    ys = sorted(y)
+    pre_y = [0.0]
+    for u in sorted(range(n), key=lambda u: y[u]):
+        pre_y.append(pre_y[-1] + t[u])
+    points = sorted(set([0.0] + ys + x2s))
+    for j, lo in enumerate(points):  # D in [lo, hi): the same members pinned, free and between
+        hi = points[j + 1] if j + 1 < len(points) else np.inf
+        i = bisect.bisect_right(x2s, lo)
+        if i == n:
+            return lo  # every member may leave both ends' devices
+        least = suf_q[i]
+        full = suf_t[i] + (max(least, kept + min(least, last)) if kept else least)
+        either = max(0.0, pre_y[bisect.bisect_right(ys, lo)] - (suf_t[0] - suf_t[i]))  # y <= D < x2
+        g = full  # S empty
+        c = suf_in[i] + suf_out[i]
+        if either > 0 and full > c:  # S of time x in (0, either]: E keeps some member while x < suf_t
+            x = min((full - c) / 2, either)
+            g = max(full - x, c + x)
+        if either > 0 and either >= suf_t[i] * (1 - 1e-12):  # every member may be on F: E runs only the chain
+            g = min(g, max(c + either, kept + last if kept else 0.0))
+        if max(lo, g) < hi:
+            return max(lo, g)
+    return np.inf
+
+
 def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],
             items: list[tuple], k: int, kin_of: object = None) -> float:
     """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
@@ -273,10 +331,20 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
     y_out, q_out = [p + o for p, o in zip(x, out)], [li + i for li, i in zip(l_in, into)]
     by_in = sorted(range(len(y_in)), key=lambda u: -y_in[u])
     by_out = sorted(range(len(y_out)), key=lambda u: -y_out[u])
+    # a member may leave its pinning end's device only to the other end's (x2 = both > D), where
+    # those that do run one at a time: the way in, their time, the way out (_pinned_either)
+    way_in = [li + i for li, i in zip(l_in, into)]  # from p_a's device to a member elsewhere
+    way_out = [lo + o for lo, o in zip(l_out, out)]  # from a member to p_b's device elsewhere
+
+    def pinned(y: list[float], q: list[float], order: list[int], c_in: list[float], c_out: list[float],
+               chain: tuple[float, float]) -> float:
+        old = _pinned_load(y, tv, q, chain, order)
+        return max(old, _pinned_either(y, both, tv, q, c_in, c_out, chain)) if EITHER else old
+
     first = _cut_floor([(between + c, (c, before)) for c, before, _, _ in firsts],
-                       lambda c: _pinned_load(y_in, tv, q_in, (c[1], between - c[1] + c[0]), by_in))
+                       lambda c: pinned(y_in, q_in, by_in, way_in, l_out, (c[1], between - c[1] + c[0])))
     last = _cut_floor([(between + c, (c, after)) for c, after, _ in lasts],
-                      lambda c: _pinned_load(y_out, tv, q_out, (c[1], between - c[1] + c[0]), by_out))
+                      lambda c: pinned(y_out, q_out, by_out, l_in, way_out, (c[1], between - c[1] + c[0])))
     apart = max(between + cheapest, max(p + min(i, o) for p, i, o in zip(x, into, out)),
                 _apart_span(work, late, early, k), first, last)
     # C: p_a and p_b on one device d, the chain away in between: it leaves at its first cut and
@@ -407,6 +475,10 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
         w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
                     lambda lo=lo, hi=hi: kin_of(lo, hi))
         by_end.setdefault(hi, []).append((lo, w))
+    if MERGE:
+        for (lo, hi), items in _merged(windows, ct, cc):
+            w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k)
+            by_end.setdefault(hi, []).append((lo, w))
     head_l = head.tolist()
     fin = [0.0] * L
     for j, v in enumerate(chain):
@@ -435,6 +507,36 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
         detail.update(fin=fin, rest=rest)
     best = max(f - t[v] + r for f, r, v in zip(fin, rest, chain))
     return max(best, _end_bound(ends, fin, ct, cc, tail_l[chain[-1]]))
+
+
+def _merged(windows: dict[tuple[int, int], list[tuple]], ct: list[float], cc: list[float]
+            ) -> list[tuple[tuple[int, int], list[tuple]]]:
+    """Windows that share their last chain node p_b, taken together from the first of their p_a
+    (and those that share p_a, to the last of their p_b): every member runs between F(p_a) and
+    S(p_b) of the joint window, its path from p_a runs through the chain to its own p_a (the chain
+    nodes' time joins its way in, the chain edges' least transfer its least one), mirror-wise
+    to p_b. A joint window is a window of the argument (docs/scale.md); its members' kin are left
+    out (a bound without them is valid)."""
+    out = []
+    for side in (0, 1):
+        groups: dict[int, list[int]] = {}
+        for key in windows:
+            groups.setdefault(key[1 - side], []).append(key[side])
+        for shared, ends in groups.items():
+            if not 2 <= len(ends) <= MAX_MERGED:
+                continue  # any window may be left out
+            far = min(ends) if side == 0 else max(ends)
+            items = []
+            for e in ends:
+                for x, m_in, m_out, tv, l_in, l_out in windows[(e, shared) if side == 0 else (shared, e)]:
+                    if side == 0:  # from p_far through the chain to p_e, then the member's own way in
+                        gap, low = ct[e + 1] - ct[far + 1], min(cc[far + 1:e + 1], default=np.inf)
+                        items.append((x + gap, min(m_in, low), m_out, tv, l_in + gap, l_out))
+                    else:
+                        gap, low = ct[far] - ct[e], min(cc[e + 1:far + 1], default=np.inf)
+                        items.append((x + gap, m_in, min(m_out, low), tv, l_in, l_out + gap))
+            out.append(((far, shared) if side == 0 else (shared, far), items))
+    return out
 
 
 def _end_bound(ends: list[tuple[float, float, int]], fin: list[float], ct: list[float], cc: list[float],
