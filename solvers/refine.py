@@ -16,7 +16,11 @@ each start) and tries, in a seeded random order, moves that can shorten it:
 - swap a chain unit with a unit of another device whose static size keeps both within capacity;
 - first of all, one batch move (:func:`spread_runs`): the chain's runs on one device split into
   independent pieces, spread over the devices idle in each run's time window (in ordered mode
-  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py).
+  judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py);
+- then every run of the chain on one device, whole, to each other device, from the chain's end
+  back (session 20): a run joined by transfers that cost more than its nodes (the first layer's
+  backward after the last gradient sum) gains nothing node by node, whole it can; once a pass
+  over them all keeps nothing they wait RUNS_AGAIN accepted moves (or an adopted schedule).
 
 A move is accepted when it lowers the makespan (or, from an infeasible start, the memory overflow)
 and never when it makes the placement infeasible. When a round finds nothing, a seeded random kick
@@ -66,6 +70,10 @@ AUTO_FIFO_SLACK = 0.02  # keep_order="auto": also judge by FIFO only while FIFO 
 # on the CNN 98 of 137, the LSTM 24 of 110 (bench/results_scale.md, "Session 13").
 BATCH_PATIENCE: int | None = 4
 BATCH_WAIT_MAX = 32
+# After a pass over every run of the chain kept nothing, the runs go back to being tried among the
+# single moves until this many moves have been accepted (200K CNN: a pass is ~3,800 moves, 4 s)
+RUNS_AGAIN = 50
+RUNS_FIRST = True  # tests of other move kinds switch it off to keep their paths
 
 
 @dataclass
@@ -382,6 +390,7 @@ class _Search:
                 raise ValueError("refine: waits need the start times of the schedule they belong to")
             keep_order = True
         self.rejected_batch: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the last batch move rejected
+        self.runs_dry_at: int | None = None  # stats.accepted when a pass over every chain run kept nothing
         self.batch_misses = 0  # batch moves rejected in a row
         self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
         self.keep_order = keep_order
@@ -575,6 +584,11 @@ class _Search:
                     units = np.unique(chain_units[i:j]).tolist()
                     a = int(chain_dev[i])
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
+        if RUNS_FIRST and (self.runs_dry_at is None or self.stats.accepted - self.runs_dry_at >= RUNS_AGAIN):
+            for mv in runs:  # whole runs first, from the chain's end back (critical_chain lists it last first)
+                if fresh(*mv):
+                    yield mv
+            self.runs_dry_at = self.stats.accepted  # reached only when none of them was kept
         runs = [runs[i] for i in self.rng.permutation(len(runs)).tolist()]
         for i, v in enumerate(self.rng.permutation(chain).tolist() if chain else []):
             if i < len(runs):
@@ -846,6 +860,8 @@ class _Search:
             for move in self._candidates(self.cur_ev):
                 if self.out_of_budget():
                     break
+                if len(move) == 3 and self.max_evals is not None and self.stats.evaluations + 3 > self.max_evals:
+                    continue  # a batch move takes up to three evaluations: never past the budget
                 ok = self._try(*move)
                 if len(move) == 3:
                     self._batch_judged(ok)
@@ -886,6 +902,7 @@ class _Search:
         self.unit_dev = self._unit_dev(pl)
         self.stale, self.last = 0, key
         self.rejected_batch = None
+        self.runs_dry_at = None  # a new schedule: its runs are tried first again
         if key[0] == 0.0:
             self.stats.best_makespan = key[1]
         return True

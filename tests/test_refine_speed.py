@@ -238,12 +238,14 @@ def test_small_batches_judged_incrementally_take_the_same_path():
 
         old = refine_mod.SMALL_BATCH
         refine_mod.SMALL_BATCH, refine_mod._Search._kept_order = limit, spy
+        refine_mod.RUNS_FIRST = False  # whole chain runs first would spend the 600 evaluations before any small batch
         try:
             stats = RefineStats()
             pl, ev = refine(prob, pl0, SolveOptions(seed=0), deadline=time.monotonic() + 1e6, max_evals=600,
                             keep_order=True, start=ev0.start, stats=stats)
         finally:
             refine_mod.SMALL_BATCH, refine_mod._Search._kept_order = old, kept
+            refine_mod.RUNS_FIRST = True
         runs.append((pl, ev, stats, judged))
     (pl_a, ev_a, st_a, used_a), (pl_b, ev_b, st_b, used_b) = runs
     assert used_a["better"] > 0 and used_a["not"] > 0 and used_b == {"better": 0, "not": 0}
