@@ -421,6 +421,21 @@ def frozen():
     model = torch.nn.Linear(2, 2)
     model.requires_grad_(False)  # a frozen backbone alone: nothing to train
     return model, (torch.randn(3, 2),)
+
+class Nonzero(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y[torch.nonzero(y > 0, as_tuple=True)].sum()  # a size that depends on the values
+
+def nonzero():
+    return Nonzero(), (torch.randn(3, 4),)
+
+def mismatch():
+    return torch.nn.Linear(4, 4), (torch.randn(3, 5),)  # the batch does not fit the model
 '''
 
 
@@ -429,6 +444,8 @@ def frozen():
     (["{mod}:wrong_shape"], "must return (model, example_inputs)"),
     (["{mod}:raises"], "the factory failed: RuntimeError: no weights here"),
     (["{mod}:frozen"], "Linear has no trainable parameter"),
+    (["{mod}:nonzero"], "cannot trace Nonzero: nonzero (aten.nonzero) has an output whose size depends on the data"),
+    (["{mod}:mismatch"], "cannot trace Linear: RuntimeError: a and b must have same reduction dim"),
     (["{mod}:missing"], "no function 'missing'"),
     (["{dir}/nope.py:f"], "no such file"),
     (["no_such_module_xyz:f"], "cannot import"),
@@ -444,6 +461,28 @@ def test_cli_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, args
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("factory, message", [
+    ("mismatch", "cannot trace Linear: RuntimeError: a and b must have same reduction dim"),
+    ("nonzero", "cannot trace Nonzero: nonzero (aten.nonzero) has an output whose size depends on the data"),
+])
+def test_cli_trace_failure_is_one_line_in_a_real_process(tmp_path, factory, message):
+    """As a user runs it: torch's fake-tensor logger printed its own 19-line traceback before our
+    line when an op's shape check failed, and a data-dependent size (nonzero) crashed the build
+    with a GuardOnDataDependentSymNode traceback and exit 1."""
+    import subprocess
+    import sys
+
+    mod = tmp_path / "broken.py"
+    mod.write_text(BROKEN)
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "placement.importers.torch", f"{mod}:{factory}", "-o", str(out)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1 and message in err[0], proc.stderr[-2000:]
     assert not out.exists()
 
 

@@ -22,6 +22,7 @@ Modelling (every choice is in docs/importers.md):
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import operator
 import os
@@ -247,6 +248,10 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
     was_training = model.training
     model.train(train)
+    # torch's fake-tensor mode logs its own traceback (ERROR) when an op's shape check fails;
+    # the failure is reported below in one line, so that log is muted while tracing
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    was_disabled, fake_log.disabled = fake_log.disabled, True
     try:
         gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
@@ -255,8 +260,24 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
     finally:
+        fake_log.disabled = was_disabled
         model.train(was_training)
+    _check_static_shapes(gm, type(model).__name__)
     return gm, layout, flat
+
+
+def _check_static_shapes(gm: Any, model_name: str) -> None:
+    """Every tensor of the step must have a size known before it runs (the problem's bytes and
+    costs are sizes). An op whose output size depends on the values (``nonzero``, boolean-mask
+    indexing, ``unique``) traces with a symbolic size; name the first such op."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for t in _flat_tensors(node.meta.get("val")):
+            if not all(isinstance(d, int) for d in t.shape):
+                raise ProblemError(f"cannot trace {model_name}: {node.name} ({_op_name(node.target)}) has an output whose size "
+                                   f"depends on the data ({list(t.shape)}): every tensor needs a static size; pad to a "
+                                   "fixed size or compute a mask instead")
 
 
 # ----- graph -> problem ----------------------------------------------------------------------
