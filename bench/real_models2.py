@@ -267,6 +267,7 @@ class AlbertLayer(nn.Module):
     def __init__(self, d: int, heads: int, ff: int, p: float) -> None:
         super().__init__()
         self.heads = heads
+        self.attn_p = p
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
         self.ln1 = nn.LayerNorm(d)
@@ -278,7 +279,7 @@ class AlbertLayer(nn.Module):
     def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
         b, s, d = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=pad, dropout_p=0.1 if self.training else 0.0)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=pad, dropout_p=self.attn_p if self.training else 0.0)
         x = self.ln1(x + self.drop(self.proj(a.transpose(1, 2).reshape(b, s, d))))
         return self.ln2(x + self.drop(self.ff2(HandGELU.apply(self.ff1(x)))))
 
