@@ -58,10 +58,13 @@ def test_mlp_training_step_checked_by_hand():
     assert _ops(cap, "forward") == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm", "aten.sum"])
     # backward: the loss's seed, fc3's weight gradient and input gradient, two ReLU backwards, fc2's
     # and fc1's weight gradients (mm) and bias gradients (sum), fc2's input gradient
+    # (and two zero-time ``order`` nodes: fc3's and fc2's input-gradient mm read the weight that the
+    # update later writes in place; nothing else orders them before it)
     assert _ops(cap, "backward") == sorted(["aten.ones_like", "aten.mm", "aten.mm", "aten.threshold_backward", "aten.mm",
-                                            "aten.mm", "aten.sum", "aten.threshold_backward", "aten.mm", "aten.sum"])
+                                            "aten.mm", "aten.sum", "aten.threshold_backward", "aten.mm", "aten.sum",
+                                            "order", "order"])
     assert _ops(cap, "optimizer") == sorted(ADAM_UPDATE * 5)
-    assert p.n == 5 + 1 + 6 + 10 + 35
+    assert p.n == 5 + 1 + 6 + 10 + 35 + 2
     # the weight is the parameter node's output (read until its update); gradient and Adam's two
     # states are persistent bytes
     assert {nid: p.out_bytes[p.index[f"param:{nid}"]] for nid in W} == W
@@ -85,7 +88,11 @@ def test_mlp_training_step_checked_by_hand():
     assert edges[("param:fc1.weight", fc1)] == (512, {"src_output": 0, "dst_inputs": [2]})
     # each parameter's update: its 7 Adam ops, colocated with it; only sqrt and div allocate
     groups = _groups(p)
-    assert sorted(groups) == sorted(f"param:{n}" for n in W)
+    order = {g: m for g, m in groups.items() if any(p.node_meta[p.index[x]]["op"] == "order" for x in m)}
+    assert sorted(set(groups) - set(order)) == sorted(f"param:{n}" for n in W)
+    # each order node sits with the mm it follows, takes no time and holds no bytes
+    assert sorted(sorted(p.node_meta[p.index[x]]["op"] for x in m) for m in order.values()) == [["aten.mm", "order"]] * 2
+    assert all(p.time[p.index[f"{g}:read"]] == 0 and _bytes(p, f"{g}:read") == 0 for g in order)
     for name, size in W.items():
         members = groups[f"param:{name}"]
         assert members[0] == f"param:{name}"
@@ -256,6 +263,57 @@ def test_gpt2_block_stack_with_tied_embeddings():
     assert _weights_and_states(cap) == 4 * _param_bytes(model)
 
 
+def _ancestors(p, node_id):
+    pred: dict[int, list[int]] = {}
+    for u, v in zip(p.src.tolist(), p.dst.tolist()):
+        pred.setdefault(v, []).append(u)
+    seen, todo = set(), [p.index[node_id]]
+    while todo:
+        for u in pred.get(todo.pop(), ()):
+            if u not in seen:
+                seen.add(u)
+                todo.append(u)
+    return {p.ids[u] for u in seen}
+
+
+class _ReadThenWrite(torch.nn.Module):
+    """``b`` reads ``a`` before ``a.mul_`` writes it: b must see the old value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        a = self.lin(x) + 1  # add's backward needs no value, so autograd allows the write
+        b = a * 2
+        a.mul_(3)
+        return (a + b).sum()
+
+
+@pytest.mark.parametrize("optimizer, update", [("adam", "aten.addcdiv_"), ("sgd", "aten.add_")])
+def test_reads_of_a_tensor_precede_its_later_in_place_writes(optimizer, update):
+    """Write after read: an op reading a tensor that the program later writes in place must run
+    before the write, so the graph needs an edge (an ordering edge) from the reader to the writer.
+    The weight of fc2 is read by the backward's input-gradient mm, whose result flows to fc1, not to
+    fc2's update: without the edge a schedule could update fc2's weight first (wrong gradients)."""
+    model, inputs = tm.mlp_factory()
+    p = capture(model, inputs, optimizer=optimizer).problem
+    for name in W:
+        pid = f"param:{name}"
+        readers = {p.ids[v] for u, v in zip(p.src.tolist(), p.dst.tolist()) if p.ids[u] == pid}
+        writes = [r for r in readers if p.node_meta[p.index[r]]["op"] == update
+                  and p.edge_meta[next(j for j in range(len(p.src)) if p.ids[p.src[j]] == pid and p.ids[p.dst[j]] == r)].get("dst_inputs") == [0]]
+        assert len(writes) == 1, (name, writes)
+        before = _ancestors(p, writes[0])
+        assert readers - {writes[0]} <= before, (name, sorted(readers - before - {writes[0]}))
+    torch.manual_seed(0)
+    cap = capture(_ReadThenWrite(), (torch.randn(2, 4),))
+    q = cap.problem
+    mul_ = next(q.ids[i] for i in range(q.n) if q.node_meta[i]["op"] == "aten.mul_" and cap.phase[q.ids[i]] == "forward")
+    mul = next(q.ids[i] for i in range(q.n) if q.node_meta[i]["op"] == "aten.mul" and cap.phase[q.ids[i]] == "forward")
+    assert mul in _ancestors(q, mul_)
+
+
 def test_cnn_batch_norm_sits_with_its_running_statistics():
     model, inputs, loss_fn = tm.cnn_tiny()
     cap = capture(model, inputs, loss_fn=loss_fn)
@@ -294,7 +352,7 @@ def test_measured_costs_time_each_signature_once():
     model, inputs = tm.mlp_factory()
     p = graph_from_torch(model, inputs, cost="measure")
     ops = [m["op"] for m in p.node_meta]
-    real = [i for i, op in enumerate(ops) if not op.startswith("placeholder.")]
+    real = [i for i, op in enumerate(ops) if not op.startswith("placeholder.") and op not in ("saved", "order")]
     assert all(p.time[i] > 0 for i in real)
     assert all(p.time[i] == 0 for i, op in enumerate(ops) if op.startswith("placeholder."))
     # the two ReLUs have one signature ([2, 16] float32): one measurement, the same time
@@ -363,6 +421,21 @@ def frozen():
     model = torch.nn.Linear(2, 2)
     model.requires_grad_(False)  # a frozen backbone alone: nothing to train
     return model, (torch.randn(3, 2),)
+
+class Nonzero(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y[torch.nonzero(y > 0, as_tuple=True)].sum()  # a size that depends on the values
+
+def nonzero():
+    return Nonzero(), (torch.randn(3, 4),)
+
+def mismatch():
+    return torch.nn.Linear(4, 4), (torch.randn(3, 5),)  # the batch does not fit the model
 '''
 
 
@@ -371,6 +444,8 @@ def frozen():
     (["{mod}:wrong_shape"], "must return (model, example_inputs)"),
     (["{mod}:raises"], "the factory failed: RuntimeError: no weights here"),
     (["{mod}:frozen"], "Linear has no trainable parameter"),
+    (["{mod}:nonzero"], "cannot trace Nonzero: nonzero (aten.nonzero) has an output whose size depends on the data"),
+    (["{mod}:mismatch"], "cannot trace Linear: RuntimeError: a and b must have same reduction dim"),
     (["{mod}:missing"], "no function 'missing'"),
     (["{dir}/nope.py:f"], "no such file"),
     (["no_such_module_xyz:f"], "cannot import"),
@@ -386,6 +461,28 @@ def test_cli_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, args
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("factory, message", [
+    ("mismatch", "cannot trace Linear: RuntimeError: a and b must have same reduction dim"),
+    ("nonzero", "cannot trace Nonzero: nonzero (aten.nonzero) has an output whose size depends on the data"),
+])
+def test_cli_trace_failure_is_one_line_in_a_real_process(tmp_path, factory, message):
+    """As a user runs it: torch's fake-tensor logger printed its own 19-line traceback before our
+    line when an op's shape check failed, and a data-dependent size (nonzero) crashed the build
+    with a GuardOnDataDependentSymNode traceback and exit 1."""
+    import subprocess
+    import sys
+
+    mod = tmp_path / "broken.py"
+    mod.write_text(BROKEN)
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "placement.importers.torch", f"{mod}:{factory}", "-o", str(out)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1 and message in err[0], proc.stderr[-2000:]
     assert not out.exists()
 
 

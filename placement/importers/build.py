@@ -64,6 +64,10 @@ class GraphBuilder:
         """The nodes reading output ``src_output`` of ``src``."""
         return [dst for dst in self._out.get(src, ()) if src_output in self._edges[(src, dst)].tensors]
 
+    def edges(self) -> list[tuple[str, str]]:
+        """Every (src, dst) pair with an edge so far."""
+        return list(self._edges)
+
     def reroute(self, src: str, src_output: int | None, new_src: str) -> None:
         """Every read of output ``src_output`` of ``src`` now reads output 0 of ``new_src``."""
         for dst in self.consumers(src, src_output):

@@ -22,6 +22,7 @@ Modelling (every choice is in docs/importers.md):
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import operator
 import os
@@ -247,6 +248,10 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
     was_training = model.training
     model.train(train)
+    # torch's fake-tensor mode logs its own traceback (ERROR) when an op's shape check fails;
+    # the failure is reported below in one line, so that log is muted while tracing
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    was_disabled, fake_log.disabled = fake_log.disabled, True
     try:
         gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
@@ -255,8 +260,24 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
     finally:
+        fake_log.disabled = was_disabled
         model.train(was_training)
+    _check_static_shapes(gm, type(model).__name__)
     return gm, layout, flat
+
+
+def _check_static_shapes(gm: Any, model_name: str) -> None:
+    """Every tensor of the step must have a size known before it runs (the problem's bytes and
+    costs are sizes). An op whose output size depends on the values (``nonzero``, boolean-mask
+    indexing, ``unique``) traces with a symbolic size; name the first such op."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for t in _flat_tensors(node.meta.get("val")):
+            if not all(isinstance(d, int) for d in t.shape):
+                raise ProblemError(f"cannot trace {model_name}: {node.name} ({_op_name(node.target)}) has an output whose size "
+                                   f"depends on the data ({list(t.shape)}): every tensor needs a static size; pad to a "
+                                   "fixed size or compute a mask instead")
 
 
 # ----- graph -> problem ----------------------------------------------------------------------
@@ -395,6 +416,10 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     ref: dict[Any, _Ref] = {}  # FX node -> where its value lives
     writes_into: dict[str, list[str]] = {}  # op node -> producers of the tensors it writes in place
     storage: dict[str, tuple[str, int | None]] = {}  # in-place op -> (producer, output) of the tensor it returns
+    # (producer, output) of a tensor -> the ops that read it since its last in-place write: a later
+    # write must wait for them (write after read), so each gets an ordering edge to the writer
+    readers: dict[tuple[str, int | None], list[str]] = {}
+    war: list[tuple[str, str]] = []  # (reader, later in-place writer of what it read)
     owner: dict[str, str] = {}
     phase: dict[str, str] = {}
     param_nodes: dict[str, str] = {}
@@ -469,12 +494,17 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
                 root, out = storage[src.node]
                 b.use(root, nid, _nbytes(a.meta["val"]), out, j)
                 b.use(src.node, nid, 0.0)  # and the read waits for the write
+                readers.setdefault((root, out), []).append(nid)
             else:
                 b.use(src.node, nid, _nbytes(a.meta["val"]), src.out, j)
+                readers.setdefault((src.node, src.out), []).append(nid)
         ref[node] = _Ref(nid, None) if isinstance(val, (list, tuple)) else _Ref(nid, 0)
         owner[node.name] = nid
         op_nodes.append(node)
         written = [node.args[w] for w in writes if w < len(node.args) and node.args[w] in ref]
+        for a in written:  # every earlier read of the tensor runs before this write
+            key = storage.get(ref[a].node, (ref[a].node, ref[a].out))
+            war.extend((r, nid) for r in readers.pop(key, ()) if r != nid)
         if written:
             writes_into[nid] = [storage.get(ref[a].node, (ref[a].node, 0))[0] for a in written]
             if len(fresh) == 1 and not fresh[0]:  # returns the tensor it wrote: readers follow it
@@ -485,6 +515,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     _phases(ref, outputs, phase, op_nodes, train)
     _colocate(b, ref, writes_into, phase, op_nodes)
     _split_saved_outputs(b, phase, op_nodes)
+    _order_writes_after_reads(b, war, phase)
     _times(b, gm, op_nodes, cost, spec, flat, layout)
     kind = "training step" if train else "inference"
     unit = "ms (measured on this machine's CPU: CPU times, not an accelerator's)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
@@ -585,6 +616,43 @@ def _split_saved_outputs(b: GraphBuilder, phase: dict[str, str], op_nodes: list[
             b.reroute(nid, k, holder)
             b.use(nid, holder, _fresh_bytes(t), k, 0)
             rec["out_bytes"] -= _fresh_bytes(t)
+
+
+def _order_writes_after_reads(b: GraphBuilder, war: list[tuple[str, str]], phase: dict[str, str]) -> None:
+    """Write after read: an op that reads a tensor the program later writes in place must run
+    before the write. Where the graph does not already order the two (the backward's
+    input-gradient matmul reads a weight whose update does not depend on it), the write waits for
+    a zero-time, zero-byte node ``<reader>:read`` colocated with the reader. Not a direct edge:
+    every edge holds its source's output until the consumer finishes (docs/model.md), which would
+    keep the reader's output alive until the write (the optimizer's, at the step's end)."""
+    if not war:
+        return
+    pred: dict[str, list[str]] = {}
+    for src, dst in b.edges():
+        pred.setdefault(dst, []).append(src)
+    by_writer: dict[str, list[str]] = {}
+    for r, w in war:
+        by_writer.setdefault(w, []).append(r)
+    for w, rs in by_writer.items():
+        pending = set(rs)
+        seen: set[str] = set()
+        todo = [w]
+        while todo and pending:  # the writer's ancestors, until every reader is found among them
+            for u in pred.get(todo.pop(), ()):
+                if u not in seen:
+                    seen.add(u)
+                    pending.discard(u)
+                    todo.append(u)
+        for r in sorted(pending, key=rs.index):
+            token = f"{r}:read"
+            if token not in b:
+                group = b.record(r).setdefault("colocate", r)
+                b.node(token, colocate=group, op="order")
+                phase[token] = phase.get(r, "forward")
+                b.use(r, token, 0.0)
+                pred.setdefault(token, []).append(r)
+            b.use(token, w, 0.0)
+            pred.setdefault(w, []).append(token)
 
 
 def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[str, float], spec: DeviceSpec, flat: list[Any],
