@@ -142,13 +142,20 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(x), 1), 1))
 
 
-def resnet50(batch: int = 16, size: int = 224):
-    """ResNet-50 on ImageNet shapes, batch 16."""
+def image_step(build, batch: int, size: int):
+    """An ImageNet classifier's training step on random images: (model, (images,), cross-entropy
+    over 1000 classes); the seed is set before ``build()`` makes the model, so every call gives the
+    same weights, images and labels."""
     torch.manual_seed(0)
-    model = ResNet50()
+    model = build()
     x = torch.randn(batch, 3, size, size)
     labels = torch.randint(0, 1000, (batch,))
     return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+
+
+def resnet50(batch: int = 16, size: int = 224):
+    """ResNet-50 on ImageNet shapes, batch 16."""
+    return image_step(ResNet50, batch, size)
 
 
 class LSTMLM(nn.Module):
@@ -196,11 +203,7 @@ class ViT(nn.Module):
 
 def vit_b16(batch: int = 8):
     """ViT-B/16 on 224x224 images, batch 8."""
-    torch.manual_seed(0)
-    model = ViT()
-    x = torch.randn(batch, 3, 224, 224)
-    labels = torch.randint(0, 1000, (batch,))
-    return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+    return image_step(ViT, batch, 224)
 
 
 def lstm_lm_unrolled():
@@ -217,11 +220,7 @@ def gpt2_large():
 
 def resnet152():
     """ResNet-152 (bottlenecks [3, 8, 36, 3]) on ImageNet shapes, batch 16: about 5.5K operators."""
-    torch.manual_seed(0)
-    model = ResNet50(blocks=(3, 8, 36, 3))
-    x = torch.randn(16, 3, 224, 224)
-    labels = torch.randint(0, 1000, (16,))
-    return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+    return image_step(lambda: ResNet50(blocks=(3, 8, 36, 3)), 16, 224)
 
 
 def lstm_lm_unrolled_100():

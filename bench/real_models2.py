@@ -31,10 +31,15 @@ factory returns ``(model, example_inputs, loss_fn)``.
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # loaded by path (runpy): its sibling
+from real_models import image_step  # noqa: E402
 
 
 # ----- U-Net ---------------------------------------------------------------------------------------
@@ -149,11 +154,7 @@ class EfficientNet(nn.Module):
 
 
 def efficientnet(batch: int = 8, size: int = 112):
-    torch.manual_seed(0)
-    model = EfficientNet()
-    x = torch.randn(batch, 3, size, size)
-    labels = torch.randint(0, 1000, (batch,))
-    return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+    return image_step(EfficientNet, batch, size)
 
 
 # ----- Mixture of experts ------------------------------------------------------------------------------
