@@ -19,7 +19,9 @@ each start) and tries, in a seeded random order, moves that can shorten it:
   judged also by the bottom-level priority schedule of the new placement, solvers/reschedule.py);
 - then every run of the chain on one device, whole, to each other device, from the chain's end
   back (session 20): a run joined by transfers that cost more than its nodes (the first layer's
-  backward after the last gradient sum) gains nothing node by node, whole it can; once a pass
+  backward after the last gradient sum) gains nothing node by node, whole it can; a run of one
+  node goes to the device of the run before or after it (session 21: the last weight gradient
+  that waited 10.29 for its input's transfer came up among 4,400 chain nodes' moves); once a pass
   over them (at most RUNS_FIRST_MOVES) keeps nothing they wait RUNS_AGAIN accepted moves (or an
   adopted schedule) among the single moves.
 
@@ -585,10 +587,13 @@ class _Search:
             first, end = np.r_[0, cut], np.r_[cut, len(chain)]
             chain_units = un.of[chain]
             for i, j in zip(first.tolist(), end.tolist()):
+                units = np.unique(chain_units[i:j]).tolist()
+                a = int(chain_dev[i])
                 if j - i > 1:
-                    units = np.unique(chain_units[i:j]).tolist()
-                    a = int(chain_dev[i])
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
+                else:  # one node between two transfers: to a neighbour's device (its single moves go anywhere)
+                    near = dict.fromkeys(int(chain_dev[x]) for x in (i - 1, j) if 0 <= x < len(chain))
+                    runs.extend((units, [d]) for d in near if d != a)
         if RUNS_FIRST and (self.runs_dry_at is None or self.stats.accepted - self.runs_dry_at >= RUNS_AGAIN):
             for mv in runs[:RUNS_FIRST_MOVES[bool(self.incremental)]]:  # from the chain's end back (critical_chain lists it last first)
                 if fresh(*mv):

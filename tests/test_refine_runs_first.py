@@ -40,3 +40,29 @@ def test_the_tail_run_moves_whole_within_a_few_evaluations(seed, monkeypatch):
                    keep_order=True)
     assert stats.start_makespan == pytest.approx(89.0)
     assert ev.makespan == pytest.approx(84.0)
+
+
+def _lone_tail_problem(n_chain: int = 80):
+    """A chain of 80 unit nodes on device 0 whose edges cost 5 (so every chain node stays), the
+    first allowed only on device 0 (the chain cannot move whole), then one unit node w on device 1
+    fed by the chain's last node over an edge costing 5: 86 in all. Only w moving to device 0 gains
+    (81, the optimum); among the 81 chain nodes' moves it is one of hundreds."""
+    nodes = [{"id": "c0", "time": 1, "out_bytes": 0, "param_bytes": 0, "devices": [0]}]
+    nodes += [{"id": f"c{i}", "time": 1, "out_bytes": 0, "param_bytes": 0} for i in range(1, n_chain)]
+    nodes += [{"id": "w", "time": 1, "out_bytes": 0, "param_bytes": 0}]
+    edges = [{"src": f"c{i}", "dst": f"c{i + 1}", "comm": 5} for i in range(n_chain - 1)]
+    edges += [{"src": f"c{n_chain - 1}", "dst": "w", "comm": 5}]
+    prob = make_problem(nodes, edges, devices=2, memory=np.inf)
+    placement = np.array([0] * n_chain + [1], dtype=np.int64)
+    return prob, placement
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_lone_node_after_a_transfer_goes_to_its_neighbours_device_first(seed, monkeypatch):
+    prob, placement = _lone_tail_problem()
+    monkeypatch.setattr(refine_module, "spread_runs", lambda *a, **k: {})
+    stats = RefineStats()
+    _, ev = refine(prob, placement, SolveOptions(seed=seed), deadline=float("inf"), max_evals=3, stats=stats,
+                   keep_order=True)
+    assert stats.start_makespan == pytest.approx(86.0)
+    assert ev.makespan == pytest.approx(81.0)
