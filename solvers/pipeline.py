@@ -795,9 +795,9 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
                      hb: Heartbeat, probed: Probe | None = None) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
-    incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on static
-    graphs of SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py)
-    takes turns too, and on every graph the join sweep (solvers/join_sweep.py), which runs first:
+    incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on graphs of
+    SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py) takes
+    turns too, and on every graph the join sweep (solvers/join_sweep.py), which runs first:
     it is quick, and what it fixes (remote inputs landing together at a join) refine rarely finds;
     once a sweep keeps nothing its rate is 0, so it runs again only when every search has run dry.
 
@@ -825,7 +825,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         arms["refine"], ref_stats = probed.search, probed.stats
     names = ["joins", "refine", "exact-lns"]  # the order of their first slices
     seg_nodes = int(opts.extra.get("segment_graph_nodes", SEGMENT_GRAPH_NODES))
-    if problem.n >= seg_nodes and opts.memory_model == "static":
+    if problem.n >= seg_nodes:
         names.append("segments")
     spent = {name: 0.0 for name in names}
     rate: dict[str, float] = {} if probed is None or probed.search is None else {"refine": probed.rate}

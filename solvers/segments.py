@@ -18,7 +18,9 @@ The sub-problem of the nodes at positions [lo, hi) (the window, as in formulatio
   elsewhere). It queues behind its device's release node, so it delivers no earlier than the
   real input does (u finished by then) and at most the release's length later;
 - a colocation group with a member outside the window pins its window members to that member's
-  device; static capacity is what the nodes outside the window leave.
+  device; static capacity is what the nodes outside the window leave. Under the peak model the
+  sub-problem has no capacity: a segment's peak depends on the whole schedule, so memory is
+  judged there, after the splice (session 21).
 
 Nodes after the window are left out: the sub-problem's makespan is when the segment's last node
 ends, which is where the rest of the schedule resumes. So the sub-problem is an approximation of
@@ -76,9 +78,10 @@ class Segment:
 
 
 def segment_problem(problem: Problem, placement: np.ndarray, start: np.ndarray, finish: np.ndarray,
-                    seq: np.ndarray, lo: int, hi: int) -> Segment:
+                    seq: np.ndarray, lo: int, hi: int, static: bool = True) -> Segment:
     """The sub-problem of the nodes at positions [lo, hi) of ``seq`` (the schedule's nodes in
-    (start, topological rank) order); see the module doc."""
+    (start, topological rank) order); see the module doc. ``static=False``: no memory capacity
+    (the peak model's search judges memory on the whole schedule after the splice)."""
     p = problem
     n, k = p.n, p.k
     win = seq[lo:hi]
@@ -129,7 +132,7 @@ def segment_problem(problem: Problem, placement: np.ndarray, start: np.ndarray, 
     comm = np.r_[p.comm[e_in], p.comm[e_ww]]
     need = p.param_bytes + p.out_bytes
     outside = np.bincount(placement[~in_win], weights=need[~in_win], minlength=k)
-    memory = np.maximum(p.memory - outside, 0.0)
+    memory = np.maximum(p.memory - outside, 0.0) if static else np.full(k, np.inf)
     ids = list(range(q_n))
     q = Problem(name=f"{p.name}[{lo}:{hi}]", ids=ids, names=[str(i) for i in ids], time=time_q, out_bytes=out_b,
                 param_bytes=par_b, colocate=colocate, allowed=allowed, src=src.astype(np.int64),
@@ -176,8 +179,8 @@ class SegmentSearch:
     def __init__(self, problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *,
                  memory_model: str = "static", size: int = SEGMENT_NODES, seconds: float = SEGMENT_SECONDS,
                  stats: SegmentStats | None = None, say: Callable[[str], None] | None = None) -> None:
-        if memory_model != "static":
-            raise ValueError("segment search: static memory only (a segment's peak depends on the whole schedule)")
+        if memory_model not in ("static", "peak"):
+            raise ValueError(f"segment search: unknown memory model {memory_model!r}")
         self.p, self.opts, self.mm, self.say = problem, opts, memory_model, say
         self.seconds = seconds
         self.splice_seconds = 0.0  # the longest re-timing of the whole schedule so far
@@ -212,9 +215,9 @@ class SegmentSearch:
             if p.n - hi < self.size // 4:
                 hi = p.n  # no sliver at the end
             seg_end = time.monotonic() + min(self.seconds, left)
-            seg = segment_problem(p, base.placement, base.start, base.finish, seq, lo, hi)
+            seg = segment_problem(p, base.placement, base.start, base.finish, seq, lo, hi, static=self.mm == "static")
             rs = RefineStats()
-            sub_opts = SolveOptions(memory_model=self.mm, workers=self.opts.workers, seed=self.opts.seed + st.segments,
+            sub_opts = SolveOptions(memory_model="static", workers=self.opts.workers, seed=self.opts.seed + st.segments,
                                     stop=self.opts.stop)
             search = RefineSearch(seg.problem, seg.placement, sub_opts, memory_model="static", stats=rs,
                                   keep_order=True, start=seg.start)
@@ -228,8 +231,8 @@ class SegmentSearch:
                 new_pl, new_order = splice(p, order, seq, lo, hi, base.placement, seg, sub_pl, sub_ev.start)
                 t = time.monotonic()
                 ev = timed(p, new_pl, new_order, self.mm)
-                self.splice_seconds = max(self.splice_seconds, time.monotonic() - t)
                 ok = ev is not None and ev.feasible(p) and ev.makespan < base.makespan * (1 - 1e-12)
+                self.splice_seconds = max(self.splice_seconds, time.monotonic() - t)  # with the peak, when measured
                 if ok:
                     st.improved += 1
                     self.best_ev = ev

@@ -121,10 +121,45 @@ def test_segment_search_is_never_worse_adopts_better_schedules_and_goes_on(famil
     assert stats.best_makespan == ev2.makespan
 
 
-def test_segment_search_refuses_the_peak_model():
+def _segment_extra() -> dict:
+    return {"exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5, "segment_graph_nodes": 100,
+            "segment_nodes": 120, "segment_seconds": 0.5}
+
+
+def test_under_the_peak_model_every_kept_schedule_fits_the_peak():
+    """A capacity of 1.1x the peak of a spread-out start: the segments' sub-problems carry no
+    capacity, so some of their answers overflow once spliced; only schedules that fit under the
+    peak model are kept, and the search is never worse than its start."""
+    prob = generate("cnn", 400, seed=1, devices=3, memory_fraction=None)
+    spread = np.where(prob.colocate >= 0, prob.colocate, np.arange(prob.n)) % prob.k  # groups kept whole
+    start = evaluate(prob, spread, memory_model="peak")
+    prob.memory = np.full(prob.k, 1.1 * float(start.peak_memory.max()))
+    start = evaluate(prob, start.placement, memory_model="peak")
+    assert start.feasible(prob)
+    stats = SegmentStats()
+    search = SegmentSearch(prob, start.placement, start.start, SolveOptions(seed=0), memory_model="peak", size=120,
+                           seconds=0.5, stats=stats)
+    ev = search.run(time.monotonic() + 6)
+    assert stats.segments > 0
+    assert ev.makespan <= start.makespan + 1e-9
+    check(prob, ev.placement, ev.start, "peak")  # raises if a device's peak exceeds its capacity
+    assert stats.best_makespan == ev.makespan
+
+
+def test_segment_search_refuses_an_unknown_memory_model():
     prob, ev = start_of("cnn", 300, 0)
-    with pytest.raises(ValueError, match="static"):
-        SegmentSearch(prob, ev.placement, ev.start, SolveOptions(), memory_model="peak")
+    with pytest.raises(ValueError, match="memory model"):
+        SegmentSearch(prob, ev.placement, ev.start, SolveOptions(), memory_model="resident")
+
+
+def test_auto_runs_segments_under_the_peak_model():
+    prob = generate("cnn", 400, seed=3, devices=3, memory_fraction=0.6)
+    res = run(prob, "auto", SolveOptions(time_limit=9, workers=2, memory_model="peak", extra=_segment_extra()))
+    assert res.feasible
+    names = [h["name"] for h in res.history]
+    assert "segments" in names and "search" in names
+    assert res.evaluation.makespan <= res.history[0]["makespan"] + 1e-9
+    check(prob, res.evaluation.placement, res.evaluation.start, "peak")
 
 
 def test_auto_with_segments_is_never_worse_than_its_warm_start():
