@@ -39,8 +39,11 @@ from typing import Callable
 import numpy as np
 from ortools.sat.python import cp_model
 
+from placement.bypass_bound import chain_bound
+from placement.comm_bound import heads
 from placement.evaluator import Evaluation, ScheduleError, check, evaluate
 from placement.incremental import IncrementalSchedule, TimingGraph, timing_graph
+from placement.memory_path_bound import best_path
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -49,6 +52,15 @@ from .cpsolver import cp_solver
 from .cpsolver import solve as run_cp
 
 MODEL_UNITS = 1e8  # integer units per incumbent makespan when the data are not integers (1e6: rounding ate the gains)
+# Targeted windows (session 21): stretches of the bypass bound's chain where the incumbent lost
+# the most against the bound, each a window of at most TARGET_NODES nodes given TARGET_SECONDS of
+# CP-SAT, taking turns with the critical windows (half the time each) on graphs of
+# TARGET_GRAPH_NODES or more. From the 200K CNN's 600 s answer, 150 s of them alone: 400 nodes and
+# 30 s -1.27, 600 and 30 s -1.05, 300 and 20 s -1.02 (bench/results_scale.md, session 21)
+TARGET_NODES = 400
+TARGET_SECONDS = 30.0
+TARGET_GRAPH_NODES = 10_000
+TARGET_MIN_LOSS = 1e-5  # of the makespan: stretches that lost less are not targeted
 
 
 @dataclass
@@ -58,6 +70,8 @@ class LnsStats:
     windows: int = 0
     improved: int = 0
     closed: int = 0  # windows CP-SAT proved optimal within its limit
+    targeted: int = 0  # windows on the stretches of the bound's chain that lost the most (WindowSearch._target)
+    targets_improved: int = 0
     model_seconds: float = 0.0
     start_makespan: float = 0.0
     best_makespan: float | None = None
@@ -73,6 +87,37 @@ def window_at(base: IncrementalSchedule, center: int, size: int) -> tuple[int, i
     pos = int(np.flatnonzero(seq == center)[0])
     lo = max(0, min(pos - size // 2, p.n - size))
     return lo, min(p.n, lo + size), seq
+
+
+def loss_stretches(problem: Problem, base: IncrementalSchedule, chain: np.ndarray, fin: np.ndarray,
+                   size: int, used: np.ndarray | None = None) -> list[tuple[float, int, int]]:
+    """Stretches of ``chain`` (the bypass bound's chain, placement/bypass_bound.py), as (loss, i, j)
+    with chain positions i < j, largest loss first and disjoint: the nodes starting from S(p_i) to
+    S(p_j) in ``base`` are at most ``size``, and the loss is how much more the base's finish times
+    run ahead of the bound's ``fin`` (a lower bound on each chain node's finish in every schedule)
+    for good at p_j (the least lead at p_j or after it) than at p_i: the time the base lost there
+    against the bound. ``used`` (bool per chain position): positions no stretch may cover."""
+    if len(chain) < 2:
+        return []
+    seq = np.lexsort((base.graph.rank, base.start))
+    where = np.empty(problem.n, dtype=np.int64)
+    where[seq] = np.arange(problem.n)
+    pos = where[chain]
+    # The time lost up to p_j for good: the least gap at p_j or later (a chain node may finish late
+    # against the bound inside a block and the block's end catch up).
+    gap = np.minimum.accumulate((base.finish[chain] - fin)[::-1])[::-1]
+    far = np.searchsorted(pos, pos + size, side="left") - 1  # the last j with pos[j] < pos[i] + size
+    far = np.maximum(far, np.arange(len(chain)))
+    loss = gap[far] - gap
+    out: list[tuple[float, int, int]] = []
+    used = np.zeros(len(chain), dtype=bool) if used is None else used.copy()
+    for i in np.argsort(-loss, kind="stable").tolist():
+        j = int(far[i])
+        if j <= i or loss[i] <= 0 or used[i:j + 1].any():
+            continue
+        used[i:j + 1] = True
+        out.append((float(loss[i]), i, j))
+    return out
 
 
 def _scale(values: list[np.ndarray], makespan: float) -> float:
@@ -374,7 +419,8 @@ class WindowSearch:
     def __init__(self, problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *,
                  memory_model: str = "static", window: int = 300, window_seconds: float = 5.0,
                  stats: LnsStats | None = None, say: Callable[[str], None] | None = None,
-                 select: str = "critical", waits: list[tuple[int, int]] | None = None) -> None:
+                 select: str = "critical", waits: list[tuple[int, int]] | None = None,
+                 target_seconds: float | None = None) -> None:
         if select not in SELECT:
             raise ValueError(f"lns: select must be one of {SELECT}, got {select!r}")
         self.p, self.opts, self.memory_model = problem, opts, memory_model
@@ -387,6 +433,17 @@ class WindowSearch:
         self.size = min(window, problem.n)
         self.tried: set[int] = set()
         self.mask = problem.allowed_mask()  # (n, K): the same for every window
+        if target_seconds is None:
+            target_seconds = TARGET_SECONDS if problem.n >= TARGET_GRAPH_NODES else 0.0
+        self.target_seconds = target_seconds
+        # The bound's chain and its finish floors (computed at the first targeted window), the
+        # stretches still to try (None: to be ranked again on the current base) and the chain
+        # positions already covered by a targeted window.
+        self.chain: np.ndarray | None = None
+        self.fin: np.ndarray | None = None
+        self.targets: list[tuple[float, int, int]] | None = None
+        self.covered: np.ndarray | None = None
+        self.spent = {"target": 0.0, "critical": 0.0}  # model seconds of each kind: they take turns
 
     @property
     def waits(self) -> list[tuple[int, int]] | None:
@@ -406,7 +463,33 @@ class WindowSearch:
         self.best_ev = ev
         self.stats.best_makespan = ev.makespan
         self.tried.clear()
+        self.targets = None
         return True
+
+    def _target(self) -> tuple[int, int, np.ndarray] | None:
+        """The next targeted window (positions [lo, hi) of the base's (start, rank) order and that
+        order): the untried stretch of the bound's chain with the largest loss, if any is left."""
+        base = self.base
+        if self.chain is None:
+            chain = best_path(self.p, self.p.time, np.zeros(self.p.m))
+            detail: dict[str, list[float]] = {}
+            chain_bound(self.p, chain, heads(self.p), heads(self.p, reverse=True), detail)
+            self.chain, self.fin = np.asarray(chain, dtype=np.int64), np.asarray(detail["fin"], dtype=float)
+            self.covered = np.zeros(len(chain), dtype=bool)
+        assert self.fin is not None and self.covered is not None
+        if self.targets is None:
+            floor = TARGET_MIN_LOSS * base.makespan
+            ranked = loss_stretches(self.p, base, self.chain, self.fin, TARGET_NODES, self.covered)
+            self.targets = [t for t in ranked if t[0] > floor][::-1]  # popped from the end: largest first
+        if not self.targets:
+            return None
+        _, i, j = self.targets.pop()
+        self.covered[i:j + 1] = True
+        seq = np.lexsort((base.graph.rank, base.start))
+        where = np.empty(self.p.n, dtype=np.int64)
+        where[seq] = np.arange(self.p.n)
+        lo, hi = int(where[self.chain[i]]), int(where[self.chain[j]]) + 1
+        return lo, min(hi, lo + TARGET_NODES), seq
 
     def run(self, deadline: float) -> Evaluation:
         """Try windows until ``deadline`` (time.monotonic()); the best schedule so far."""
@@ -417,6 +500,21 @@ class WindowSearch:
                 stats.stopped = "stopped" if opts.stop.is_set() else "deadline"
                 break
             eps = 1e-9 * max(1.0, base.makespan)
+            turn = self.spent["target"] <= self.spent["critical"]
+            target = self._target() if turn and self.target_seconds > 0 and left > 2 * self.window_seconds else None
+            if target is not None:
+                lo, hi, seq = target
+                t = time.monotonic()
+                sub = SolveOptions(memory_model=self.memory_model, time_limit=min(self.target_seconds, max(0.1, left - 0.3)),
+                                   workers=opts.workers, seed=opts.seed, stop=opts.stop)
+                got = solve_window(p, base, lo, hi, seq, sub, self.memory_model, {}, None, self.mask)
+                stats.model_seconds += time.monotonic() - t
+                self.spent["target"] += time.monotonic() - t
+                stats.windows += 1
+                stats.targeted += 1
+                if got is not None and not opts.stop.is_set() and self._take(got, hi - lo):
+                    stats.targets_improved += 1
+                continue
             crit = np.flatnonzero(base.start + p.time + base.tail >= base.makespan - eps)
             fresh = [int(v) for v in crit if int(v) not in self.tried]
             if not fresh:
@@ -443,6 +541,7 @@ class WindowSearch:
                 _movable_pair(p, base, seq[lo:hi], crit) if self.select == "pair" else None
             got = solve_window(p, base, lo, hi, seq, sub, self.memory_model, info, movable, self.mask)
             stats.model_seconds += time.monotonic() - t
+            self.spent["critical"] += time.monotonic() - t
             stats.windows += 1
             stats.closed += int(info.get("optimal", False))
             if got is None:
@@ -450,19 +549,28 @@ class WindowSearch:
             if opts.stop.is_set():  # re-timing the whole graph (about a second at 200K nodes) would delay the stop
                 stats.stopped = "stopped"
                 break
-            new_pl, order, promised = got
-            if promised >= self.best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
-                continue
-            ev = timed(p, new_pl, order, self.memory_model, self.waits)
-            if ev is not None and ev.feasible(p) and ev.makespan < self.best_ev.makespan - eps:
-                stats.improved += 1
-                self.best_ev = ev
-                stats.best_makespan = ev.makespan
-                base.reset(ev.placement, ev.start)
-                self.tried.clear()
-                if self.say is not None:
-                    self.say(f"lns: window {stats.windows} ({hi - lo} nodes) -> {ev.makespan:.6g}")
+            self._take(got, hi - lo)
         return self.best_ev
+
+    def _take(self, got: tuple[np.ndarray, list[list[int]], float], nodes: int) -> bool:
+        """Keep a window's answer when the evaluator's schedule of it is shorter and fits."""
+        p, stats = self.p, self.stats
+        eps = 1e-9 * max(1.0, self.base.makespan)
+        new_pl, order, promised = got
+        if promised >= self.best_ev.makespan - eps:  # the model's makespan bounds the re-timed one from above
+            return False
+        ev = timed(p, new_pl, order, self.memory_model, self.waits)
+        if ev is None or not ev.feasible(p) or ev.makespan >= self.best_ev.makespan - eps:
+            return False
+        stats.improved += 1
+        self.best_ev = ev
+        stats.best_makespan = ev.makespan
+        self.base.reset(ev.placement, ev.start)
+        self.tried.clear()
+        self.targets = None  # ranked again on the new schedule
+        if self.say is not None:
+            self.say(f"lns: window {stats.windows} ({nodes} nodes) -> {ev.makespan:.6g}")
+        return True
 
 
 def lns(problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *, deadline: float,

@@ -846,7 +846,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             return JoinSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=join_stats,
                              waits=inc.waits)
         return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
-                            window_seconds=window_seconds, stats=lns_stats, select=select, waits=inc.waits)
+                            window_seconds=window_seconds, stats=lns_stats, select=select, waits=inc.waits,
+                            target_seconds=opts.extra.get("lns_target_seconds"))
 
     waited = {name: 0 for name in names}  # slices since each search last ran
 
@@ -914,7 +915,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     if "exact-lns" in arms:
         phases.append(Phase("exact-lns", spent["exact-lns"], inc.makespan, bound, "feasible",
                             f"{lns_stats.windows} windows of {window} nodes ({select}), {lns_stats.closed} closed, "
-                            f"{lns_stats.improved} improved"))
+                            f"{lns_stats.improved} improved; {lns_stats.targeted} targeted, "
+                            f"{lns_stats.targets_improved} of them improved"))
     if "refine" in arms:
         phases.append(Phase("refine", spent["refine"], inc.makespan, bound, "heuristic",
                             f"{ref_stats.evaluations} moves, {ref_stats.accepted} accepted, judged by {ref_stats.judged_by}"))
