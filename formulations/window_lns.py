@@ -505,6 +505,9 @@ class WindowSearch:
             if target is not None:
                 lo, hi, seq = target
                 t = time.monotonic()
+                left = deadline - t  # the first call computes the bound's chain (seconds at 200K nodes)
+                if opts.stop.is_set() or left < 0.5:
+                    continue
                 sub = SolveOptions(memory_model=self.memory_model, time_limit=min(self.target_seconds, max(0.1, left - 0.3)),
                                    workers=opts.workers, seed=opts.seed, stop=opts.stop)
                 got = solve_window(p, base, lo, hi, seq, sub, self.memory_model, {}, None, self.mask)
