@@ -27,7 +27,9 @@ window holds the whole graph the model is the exact problem (static memory).
 Windows are centred on nodes of the critical path (where the makespan is decided), in a seeded
 random order, or swept along it in time order, optionally freeing the devices of only part of the
 window (``select``: docs/scale.md, "Which windows pay"); an improving window moves the search to
-the new schedule.
+the new schedule. On big graphs, windows over the stretches of the bypass bound's chain where the
+incumbent lost the most time against the bound take turns with them (:func:`loss_stretches`;
+docs/scale.md, "Targeted windows").
 """
 from __future__ import annotations
 
