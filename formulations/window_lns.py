@@ -91,8 +91,16 @@ def window_at(base: IncrementalSchedule, center: int, size: int) -> tuple[int, i
     return lo, min(p.n, lo + size), seq
 
 
-def loss_stretches(problem: Problem, base: IncrementalSchedule, chain: np.ndarray, fin: np.ndarray,
-                   size: int, used: np.ndarray | None = None) -> list[tuple[float, int, int]]:
+def _positions(base: IncrementalSchedule) -> tuple[np.ndarray, np.ndarray]:
+    """The base schedule's nodes in (start, topological rank) order, and each node's position in it."""
+    seq = np.lexsort((base.graph.rank, base.start))
+    where = np.empty(seq.size, dtype=np.int64)
+    where[seq] = np.arange(seq.size)
+    return seq, where
+
+
+def loss_stretches(base: IncrementalSchedule, chain: np.ndarray, fin: np.ndarray, size: int,
+                   used: np.ndarray | None = None) -> list[tuple[float, int, int]]:
     """Stretches of ``chain`` (the bypass bound's chain, placement/bypass_bound.py), as (loss, i, j)
     with chain positions i < j, largest loss first and disjoint: the nodes starting from S(p_i) to
     S(p_j) in ``base`` are at most ``size``, and the loss is how much more the base's finish times
@@ -101,10 +109,7 @@ def loss_stretches(problem: Problem, base: IncrementalSchedule, chain: np.ndarra
     against the bound. ``used`` (bool per chain position): positions no stretch may cover."""
     if len(chain) < 2:
         return []
-    seq = np.lexsort((base.graph.rank, base.start))
-    where = np.empty(problem.n, dtype=np.int64)
-    where[seq] = np.arange(problem.n)
-    pos = where[chain]
+    pos = _positions(base)[1][chain]
     # The time lost up to p_j for good: the least gap at p_j or later (a chain node may finish late
     # against the bound inside a block and the block's end catch up).
     gap = np.minimum.accumulate((base.finish[chain] - fin)[::-1])[::-1]
@@ -481,15 +486,13 @@ class WindowSearch:
         assert self.fin is not None and self.covered is not None
         if self.targets is None:
             floor = TARGET_MIN_LOSS * base.makespan
-            ranked = loss_stretches(self.p, base, self.chain, self.fin, TARGET_NODES, self.covered)
+            ranked = loss_stretches(base, self.chain, self.fin, TARGET_NODES, self.covered)
             self.targets = [t for t in ranked if t[0] > floor][::-1]  # popped from the end: largest first
         if not self.targets:
             return None
         _, i, j = self.targets.pop()
         self.covered[i:j + 1] = True
-        seq = np.lexsort((base.graph.rank, base.start))
-        where = np.empty(self.p.n, dtype=np.int64)
-        where[seq] = np.arange(self.p.n)
+        seq, where = _positions(base)
         lo, hi = int(where[self.chain[i]]), int(where[self.chain[j]]) + 1
         return lo, min(hi, lo + TARGET_NODES), seq
 

@@ -33,7 +33,7 @@ def test_stretches_are_disjoint_small_enough_and_ranked_by_the_time_lost_for_goo
     lead[rng.integers(0, len(chain), 5)] += 50.0  # ...with spikes the chain catches up on
     fin = base.finish[chain] - lead
     size = 40
-    got = loss_stretches(prob, base, chain, fin, size)
+    got = loss_stretches(base, chain, fin, size)
     assert got
     seq = np.lexsort((base.graph.rank, base.start))
     where = np.empty(prob.n, dtype=np.int64)
@@ -58,7 +58,7 @@ def test_used_positions_are_left_out():
     fin = base.finish[chain] - np.arange(len(chain), dtype=float)
     used = np.zeros(len(chain), dtype=bool)
     used[: len(chain) // 2] = True
-    for _, i, j in loss_stretches(prob, base, chain, fin, 40, used):
+    for _, i, j in loss_stretches(base, chain, fin, 40, used):
         assert not used[i:j + 1].any()
 
 
