@@ -46,6 +46,7 @@ from placement.comm_bound import heads
 from placement.evaluator import Evaluation, ScheduleError, check, evaluate
 from placement.incremental import IncrementalSchedule, TimingGraph, timing_graph
 from placement.memory_path_bound import best_path
+from placement.window_boundary import window_boundary
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -188,53 +189,25 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
     Returns (placement, per-device order, the model's makespan in time units: at least the makespan
     of :func:`timed` on that order) or None when the model found nothing within ``opts``' time."""
     p = problem
-    pl, start, finish = base.placement, base.start, base.finish
+    pl, finish = base.placement, base.finish
     tail = base.tail
-    n, k = p.n, p.k
-    where = np.empty(n, dtype=np.int64)
-    where[seq] = np.arange(n)
-    win = seq[lo:hi]
-    in_win = np.zeros(n, dtype=bool)
-    in_win[win] = True
-    before = where < lo
-    after = where >= hi
-    # Last node before the window and first node after it on each device.
-    last_before = np.full(k, -1, dtype=np.int64)
-    first_after = np.full(k, -1, dtype=np.int64)
-    for d, nodes in enumerate(base.order):
-        nodes_a = np.asarray(nodes, dtype=np.int64)
-        b = nodes_a[before[nodes_a]] if nodes_a.size else nodes_a
-        a = nodes_a[after[nodes_a]] if nodes_a.size else nodes_a
-        last_before[d] = b[-1] if b.size else -1
-        first_after[d] = a[0] if a.size else -1
+    k = p.k
+    bd = window_boundary(base, lo, hi, seq)
+    win, in_win, before, after = bd.win, bd.in_win, bd.before, bd.after
+    last_before, first_after = bd.last_before, bd.first_after
+    e_in, e_ww, e_out = bd.e_in, bd.e_ww, bd.e_out
     # The edges the model times: the graph's and the incumbent's waits (zero bytes, the wait's
     # latency across devices as their transfer), so each wait is a constraint of the model, as in
     # the evaluator; static memory counts nodes only, which waits do not change.
     tg = base.graph
     src, dst, comm = tg.src, tg.dst, tg.comm
-    e_in = np.flatnonzero(in_win[dst] & before[src])  # fixed input -> window
-    e_ww = np.flatnonzero(in_win[src] & in_win[dst])
-    e_out = np.flatnonzero(in_win[src] & after[dst])  # window -> re-timed after
-    e_ba = np.flatnonzero(before[src] & after[dst])
     f = _scale([p.time[win], comm[np.r_[e_in, e_ww, e_out]], finish[before], tail[after], p.time[after]],
                base.makespan)
 
     def up(x: float | np.ndarray) -> np.ndarray:  # conservative integers: the model never promises too much
         return np.ceil(np.asarray(x, dtype=float) * f - 1e-9).astype(np.int64)
 
-    # The constant part of the makespan: paths that never touch the window.
-    const = [float(finish[before].max(initial=0.0))]
-    if e_ba.size:
-        s, d_ = src[e_ba], dst[e_ba]
-        arrive = finish[s] + np.where(pl[s] != pl[d_], comm[e_ba], 0.0)
-        const.append(float((arrive + p.time[d_] + tail[d_]).max()))
-    for d in range(k):
-        a, b = first_after[d], last_before[d]
-        if a >= 0:
-            const.append((finish[b] if b >= 0 else 0.0) + p.time[a] + tail[a])
-    roots = np.flatnonzero(after & (np.bincount(dst, minlength=n) == 0))
-    if roots.size:
-        const.append(float((p.time[roots] + tail[roots]).max()))
+    const = [bd.const]  # the constant part of the makespan: paths that never touch the window
     dur = up(p.time[win])
     hint = _hint_starts(tg, win, dur, pl, up(finish), up(comm), last_before, in_win)
     rest_max = int(up(float((p.time[after] + tail[after]).max(initial=0.0)))) + int(up(float(comm.max(initial=0.0))))
