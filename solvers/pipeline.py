@@ -54,6 +54,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .join_sweep import JoinStats, JoinSweep
+from .relist_sweep import RelistStats, RelistSweep
 from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
@@ -820,10 +821,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     select = str(opts.extra.get("lns_select", LNS_SELECT))
     multilevel_nodes = int(opts.extra.get("refine_multilevel_nodes", REFINE_MULTILEVEL_NODES))
     lns_stats, ref_stats, seg_stats, join_stats = LnsStats(), RefineStats(), SegmentStats(), JoinStats()
+    relist_stats = RelistStats()
     arms: dict[str, Any] = {}
     if probed is not None and probed.search is not None:
         arms["refine"], ref_stats = probed.search, probed.stats
-    names = ["joins", "refine", "exact-lns"]  # the order of their first slices
+    names = ["joins", "relist", "refine", "exact-lns"]  # the order of their first slices
     seg_nodes = int(opts.extra.get("segment_graph_nodes", SEGMENT_GRAPH_NODES))
     if problem.n >= seg_nodes:
         names.append("segments")
@@ -845,6 +847,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         if name == "joins":
             return JoinSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=join_stats,
                              waits=inc.waits)
+        if name == "relist":
+            return RelistSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model,
+                               stats=relist_stats, waits=inc.waits)
         return WindowSearch(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, window=window,
                             window_seconds=window_seconds, stats=lns_stats, select=select, waits=inc.waits,
                             target_seconds=opts.extra.get("lns_target_seconds"))
@@ -874,9 +879,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
         before = inc.makespan
-        stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats, "joins": join_stats}[name]
+        stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats, "joins": join_stats,
+                 "relist": relist_stats}[name]
         moves = {"refine": lambda: ref_stats.evaluations, "exact-lns": lambda: lns_stats.windows,
-                 "segments": lambda: seg_stats.sub_evaluations, "joins": lambda: join_stats.tried}[name]
+                 "segments": lambda: seg_stats.sub_evaluations, "joins": lambda: join_stats.tried,
+                 "relist": lambda: relist_stats.windows}[name]
         hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
         if name not in arms:
             arms[name] = build(name)
@@ -884,7 +891,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             ev = inc.best[1]
             if name == "refine":
                 arms[name].adopt(ev.placement, ev, inc.waits)
-            elif name in ("exact-lns", "joins"):
+            elif name in ("exact-lns", "joins", "relist"):
                 arms[name].adopt(ev, inc.waits)
             else:
                 arms[name].adopt(ev)
@@ -896,7 +903,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             placement = ev.placement
         run_s = time.monotonic() - t_run
         if ev.makespan < before * (1 - 1e-12):
-            method = {"refine": "refine", "exact-lns": "lns", "segments": "segments", "joins": "joins"}[name]
+            method = {"refine": "refine", "exact-lns": "lns", "segments": "segments", "joins": "joins",
+                      "relist": "relist"}[name]
             inc.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
         took = time.monotonic() - t
         spent[name] += took
@@ -905,7 +913,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         gain = (before - inc.makespan) / before
         rate[name] = gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
         log.append(f"{name} {took:.0f}s {100 * gain:.2f}%")
-        if name == "joins" and arms[name].converged:
+        if name in ("joins", "relist") and arms[name].converged:
             rate[name] = 0.0  # a sweep kept nothing: the rest of its slice goes to the others
         if name == "refine" and ref_stats.stopped == "converged":
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
@@ -923,6 +931,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     if "joins" in arms:
         phases.append(Phase("joins", spent["joins"], inc.makespan, bound, "heuristic",
                             f"{join_stats.sweeps} sweeps, {join_stats.tried} join moves, {join_stats.improved} kept"))
+    if "relist" in arms:
+        phases.append(Phase("relist", spent["relist"], inc.makespan, bound, "heuristic",
+                            f"{relist_stats.sweeps} sweeps, {relist_stats.windows} windows of {arms['relist'].size} "
+                            f"nodes, {relist_stats.promising} promising, {relist_stats.kept} kept"))
     if "segments" in arms:
         phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
                             f"{seg_stats.segments} segments of {arms['segments'].size} nodes, {seg_stats.improved} "

@@ -1,0 +1,163 @@
+"""Relist sweep: list re-scheduling (heuristics/window_relist.py) of the windows that end at the
+critical joins a transfer holds up, all of a sweep's answers put in at once.
+
+Why: at a wide join the incumbent's order can leave the join waiting for a branch's return trip
+that a better launch order would hide (heuristics/window_relist.py has the pattern); each such
+join gains a little (0.005-0.025 per block on the generated 200K CNN), a plateau for refine's
+moves and seconds of CP-SAT each. A list scheduler on the window ending at the join finds it in
+milliseconds, and windows far apart barely touch each other, so one evaluation judges a whole
+sweep of them: on the 200K CNN's 600 s answer (3159.38) the first sweep put in 75 windows and
+gained 0.78 in 19 s.
+
+A sweep: on the current schedule, the critical nodes with two or more inputs whose start a remote
+input decides, latest first; for each, the window of RELIST_NODES positions of the schedule's
+(start, rank) order ending at it, unless it overlaps a window already kept in this sweep; the
+windows whose list schedule beats the incumbent by the window judge are merged into one placement
+and order, which the evaluator times (with the search's waits) and the sweep keeps if it is
+shorter and fits. When the merge is not shorter, the half with the largest promised gains is
+tried, and so on down to one window. A sweep that keeps nothing ends the search until a better
+schedule is adopted.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from formulations.window_lns import _positions, timed
+from heuristics.window_relist import merged_order, relist
+from placement.evaluator import Evaluation, check
+from placement.incremental import IncrementalSchedule, timing_graph
+from placement.problem import Problem
+from placement.solution import SolveOptions
+from placement.window_boundary import window_boundary
+
+RELIST_NODES = 80  # positions per window (on the 200K CNN: 40 found 0.0133 at a block's join, 80 0.0136, 20 0.001)
+RELIST_TRIES = 8  # list schedules per window besides one per sibling (heuristics/window_relist.py)
+
+
+@dataclass
+class RelistStats:
+    """What the sweeps did, for the report's ``relist`` phase."""
+    sweeps: int = 0  # sweeps finished
+    windows: int = 0  # windows list-scheduled
+    promising: int = 0  # windows whose list schedule beat the incumbent by the window judge
+    kept: int = 0  # windows put in by a kept merge
+    start_makespan: float = float("nan")
+    best_makespan: float = float("nan")
+
+
+def held_joins(problem: Problem, base: IncrementalSchedule) -> np.ndarray:
+    """The critical nodes of ``base`` with two or more inputs whose start a remote input decides
+    (its finish plus transfer is the node's start), latest position first."""
+    g = base.graph
+    pl, start, finish = base.placement, base.start, base.finish
+    eps = 1e-9 * max(1.0, base.makespan)
+    remote = pl[g.src] != pl[g.dst]
+    holds = remote & (finish[g.src] + g.comm >= start[g.dst] - eps)
+    held = np.zeros(problem.n, dtype=bool)
+    held[g.dst[holds]] = True
+    inputs = np.bincount(g.dst, minlength=problem.n)
+    critical = start + problem.time + base.tail >= base.makespan - eps
+    nodes = np.flatnonzero(held & critical & (inputs >= 2))
+    return nodes[np.argsort(-start[nodes], kind="stable")]
+
+
+class RelistSweep:
+    """The sweep of the module docstring as a search the pipeline runs in slices: ``run`` sweeps
+    until its deadline or a dry sweep, ``adopt`` takes over a better schedule found elsewhere."""
+
+    def __init__(self, problem: Problem, placement: np.ndarray, start: np.ndarray, opts: SolveOptions, *,
+                 memory_model: str = "static", stats: RelistStats | None = None,
+                 waits: list[tuple[int, int]] | None = None, size: int = RELIST_NODES,
+                 tries: int = RELIST_TRIES) -> None:
+        """``start``: a schedule of ``placement`` meeting ``waits`` (kept by every schedule here)."""
+        self.p, self.opts, self.mm = problem, opts, memory_model
+        self.size, self.tries = size, tries
+        self.graph = timing_graph(problem, waits)
+        self.stats = stats or RelistStats()
+        self.rng = np.random.default_rng(opts.seed)
+        self.mask = problem.allowed_mask()
+        self.best_ev = check(problem, np.asarray(placement, dtype=np.int64), np.asarray(start, dtype=float),
+                             memory_model, check_memory=False)
+        self.stats.start_makespan = self.stats.best_makespan = self.best_ev.makespan
+        self.dry = False
+        self.eval_seconds = 0.0  # the longest evaluation so far
+
+    @property
+    def waits(self) -> list[tuple[int, int]] | None:
+        """The waits every schedule of this search meets (None: none)."""
+        return self.graph.wait_list
+
+    def adopt(self, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
+        """Go on from the schedule ``ev`` (meeting ``waits``, kept from here on) when it is
+        shorter than this search's best."""
+        if ev.makespan >= self.best_ev.makespan - 1e-9 * max(1.0, self.best_ev.makespan):
+            return False
+        if (list(map(tuple, waits)) if waits else None) != self.waits:
+            self.graph = timing_graph(self.p, waits)
+        self.best_ev = ev
+        self.stats.best_makespan = ev.makespan
+        self.dry = False
+        return True
+
+    @property
+    def converged(self) -> bool:
+        """A whole sweep kept nothing (and no better schedule was adopted since)."""
+        return self.dry
+
+    def run(self, deadline: float) -> Evaluation:
+        """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the best
+        schedule so far."""
+        while not self.dry and not self.opts.stop.is_set() and time.monotonic() < deadline:
+            if not self._sweep(deadline):
+                break
+        return self.best_ev
+
+    def _sweep(self, deadline: float) -> bool:
+        """One sweep; False when it was cut short by the deadline or a stop (nothing kept then
+        but what its merge kept)."""
+        p, st = self.p, self.stats
+        base = IncrementalSchedule(p, self.best_ev.placement, self.best_ev.start, self.graph)
+        seq, where = _positions(base)
+        answers: list[tuple[float, tuple[int, int, np.ndarray, np.ndarray]]] = []
+        edge = p.n + 1  # windows kept so far all start at or after this position
+        finished = True
+        for v in held_joins(p, base).tolist():
+            if self.opts.stop.is_set() or time.monotonic() + 2 * self.eval_seconds >= deadline:
+                finished = False
+                break
+            hi = int(where[v]) + 1
+            lo = max(0, hi - self.size)
+            if hi > edge:
+                continue
+            st.windows += 1
+            got = relist(p, base, window_boundary(base, lo, hi, seq, where), self.rng, self.tries, self.mask)
+            if got is not None:
+                answers.append((base.makespan - got[2], (lo, hi, got[0], got[1])))
+                edge = lo
+        st.promising += len(answers)
+        kept = self._merge(base, seq, answers, deadline)
+        if finished:
+            st.sweeps += 1
+            self.dry = not kept
+        return finished
+
+    def _merge(self, base: IncrementalSchedule, seq: np.ndarray,
+               answers: list[tuple[float, tuple[int, int, np.ndarray, np.ndarray]]], deadline: float) -> bool:
+        """Put the answers in together, then the better half of them, ...: the first merge the
+        evaluator finds shorter (and fitting) becomes the best schedule; True if one did."""
+        answers = sorted(answers, key=lambda a: -a[0])
+        while answers and not self.opts.stop.is_set() and time.monotonic() + self.eval_seconds < deadline:
+            pl, order = merged_order(base, seq, [a for _, a in answers])
+            t = time.monotonic()
+            ev = timed(self.p, pl, order, self.mm, self.waits)
+            self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
+            if ev is not None and ev.feasible(self.p) and ev.makespan < self.best_ev.makespan * (1 - 1e-12):
+                self.best_ev = ev
+                self.stats.kept += len(answers)
+                self.stats.best_makespan = ev.makespan
+                return True
+            answers = answers[: len(answers) // 2]
+        return False
