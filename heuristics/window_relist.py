@@ -1,15 +1,15 @@
 """List re-scheduling of a schedule window: the window's nodes placed and sequenced again by a
-list scheduler against the window's boundary, with the priorities perturbed from try to try.
+list scheduler against the window's boundary, under a few launch orders (plans), the best kept.
 
 Why: at a wide join (a grouped convolution's paths, an inception block's branches, the heads of
 an attention layer) a list scheduler launches the branches on the fork's device longest first,
 sends each branch's cheap remainder to another device while the next launch runs, and keeps the
 last one home. The join then waits for the next-to-last branch's return trip when the last
-launch is too short to cover it: on the generated 200K-node CNN about 0.013 per block (a third
-of what its 600 s answer lost against the bound), a plateau for single moves (the fix launches a
-long branch last *and* keeps its remainder home *and* sends the old last one away) and three
-seconds of CP-SAT per block. A list scheduler re-run on the 40 nodes before the join with
-shuffled priorities finds such orders in milliseconds.
+launch is too short to cover it: on the generated 200K-node CNN about 0.013 per block in stages 1
+and 2, a plateau for single moves (the fix launches a long branch last *and* keeps its remainder
+home *and* sends the old last one away) and three seconds of CP-SAT per block. A list scheduler
+re-run on the 80 nodes before the join, with a long branch launched last, finds it in
+milliseconds.
 
 The window and its judge are the exact LNS window's (placement/window_boundary.py): the nodes
 before the window keep their devices, order and times; the nodes after keep devices and order and
@@ -17,8 +17,9 @@ are re-timed; a try's makespan is the largest of the constant part, the window's
 path into the nodes after the window (the finish, the transfer if the devices differ, the
 incumbent's time plus tail of the entered node) and each device's first node after the window
 (the window's last finish on that device plus its time plus tail). Exact for the re-timed
-schedule when the tails are the incumbent's longest paths, as in the exact model; the caller
-confirms every answer with the evaluator anyway.
+schedule when the tails are the incumbent's longest paths, as in the exact model (with waits,
+whose zero-time nodes keep their place in the evaluator's order, it may promise too much); the
+caller confirms every answer with the evaluator.
 """
 from __future__ import annotations
 
@@ -33,15 +34,18 @@ JITTER = 1.0  # a try's priority: the node's time plus tail plus a draw from [0,
 
 def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.random.Generator, tries: int,
            mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """The best of ``tries`` list schedules of the window ``bd`` of ``base`` (the first with the
-    plain priorities, the others perturbed by ``rng``), if one beats the incumbent's own window
-    schedule by the judge of the module doc: (device per window node, start per window node,
-    its makespan), else None.
+    """The best of about ``tries`` list schedules of the window ``bd`` of ``base``, if one beats the
+    incumbent's own window schedule by the judge of the module doc: (device per window node, start
+    per window node, its makespan), else None.
 
-    A list schedule: the ready node of highest priority (its time plus its tail in the incumbent)
-    goes to the allowed device where it finishes first (the incumbent's device on ties), after the
-    device's last node so far (no insertion); zero-time nodes occupy no device. Nodes of a
-    colocation group keep their devices."""
+    A list schedule (ETF): of the ready nodes and their allowed devices, the earliest start wins,
+    then the highest priority key, then the incumbent's device; a device runs its nodes one after
+    another in the order chosen (no insertion); zero-time nodes occupy no device; nodes of a
+    colocation group keep their devices. The plans (priority keys): time plus the incumbent's
+    tail; the same with one of the longest siblings (busy nodes on the window's last device with
+    the same inputs inside the window: a fork's branches) launched last of its kind, up to
+    ``tries // 2`` of them; the rest perturbed at random by ``rng``. ``mask``: the problem's
+    allowed_mask(), when the caller has it (0.3 s at 200K nodes)."""
     p = problem
     win = bd.win
     w = win.size

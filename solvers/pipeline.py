@@ -798,9 +798,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on graphs of
     SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py) takes
-    turns too, and on every graph the join sweep (solvers/join_sweep.py), which runs first:
-    it is quick, and what it fixes (remote inputs landing together at a join) refine rarely finds;
-    once a sweep keeps nothing its rate is 0, so it runs again only when every search has run dry.
+    turns too, and on every graph the join sweep (solvers/join_sweep.py), which runs first, and
+    the relist sweep (solvers/relist_sweep.py), which runs next: both are quick, and what they fix
+    (remote inputs landing together at a join; a launch order that leaves a join waiting for a
+    branch's return trip) refine rarely finds; once a sweep keeps nothing its rate is 0, so it
+    runs again only when every search has run dry.
 
     Why: which of them improves a big graph faster depends on the graph and on the schedule
     reached (on generated CNNs refine gained several times what LNS gained per second; LNS wins
@@ -808,9 +810,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     run dry. Each slice (the budget over SEARCH_SLICES, at least SEARCH_SLICE_SECONDS or a
     quarter of a short budget) goes to the search whose last slice gained the most makespan per
     second, that rate grown by SEARCH_STALE_GROWTH per slice the search has waited; the join sweep
-    first, then refine, then LNS. Each keeps its state between slices and takes over the
+    first, then the relist sweep, then refine, then LNS. Each keeps its state between slices and takes over the
     incumbent when another improved it.
-    A search that stops early (refine converged, a join sweep that kept nothing) hands the rest of
+    A search that stops early (refine converged, a sweep that kept nothing) hands the rest of
     its slice back. Every answer is offered to the incumbent, so the result is never worse than
     it. ``probed``: the leading probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
     t0 = time.monotonic()

@@ -120,6 +120,8 @@ class RelistSweep:
         but what its merge kept)."""
         p, st = self.p, self.stats
         base = IncrementalSchedule(p, self.best_ev.placement, self.best_ev.start, self.graph)
+        if self.opts.stop.is_set():
+            return False
         seq, where = _positions(base)
         answers: list[tuple[float, tuple[int, int, np.ndarray, np.ndarray]]] = []
         edge = p.n + 1  # windows kept so far all start at or after this position
@@ -154,6 +156,8 @@ class RelistSweep:
             t = time.monotonic()
             ev = timed(self.p, pl, order, self.mm, self.waits)
             self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
+            if self.opts.stop.is_set():
+                return False  # measuring the peak (about a second at 200K nodes) would delay the stop
             if ev is not None and ev.feasible(self.p) and ev.makespan < self.best_ev.makespan * (1 - 1e-12):
                 self.best_ev = ev
                 self.stats.kept += len(answers)
