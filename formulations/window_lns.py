@@ -57,13 +57,25 @@ from .cpsolver import solve as run_cp
 MODEL_UNITS = 1e8  # integer units per incumbent makespan when the data are not integers (1e6: rounding ate the gains)
 # Targeted windows (session 21): stretches of the bypass bound's chain where the incumbent lost
 # the most against the bound, each a window of at most TARGET_NODES nodes given TARGET_SECONDS of
-# CP-SAT, taking turns with the critical windows (half the time each) on graphs of
+# CP-SAT, taking turns with the critical windows (half the time each; all of it once the critical
+# windows run dry: target_turn) on graphs of
 # TARGET_GRAPH_NODES or more. From the 200K CNN's 600 s answer, 150 s of them alone: 400 nodes and
 # 30 s -1.27, 600 and 30 s -1.05, 300 and 20 s -1.02 (bench/results_scale.md, session 21)
 TARGET_NODES = 400
 TARGET_SECONDS = 30.0
 TARGET_GRAPH_NODES = 10_000
 TARGET_MIN_LOSS = 1e-5  # of the makespan: stretches that lost less are not targeted
+# Critical windows in a row that improved nothing, after which the targeted windows take every turn
+# while stretches are left (session 22: in a 600 s run on the 200K CNN, 3 of 3 targeted windows
+# improved, 17 of 176 critical ones)
+CRITICAL_DRY = 10
+
+
+def target_turn(spent_target: float, spent_critical: float, critical_fails: int) -> bool:
+    """Whether the next window is a targeted one (when a stretch is left): the two kinds share
+    the model time half and half, and once CRITICAL_DRY critical windows in a row improved
+    nothing, the targeted windows take every turn until one of either kind improves."""
+    return spent_target <= spent_critical or critical_fails >= CRITICAL_DRY
 
 
 @dataclass
@@ -424,6 +436,7 @@ class WindowSearch:
         self.targets: list[tuple[float, int, int]] | None = None
         self.covered: np.ndarray | None = None
         self.spent = {"target": 0.0, "critical": 0.0}  # model seconds of each kind: they take turns
+        self.critical_fails = 0  # critical windows in a row that improved nothing (target_turn)
 
     @property
     def waits(self) -> list[tuple[int, int]] | None:
@@ -443,6 +456,7 @@ class WindowSearch:
         self.best_ev = ev
         self.stats.best_makespan = ev.makespan
         self.tried.clear()
+        self.critical_fails = 0
         self.targets = None
         return True
 
@@ -478,7 +492,7 @@ class WindowSearch:
                 stats.stopped = "stopped" if opts.stop.is_set() else "deadline"
                 break
             eps = 1e-9 * max(1.0, base.makespan)
-            turn = self.spent["target"] <= self.spent["critical"]
+            turn = target_turn(self.spent["target"], self.spent["critical"], self.critical_fails)
             target = self._target() if turn and self.target_seconds > 0 and left > 2 * self.window_seconds else None
             if target is not None:
                 lo, hi, seq = target
@@ -526,11 +540,13 @@ class WindowSearch:
             stats.windows += 1
             stats.closed += int(info.get("optimal", False))
             if got is None:
+                self.critical_fails += 1
                 continue
             if opts.stop.is_set():  # re-timing the whole graph (about a second at 200K nodes) would delay the stop
                 stats.stopped = "stopped"
                 break
-            self._take(got, hi - lo)
+            if not self._take(got, hi - lo):
+                self.critical_fails += 1
         return self.best_ev
 
     def _take(self, got: tuple[np.ndarray, list[list[int]], float], nodes: int) -> bool:
@@ -548,6 +564,7 @@ class WindowSearch:
         stats.best_makespan = ev.makespan
         self.base.reset(ev.placement, ev.start)
         self.tried.clear()
+        self.critical_fails = 0
         self.targets = None  # ranked again on the new schedule
         if self.say is not None:
             self.say(f"lns: window {stats.windows} ({nodes} nodes) -> {ev.makespan:.6g}")

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from formulations.window_lns import LnsStats, WindowSearch, loss_stretches
+from formulations.window_lns import CRITICAL_DRY, LnsStats, WindowSearch, loss_stretches, target_turn
 from heuristics.baselines import greedy_fill
 from placement.evaluator import check, evaluate
 from placement.generate import generate
@@ -83,3 +83,16 @@ def test_small_graphs_leave_targets_out_by_default():
     search = WindowSearch(prob, ev.placement, ev.start, SolveOptions(seed=0), window=60, window_seconds=0.3)
     search.run(time.monotonic() + 2)
     assert search.stats.targeted == 0
+
+
+def test_targets_take_every_turn_once_the_critical_windows_run_dry():
+    assert target_turn(1.0, 1.0, 0) and not target_turn(2.0, 1.0, 0)  # half and half
+    assert target_turn(2.0, 1.0, CRITICAL_DRY) and not target_turn(2.0, 1.0, CRITICAL_DRY - 1)
+    prob = generate("cnn", 1500, seed=0, devices=4, memory_fraction=0.6)
+    ev = evaluate(prob, np.asarray(greedy_fill(prob, SolveOptions()).placement))
+    search = WindowSearch(prob, ev.placement, ev.start, SolveOptions(seed=0, workers=2), window=60,
+                          window_seconds=0.5, target_seconds=1.0)
+    search.spent = {"target": 100.0, "critical": 0.0}  # far past their half
+    search.critical_fails = CRITICAL_DRY
+    search.run(time.monotonic() + 4)
+    assert search.stats.targeted > 0
