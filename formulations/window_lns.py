@@ -104,7 +104,7 @@ def window_at(base: IncrementalSchedule, center: int, size: int) -> tuple[int, i
     return lo, min(p.n, lo + size), seq
 
 
-def _positions(base: IncrementalSchedule) -> tuple[np.ndarray, np.ndarray]:
+def schedule_positions(base: IncrementalSchedule) -> tuple[np.ndarray, np.ndarray]:
     """The base schedule's nodes in (start, topological rank) order, and each node's position in it."""
     seq = np.lexsort((base.graph.rank, base.start))
     where = np.empty(seq.size, dtype=np.int64)
@@ -122,7 +122,7 @@ def loss_stretches(base: IncrementalSchedule, chain: np.ndarray, fin: np.ndarray
     against the bound. ``used`` (bool per chain position): positions no stretch may cover."""
     if len(chain) < 2:
         return []
-    pos = _positions(base)[1][chain]
+    pos = schedule_positions(base)[1][chain]
     # The time lost up to p_j for good: the least gap at p_j or later (a chain node may finish late
     # against the bound inside a block and the block's end catch up).
     gap = np.minimum.accumulate((base.finish[chain] - fin)[::-1])[::-1]
@@ -479,7 +479,7 @@ class WindowSearch:
             return None
         _, i, j = self.targets.pop()
         self.covered[i:j + 1] = True
-        seq, where = _positions(base)
+        seq, where = schedule_positions(base)
         lo, hi = int(where[self.chain[i]]), int(where[self.chain[j]]) + 1
         return lo, min(hi, lo + TARGET_NODES), seq
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from formulations.window_lns import timed
-from placement.evaluator import Evaluation, check
-from placement.incremental import timing_graph
+from placement.evaluator import Evaluation
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
 from .refine import Units, critical_chain, join_moves, order_of
+from .schedule_search import ScheduleSweep
 
 
 @dataclass
@@ -50,7 +50,7 @@ def joins(problem: Problem) -> np.ndarray:
     return np.flatnonzero(count >= 2)
 
 
-class JoinSweep:
+class JoinSweep(ScheduleSweep):
     """The sweep of the module docstring as a search the pipeline runs in slices: ``run`` goes on
     where the last call stopped, ``adopt`` takes over a better schedule found elsewhere."""
 
@@ -59,42 +59,15 @@ class JoinSweep:
                  waits: list[tuple[int, int]] | None = None) -> None:
         """``start``: a schedule of ``placement`` meeting ``waits`` (control dependencies every
         schedule of this search keeps, as refine and window LNS do)."""
-        self.p, self.opts, self.mm = problem, opts, memory_model
-        self.graph = timing_graph(problem, waits)
-        self.stats = stats or JoinStats()
+        super().__init__(problem, placement, start, opts, memory_model, stats or JoinStats(), waits)
         self.units = Units(problem)
         self.is_join = np.zeros(problem.n, dtype=bool)
         self.is_join[joins(problem)] = True
-        self.best_ev = check(problem, np.asarray(placement, dtype=np.int64), np.asarray(start, dtype=float),
-                             memory_model, check_memory=False)
-        self.stats.start_makespan = self.stats.best_makespan = self.best_ev.makespan
         self.queue: list[int] = []  # this sweep's joins still to visit, next last
         self.kept_in_sweep = 0
-        self.dry = False  # a whole sweep kept nothing, and nothing better was adopted since
-        self.eval_seconds = 0.0  # the longest evaluation so far
 
-    @property
-    def waits(self) -> list[tuple[int, int]] | None:
-        """The waits every schedule of this search meets (None: none)."""
-        return self.graph.wait_list
-
-    def adopt(self, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
-        """Go on from the schedule ``ev`` (meeting ``waits``, kept from here on) when it is
-        shorter than this search's best."""
-        if ev.makespan >= self.best_ev.makespan - 1e-9 * max(1.0, self.best_ev.makespan):
-            return False
-        if (list(map(tuple, waits)) if waits else None) != self.waits:
-            self.graph = timing_graph(self.p, waits)
-        self.best_ev = ev
+    def _adopted(self) -> None:
         self.queue = []  # the next visit starts a sweep on this schedule's critical chain
-        self.stats.best_makespan = ev.makespan
-        self.dry = False
-        return True
-
-    @property
-    def converged(self) -> bool:
-        """A whole sweep kept nothing (and no better schedule was adopted since)."""
-        return self.dry
 
     def run(self, deadline: float) -> Evaluation:
         """Visit joins until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the

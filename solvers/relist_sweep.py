@@ -25,13 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from formulations.window_lns import _positions, timed
+from formulations.window_lns import schedule_positions, timed
 from heuristics.window_relist import merged_order, relist
-from placement.evaluator import Evaluation, check
-from placement.incremental import IncrementalSchedule, timing_graph
+from placement.evaluator import Evaluation
+from placement.incremental import IncrementalSchedule
 from placement.problem import Problem
 from placement.solution import SolveOptions
 from placement.window_boundary import window_boundary
+
+from .schedule_search import ScheduleSweep
 
 RELIST_NODES = 80  # positions per window (on the 200K CNN: 40 found 0.0133 at a block's join, 80 0.0136, 20 0.001)
 RELIST_TRIES = 8  # list schedules per window besides one per sibling (heuristics/window_relist.py)
@@ -64,7 +66,7 @@ def held_joins(problem: Problem, base: IncrementalSchedule) -> np.ndarray:
     return nodes[np.argsort(-start[nodes], kind="stable")]
 
 
-class RelistSweep:
+class RelistSweep(ScheduleSweep):
     """The sweep of the module docstring as a search the pipeline runs in slices: ``run`` sweeps
     until its deadline or a dry sweep, ``adopt`` takes over a better schedule found elsewhere."""
 
@@ -73,39 +75,10 @@ class RelistSweep:
                  waits: list[tuple[int, int]] | None = None, size: int = RELIST_NODES,
                  tries: int = RELIST_TRIES) -> None:
         """``start``: a schedule of ``placement`` meeting ``waits`` (kept by every schedule here)."""
-        self.p, self.opts, self.mm = problem, opts, memory_model
+        super().__init__(problem, placement, start, opts, memory_model, stats or RelistStats(), waits)
         self.size, self.tries = size, tries
-        self.graph = timing_graph(problem, waits)
-        self.stats = stats or RelistStats()
         self.rng = np.random.default_rng(opts.seed)
         self.mask = problem.allowed_mask()
-        self.best_ev = check(problem, np.asarray(placement, dtype=np.int64), np.asarray(start, dtype=float),
-                             memory_model, check_memory=False)
-        self.stats.start_makespan = self.stats.best_makespan = self.best_ev.makespan
-        self.dry = False
-        self.eval_seconds = 0.0  # the longest evaluation so far
-
-    @property
-    def waits(self) -> list[tuple[int, int]] | None:
-        """The waits every schedule of this search meets (None: none)."""
-        return self.graph.wait_list
-
-    def adopt(self, ev: Evaluation, waits: list[tuple[int, int]] | None = None) -> bool:
-        """Go on from the schedule ``ev`` (meeting ``waits``, kept from here on) when it is
-        shorter than this search's best."""
-        if ev.makespan >= self.best_ev.makespan - 1e-9 * max(1.0, self.best_ev.makespan):
-            return False
-        if (list(map(tuple, waits)) if waits else None) != self.waits:
-            self.graph = timing_graph(self.p, waits)
-        self.best_ev = ev
-        self.stats.best_makespan = ev.makespan
-        self.dry = False
-        return True
-
-    @property
-    def converged(self) -> bool:
-        """A whole sweep kept nothing (and no better schedule was adopted since)."""
-        return self.dry
 
     def run(self, deadline: float) -> Evaluation:
         """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the best
@@ -122,7 +95,7 @@ class RelistSweep:
         base = IncrementalSchedule(p, self.best_ev.placement, self.best_ev.start, self.graph)
         if self.opts.stop.is_set():
             return False
-        seq, where = _positions(base)
+        seq, where = schedule_positions(base)
         answers: list[tuple[float, tuple[int, int, np.ndarray, np.ndarray]]] = []
         edge = p.n + 1  # windows kept so far all start at or after this position
         finished = True

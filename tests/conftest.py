@@ -62,3 +62,23 @@ def tiny_optimum(prob: Problem, memory_model: str) -> tuple[float] | None:
     ref = brute(prob, SolveOptions(memory_model="peak", time_limit=60))
     assert ref.status in ("optimal", "infeasible"), ref.reason
     return (ref.objective,) if ref.status == "optimal" else None
+
+
+def filled_random(seed: int, memory_model: str, n: int, edge_p: float):
+    """A random problem on 3 devices with colocation groups and a capacity that binds (60% of all
+    bytes in the static model, all of them in the peak model), topo-fill's placement of it and the
+    evaluator's schedule of that (which fits): a start for the searches' never-worse tests."""
+    import numpy as np
+
+    from heuristics.baselines import topo_fill
+    from placement.evaluator import evaluate
+    from placement.solution import SolveOptions
+
+    base = random_problem(seed, n, 3, colocate_p=0.2, edge_p=edge_p)
+    need = float((base.param_bytes + base.out_bytes).sum())
+    prob = base.with_devices(3, memory=(0.6 if memory_model == "static" else 1.0) * need)
+    sol = topo_fill(prob, SolveOptions(memory_model=memory_model))
+    assert sol.placement is not None
+    ev0 = evaluate(prob, sol.placement, memory_model=memory_model)
+    assert ev0.feasible(prob)
+    return prob, np.asarray(sol.placement), ev0

@@ -8,12 +8,11 @@ import time
 import numpy as np
 import pytest
 
-from heuristics.baselines import topo_fill
 from placement.evaluator import check, check_placement, evaluate, wait_delay
 from placement.problem import make_problem
 from placement.solution import SolveOptions
 from solvers.join_sweep import JoinSweep, joins
-from tests.conftest import random_problem
+from tests.conftest import filled_random
 
 
 def _fan_in(m: int, out_bytes: float = 1.0, memory: float = float("inf"), times: list[float] | None = None,
@@ -99,14 +98,8 @@ def test_joins_are_nodes_with_two_dear_inputs() -> None:
 @pytest.mark.parametrize("memory_model", ["static", "peak"])
 @pytest.mark.parametrize("seed", range(5))
 def test_never_worse_and_feasible_on_random_problems(seed: int, memory_model: str) -> None:
-    base = random_problem(seed, 40, 3, colocate_p=0.2, edge_p=0.3)
-    need = float((base.param_bytes + base.out_bytes).sum())
-    prob = base.with_devices(3, memory=(0.6 if memory_model == "static" else 1.0) * need)
-    sol = topo_fill(prob, SolveOptions(memory_model=memory_model))
-    assert sol.placement is not None
-    ev0 = evaluate(prob, sol.placement, memory_model=memory_model)
-    assert ev0.feasible(prob)
-    ev = JoinSweep(prob, sol.placement, ev0.start, SolveOptions(), memory_model=memory_model).run(_far())
+    prob, placement, ev0 = filled_random(seed, memory_model, 40, 0.3)
+    ev = JoinSweep(prob, placement, ev0.start, SolveOptions(), memory_model=memory_model).run(_far())
     check_placement(prob, ev.placement)  # colocation and allowed devices
     assert ev.feasible(prob)
     assert ev.makespan <= ev0.makespan + 1e-9

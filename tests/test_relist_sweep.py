@@ -9,13 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from heuristics.baselines import topo_fill
 from placement.evaluator import check, check_placement, evaluate, wait_delay
 from placement.incremental import IncrementalSchedule, timing_graph
 from placement.problem import make_problem
 from placement.solution import SolveOptions
 from solvers.relist_sweep import RelistSweep, held_joins
-from tests.conftest import random_problem
+from tests.conftest import filled_random
 from tests.test_window_relist import _fan_in
 
 
@@ -88,14 +87,8 @@ def test_adopt_takes_only_a_better_schedule_and_wakes_a_dry_sweep() -> None:
 @pytest.mark.parametrize("memory_model", ["static", "peak"])
 @pytest.mark.parametrize("seed", range(5))
 def test_never_worse_and_feasible_on_random_problems(seed: int, memory_model: str) -> None:
-    base = random_problem(seed, 60, 3, colocate_p=0.2, edge_p=0.2)
-    need = float((base.param_bytes + base.out_bytes).sum())
-    prob = base.with_devices(3, memory=(0.6 if memory_model == "static" else 1.0) * need)
-    sol = topo_fill(prob, SolveOptions(memory_model=memory_model))
-    assert sol.placement is not None
-    ev0 = evaluate(prob, sol.placement, memory_model=memory_model)
-    assert ev0.feasible(prob)
-    search = RelistSweep(prob, sol.placement, ev0.start, SolveOptions(seed=seed), memory_model=memory_model, size=20)
+    prob, placement, ev0 = filled_random(seed, memory_model, 60, 0.2)
+    search = RelistSweep(prob, placement, ev0.start, SolveOptions(seed=seed), memory_model=memory_model, size=20)
     ev = search.run(_far())
     check_placement(prob, ev.placement)  # colocation and allowed devices
     assert ev.feasible(prob)

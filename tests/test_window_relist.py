@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from formulations.window_lns import _positions, timed
+from formulations.window_lns import schedule_positions, timed
 from heuristics.baselines import greedy_fill
 from heuristics.window_relist import merged_order, relist
 from placement.evaluator import evaluate
@@ -44,7 +44,7 @@ def test_the_fan_in_launches_a_long_branch_last_and_reaches_the_work_bound():
     prob, ev = _fan_in()
     assert ev.makespan == pytest.approx(9.0)  # J waits for t2's return at 8.0
     base = IncrementalSchedule(prob, ev.placement, ev.start, timing_graph(prob))
-    seq, _ = _positions(base)
+    seq, _ = schedule_positions(base)
     bd = window_boundary(base, 1, prob.n, seq)  # everything but F
     got = relist(prob, base, bd, np.random.default_rng(0), tries=1)  # the sibling plans alone
     assert got is not None
@@ -65,7 +65,7 @@ def test_an_optimal_window_is_left_alone():
     best = evaluate(prob, placement, order=order)
     assert best.makespan == pytest.approx(8.8)
     base = IncrementalSchedule(prob, best.placement, best.start, timing_graph(prob))
-    seq, _ = _positions(base)
+    seq, _ = schedule_positions(base)
     assert relist(prob, base, window_boundary(base, 0, prob.n, seq), np.random.default_rng(1), tries=20) is None
 
 
@@ -74,7 +74,7 @@ def test_a_window_answer_is_what_the_evaluator_makes_of_it_and_beats_the_incumbe
     prob = generate(kind, 500, seed=seed, devices=4, memory_fraction=None)
     ev = evaluate(prob, np.asarray(greedy_fill(prob, SolveOptions()).placement))
     base = IncrementalSchedule(prob, ev.placement, ev.start, timing_graph(prob))
-    seq, _ = _positions(base)
+    seq, _ = schedule_positions(base)
     rng = np.random.default_rng(seed)
     found = 0
     for lo in rng.integers(0, prob.n - 40, 12).tolist():
@@ -96,7 +96,7 @@ def test_merged_windows_keep_every_node_outside_them_in_its_place():
     prob = generate("cnn", 500, seed=5, devices=3, memory_fraction=None)
     ev = evaluate(prob, np.asarray(greedy_fill(prob, SolveOptions()).placement))
     base = IncrementalSchedule(prob, ev.placement, ev.start, timing_graph(prob))
-    seq, where = _positions(base)
+    seq, where = schedule_positions(base)
     answers = []
     for lo in (40, 200, 400):
         bd = window_boundary(base, lo, lo + 30, seq)
