@@ -95,7 +95,7 @@ class JoinSweep(ScheduleSweep):
                 ev = timed(p, pl, order_of(p, pl, base.start, self.graph.rank), self.mm, self.waits)
                 self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
                 st.tried += 1
-                if ev is not None and ev.feasible(p) and ev.makespan < base.makespan * (1 - 1e-12):
+                if ev is not None and ev.makespan < base.makespan * (1 - 1e-12) and ev.feasible(p):
                     self.best_ev = ev
                     st.improved += 1
                     st.best_makespan = ev.makespan

@@ -131,7 +131,7 @@ class RelistSweep(ScheduleSweep):
             self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
             if self.opts.stop.is_set():
                 return False  # measuring the peak (about a second at 200K nodes) would delay the stop
-            if ev is not None and ev.feasible(self.p) and ev.makespan < self.best_ev.makespan * (1 - 1e-12):
+            if ev is not None and ev.makespan < self.best_ev.makespan * (1 - 1e-12) and ev.feasible(self.p):
                 self.best_ev = ev
                 self.stats.kept += len(answers)
                 self.stats.best_makespan = ev.makespan

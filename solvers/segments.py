@@ -231,7 +231,7 @@ class SegmentSearch:
                 new_pl, new_order = splice(p, order, seq, lo, hi, base.placement, seg, sub_pl, sub_ev.start)
                 t = time.monotonic()
                 ev = timed(p, new_pl, new_order, self.mm)
-                ok = ev is not None and ev.feasible(p) and ev.makespan < base.makespan * (1 - 1e-12)
+                ok = ev is not None and ev.makespan < base.makespan * (1 - 1e-12) and ev.feasible(p)
                 self.splice_seconds = max(self.splice_seconds, time.monotonic() - t)  # with the peak, when measured
                 if ok:
                     st.improved += 1
