@@ -46,9 +46,9 @@ from placement.comm_bound import heads
 from placement.evaluator import Evaluation, ScheduleError, check, evaluate
 from placement.incremental import IncrementalSchedule, TimingGraph, timing_graph
 from placement.memory_path_bound import best_path
-from placement.window_boundary import window_boundary
 from placement.problem import Problem
 from placement.solution import SolveOptions
+from placement.window_boundary import window_boundary
 
 from .common import retime
 from .cpsolver import cp_solver
@@ -219,7 +219,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
     def up(x: float | np.ndarray) -> np.ndarray:  # conservative integers: the model never promises too much
         return np.ceil(np.asarray(x, dtype=float) * f - 1e-9).astype(np.int64)
 
-    const = [bd.const]  # the constant part of the makespan: paths that never touch the window
+    const = bd.const  # the constant part of the makespan: paths that never touch the window
     dur = up(p.time[win])
     hint = _hint_starts(tg, win, dur, pl, up(finish), up(comm), last_before, in_win)
     rest_max = int(up(float((p.time[after] + tail[after]).max(initial=0.0)))) + int(up(float(comm.max(initial=0.0))))
@@ -293,8 +293,8 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
                 m.add_hint(y, int(pl[u] == d and pl[v] == d))
                 same.append(y)
         m.add(s_var[v] >= e_var[u] + c - c * sum(same))
-    mk = m.new_int_var(0, horizon + rest_max + int(up(max(const))) + 1, "M")
-    m.add(mk >= int(up(max(const))))
+    mk = m.new_int_var(0, horizon + rest_max + int(up(const)) + 1, "M")
+    m.add(mk >= int(up(const)))
     for v in win.tolist():
         m.add(mk >= e_var[v])
     for j in e_out.tolist():
@@ -322,7 +322,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
             if terms:
                 m.add(sum(terms) <= room)
     m.minimize(mk)
-    m.add_hint(mk, _hint_makespan(p, tg, win, hint, dur, pl, up, tail, first_after, e_out, const_int=int(up(max(const)))))
+    m.add_hint(mk, _hint_makespan(p, tg, win, hint, dur, pl, up, tail, first_after, e_out, const_int=int(up(const))))
     where_w = {v: i for i, v in enumerate(win.tolist())}
     for v in win.tolist():  # hint: the incumbent, re-timed with the model's integers
         m.add_hint(s_var[v], int(hint[v]))

@@ -54,10 +54,10 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .join_sweep import JoinStats, JoinSweep
-from .relist_sweep import RelistStats, RelistSweep
 from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
+from .relist_sweep import RelistStats, RelistSweep
 from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
 from .reschedule import reschedule, reschedule_seconds
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
@@ -810,8 +810,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     run dry. Each slice (the budget over SEARCH_SLICES, at least SEARCH_SLICE_SECONDS or a
     quarter of a short budget) goes to the search whose last slice gained the most makespan per
     second, that rate grown by SEARCH_STALE_GROWTH per slice the search has waited; the join sweep
-    first, then the relist sweep, then refine, then LNS. Each keeps its state between slices and takes over the
-    incumbent when another improved it.
+    first, then the relist sweep, then refine, then LNS. Each keeps its state between slices and
+    takes over the incumbent when another improved it.
     A search that stops early (refine converged, a sweep that kept nothing) hands the rest of
     its slice back. Every answer is offered to the incumbent, so the result is never worse than
     it. ``probed``: the leading probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
