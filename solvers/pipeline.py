@@ -57,8 +57,8 @@ from .join_sweep import JoinStats, JoinSweep
 from .multilevel import MultilevelStats, multilevel
 from .ordering import fit_by_order
 from .progress import HEARTBEAT_SECONDS, Heartbeat
-from .relist_sweep import RelistStats, RelistSweep
 from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
+from .relist_sweep import RelistStats, RelistSweep
 from .reschedule import reschedule, reschedule_seconds
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
