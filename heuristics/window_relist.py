@@ -16,10 +16,10 @@ before the window keep their devices, order and times; the nodes after keep devi
 are re-timed; a try's makespan is the largest of the constant part, the window's finishes, each
 path into the nodes after the window (the finish, the transfer if the devices differ, the
 incumbent's time plus tail of the entered node) and each device's first node after the window
-(the window's last finish on that device plus its time plus tail). Exact for the re-timed
-schedule when the tails are the incumbent's longest paths, as in the exact model (with waits,
-whose zero-time nodes keep their place in the evaluator's order, it may promise too much); the
-caller confirms every answer with the evaluator.
+(the window's last finish on that device plus its time plus tail). Without waits it is never
+below the evaluator's makespan of the re-timed schedule and equal to it on the generated graphs
+(tests/test_window_relist.py); with waits, whose zero-time nodes keep their place in the
+evaluator's order, it may promise too much. The caller confirms every answer with the evaluator.
 """
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def merged_order(base: IncrementalSchedule, seq: np.ndarray, answers: list[tuple
         win = seq[lo:hi]
         placement[win] = dev
         inside = np.lexsort((rank[win], start))
-        key[win[inside]] = lo + np.arange(hi - lo, dtype=float)
+        key[win[inside]] = lo + np.arange(win.size, dtype=float)
     by_key = np.argsort(key, kind="stable")
     order = [[] for _ in range(p.k)]
     for v, d in zip(by_key.tolist(), placement[by_key].tolist()):
