@@ -80,18 +80,21 @@ def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.ra
     after_rest = np.array([p.time[a] + tail[a] if a >= 0 else -np.inf for a in bd.first_after.tolist()])
     free0 = np.array([finish[b] if b >= 0 else 0.0 for b in bd.last_before.tolist()])
     time = p.time[win].astype(float)
-    allowed = p.allowed_mask()[win] if mask is None else mask[win]
+    allowed = (p.allowed_mask() if mask is None else mask)[win].copy()
     own = pl[win].astype(np.int64)
-    pinned = p.colocate[win] >= 0
+    pinned = np.flatnonzero(p.colocate[win] >= 0)  # a colocation group keeps its devices
+    allowed[pinned] = False
+    allowed[pinned, own[pinned]] = True
     prio = time + tail[win]  # the incumbent's longest path from the node: perturbed from the second try on
     span = float(time.max())
+
+    busy = time > 0
 
     def judge(dev: np.ndarray, fin: np.ndarray) -> float:
         m = max(bd.const, float(fin.max()))
         for i in range(w):
             for d, c, rest in outs[i]:
                 m = max(m, fin[i] + (c if dev[i] != d else 0.0) + rest)
-        busy = time > 0
         for d in range(k):
             on = busy & (dev == d)
             if on.any() and after_rest[d] > -np.inf:
@@ -124,20 +127,15 @@ def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.ra
         ready = [i for i in range(w) if indeg[i] == 0]
         while ready:
             rows = np.array(ready)
-            est = np.where((time[rows] > 0)[:, None], np.maximum(arrive[rows], free[None, :]), arrive[rows])
+            est = np.where(busy[rows][:, None], np.maximum(arrive[rows], free[None, :]), arrive[rows])
             est = np.where(allowed[rows], est, np.inf)
-            for r, i in enumerate(ready):
-                if pinned[i]:
-                    keep = est[r, own[i]]
-                    est[r] = np.inf
-                    est[r, own[i]] = keep
             first = est.min(axis=1)
             r = int(np.lexsort((-key[rows], first))[0])  # the earliest start, then the highest priority
             i = ready.pop(r)
             d = int(own[i]) if est[r, own[i]] <= first[r] else int(np.argmin(est[r]))
             dev[i], start[i] = d, est[r, d]
             fin[i] = est[r, d] + time[i]
-            if time[i] > 0:
+            if busy[i]:
                 free[d] = fin[i]
             for b, c in zip(succs[i], succ_comm[i]):
                 cost = np.full(k, fin[i] + c)
