@@ -59,6 +59,7 @@ MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep on
 MAX_MERGED = 8  # windows sharing an end in greater numbers are not bounded together (cost: the LSTMs' 1,652)
 MERGE = True  # windows sharing an end are also bounded together (_merged; tests switch it off to compare)
 EITHER = True  # case B's members that may cross only to the other end's device (_pinned_either; the same)
+INTEGRAL = True  # case B's split takes whole members' times (_subset_floor; tests switch it off to compare)
 CHAIN_KIN = True  # case C counts the chain before its first cut (after its last) beside the kin (tests switch it off to compare)
 
 
@@ -292,14 +293,44 @@ def _pinned_either(y: list[float], x2: list[float], t: list[float], q: list[floa
         either = max(0.0, pre_y[bisect.bisect_right(ys, lo)] - (suf_t[0] - suf_t[i]))  # y <= D < x2
         g = full  # S empty
         c = suf_in[i] + suf_out[i]
-        if either > 0 and full > c:  # S of time x in (0, either]: E keeps some member while x < suf_t
+        split = either > 0 and full > c  # S of time x in (0, either]: E keeps some member while x < suf_t
+        if split:
             x = min((full - c) / 2, either)
             g = max(full - x, c + x)
-        if either > 0 and either >= suf_t[i] * (1 - 1e-12):  # every member may be on F: E runs only the chain
-            g = min(g, max(c + either, kept + last if kept else 0.0))
+        alone = max(c + either, kept + last if kept else 0.0)
+        every = either > 0 and either >= suf_t[i] * (1 - 1e-12)  # every member may be on F: E runs only the chain
+        if every:
+            g = min(g, alone)
+        if split and INTEGRAL and max(lo, g) < hi:  # x is the time of a set of members, not any real
+            g = _subset_floor(full, c, [t[u] for u in range(n) if y[u] <= lo < x2[u]])
+            if every:
+                g = min(g, alone)
         if max(lo, g) < hi:
             return max(lo, g)
     return np.inf
+
+
+def _subset_floor(full: float, c: float, times: list[float]) -> float:
+    """min over the subsets S of members of these ``times`` of: ``full`` for S empty, else
+    max(full - T(S), c + T(S)); relaxed (a lower bound) by letting T(S) be any real between the
+    time of the |S| shortest members and that of the |S| longest, since every subset of that size
+    has its time there. What case B's split between the two ends' devices gains over a real x:
+    on a CNN's backward block, where one more path's conv gradient on the first end's device is
+    the step, about half a gradient's time (docs/scale.md)."""
+    best = full
+    if not times or full <= c:
+        return best
+    target = (full - c) / 2  # where the falling and the rising line cross
+    asc = sorted(times)
+    small = large = 0.0
+    for j in range(1, len(asc) + 1):
+        small += asc[j - 1]
+        large += asc[-j]
+        x = min(max(target, small), large)
+        best = min(best, max(full - x, c + x))
+        if small >= target:
+            break  # larger sets start further right of the crossing: only c + x grows
+    return best
 
 
 def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],

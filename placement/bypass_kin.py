@@ -123,6 +123,22 @@ def _cover(groups: dict[int, list[float]], free: float) -> tuple[list[float], li
     return xs, cost, slope, min((g[2] for g in groups.values()), default=0.0)
 
 
+def _count(groups: dict[int, list[float]]) -> tuple[float, list[float]] | None:
+    """The covering by whole groups: moving y past the free time touches at least ceil(y / s)
+    groups, s the largest group's moved time, each with a kin node of its own, so it costs at least
+    the ceil(y / s) smallest kin times. Returns (s, the kin times' prefix sums from the smallest),
+    None without groups."""
+    if not groups:
+        return None
+    size = max(g[0] for g in groups.values())
+    if size <= 0:
+        return None
+    kin = [0.0]
+    for c in sorted(g[1] for g in groups.values()):
+        kin.append(kin[-1] + c)
+    return size, kin
+
+
 def lead(least: float, chain: tuple[float, float] | None) -> float:
     """What a kin side adds to its covering cost once some kin is needed: the kin's least way
     ``least``, or, with ``chain`` = (T, r) (chain nodes of total time T on the chain's device
@@ -135,6 +151,9 @@ def lead(least: float, chain: tuple[float, float] | None) -> float:
     return max(least, chain[0] + min(least, chain[1]))
 
 
+GROUPS = True  # the covering also counts whole groups (_count; tests switch it off to compare)
+
+
 def cover_floor(total: float, room: float, theta: float, m: float, k: int,
                 sides: list[dict[int, list[float]] | float],
                 chains: tuple[tuple[float, float] | None, ...] = ()) -> float:
@@ -144,23 +163,32 @@ def cover_floor(total: float, room: float, theta: float, m: float, k: int,
     to share the chain's device with its kin (``lead``; none when missing). Each function is
     linear between breakpoints, so the infimum is at a breakpoint or where the falling line meets
     a rising one."""
-    covers = [_cover(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]  # type: ignore[arg-type]
+    pairs = [(sides[i], sides[i + 1]) for i in range(0, len(sides), 2)]
+    covers = [_cover(g, free) for g, free in pairs]  # type: ignore[arg-type]
     covers = [(xs, cost, slope, lead(least, chains[i] if i < len(chains) else None))
               for i, (xs, cost, slope, least) in enumerate(covers)]
+    counts = [_count(g) if GROUPS else None for g, _ in pairs]  # type: ignore[arg-type]
     cuts = {0.0, room}
-    for xs, _, _, _ in covers:
+    for (xs, _, _, _), count in zip(covers, counts):
         cuts.update(x for x in xs if 0.0 < x < room)
+        if count is not None:  # where one more group must move
+            size, kin = count
+            cuts.update(x for x in (xs[0] + j * size for j in range(1, len(kin))) if 0.0 < x < room)
     cuts_l = sorted(cuts)
     best = np.inf
     for lo, hi in zip(cuts_l, cuts_l[1:] or cuts_l):
         lines = [(theta, 0.0), (m + lo / (k - 1), 1.0 / (k - 1))]
-        for xs, cost, slope, least in covers:
+        for (xs, cost, slope, least), count in zip(covers, counts):
             if hi <= xs[0] and hi > lo:
                 continue  # the whole piece moves only free members
             if hi == lo and lo <= xs[0]:
                 continue
             i = max(0, min(bisect.bisect_right(xs, lo) - 1, len(slope) - 1))
             lines.append((least + cost[i] + (lo - xs[i]) * slope[i], slope[i]))
+            if count is not None and hi - lo > 1e-9 * max(1.0, hi):  # (a sliver's count could round up)
+                size, kin = count
+                j = min(len(kin) - 1, int(np.ceil(((lo + hi) / 2 - xs[0]) / size)))
+                lines.append((least + kin[j], 0.0))  # each touched group has its own kin
         fall = total - lo
         span = hi - lo
         cands = {0.0, span}

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import placement.bypass_bound as bypass_bound
+import placement.bypass_kin as bypass_kin
 from placement.bounds import lower_bounds
 from placement.bypass_bound import chain_bound
 from placement.bypass_kin import lead
@@ -158,11 +159,20 @@ def test_hand_block_where_the_chains_own_kin_binds():
     the last of c0 and the kin on d also needs min(3, c1 + 2) = 3: max(5 - x, 1 + 3 + x), least
     4.5 at x = 0.5. Case A (d runs c0, c1, h1, h2 and the kept tails): max(6 - x, 3 + x), least
     4.5; case B (x's device runs c0, h1, h2 and then 2 more to reach y elsewhere): 5. So W = 4
-    without the term and 4.5 with it: the bound is 1 + W + 1 = 6 -> 6.5; the optimum is 7 (d: x,
-    h1, h2, c0, c1; t1, t2 on two other devices, back at 5 and 6; the covering's halves of a
-    tail are what the enumeration does not allow)."""
+    without the term and 4.5 with it: the bound is 1 + W + 1 = 6 -> 6.5 (the covering's halves of
+    a tail are what the enumeration does not allow). Counting whole groups (bypass_kin.GROUPS):
+    any x > 0 moves a tail and needs its kin's full 1, so case C gives max(5 - x, 1 + 3 + 1) = 5
+    and case A max(6 - x, 3 + 1 + ...) >= 5: W = 5 and the bound 7, the optimum (d: x, h1, h2, c0,
+    c1; t1, t2 on two other devices, back at 5 and 6). Without the chain's kin it stays 6 (case C:
+    max(5 - x, 3 + 1) = 4 at x = 1)."""
     prob, chain = hand_block()
     new, old = _bounds(prob, chain)
+    assert new[0] == pytest.approx(7.0) and old[0] == pytest.approx(6.0)
+    saved, bypass_kin.GROUPS = bypass_kin.GROUPS, False
+    try:
+        new, old = _bounds(prob, chain)
+    finally:
+        bypass_kin.GROUPS = saved
     assert new[0] == pytest.approx(6.5) and old[0] == pytest.approx(6.0)
     assert exact(prob, "static") == pytest.approx(7.0)
     assert lower_bounds(prob, "static").best <= 7.0 + 1e-9

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import placement.bypass_bound as bypass_bound
+import placement.bypass_kin as bypass_kin
 from formulations.bruteforce import enumerate_best
 from placement.bounds import lower_bounds
 from placement.bypass_bound import _away, _pinned_load, chain_bound
@@ -131,7 +132,9 @@ def test_a_block_whose_tails_wait_for_the_heads_kept_with_x(monkeypatch):
     # tails' time leaves max(7 - x, 5, 3 + x) (x = 2: 5), so the bound is 1 + 5 + 1 = 7. With kin: a
     # tail that leaves waits for its head, kept with x (50 to move), then 3 out, itself (1), 0 back:
     # the heads of the tails that left run one at a time, so max(7 - x, 5, 3 + x, 4 + x) over the
-    # fractional x: x = 1.5, 5.5, and the bound 1 + 5.5 + 1 = 7.5. The optimum (enumerated) is 8.
+    # fractional x: x = 1.5, 5.5, and the bound 1 + 5.5 + 1 = 7.5. Whole groups (GROUPS): any x in
+    # (0, 1] moves a tail and needs its head's full 1 (4 + 1, and 7 - x >= 6), x in (1, 2] both heads
+    # (4 + 2): the least is 6 (x = 0: 7), so the bound is 1 + 6 + 1 = 8, the optimum (enumerated).
     nodes = [{"id": v, "time": 2 if v == "t2" else 1, "out_bytes": 0, "param_bytes": 0}
              for v in ("x", "y", "h0", "h1", "h2", "t0", "t1", "t2")]
     edges = []
@@ -142,17 +145,21 @@ def test_a_block_whose_tails_wait_for_the_heads_kept_with_x(monkeypatch):
     chain = best_path(prob, prob.time, np.zeros(prob.m))
     assert [prob.ids[v] for v in chain] == ["x", "h2", "t2", "y"]
     new, old = _both(prob, chain, monkeypatch)
-    assert old == pytest.approx(7.0) and new == pytest.approx(7.5)
-    assert lower_bounds(prob, "static").bypass == pytest.approx(7.5)
+    assert old == pytest.approx(7.0) and new == pytest.approx(8.0)
+    with monkeypatch.context() as m:
+        m.setattr(bypass_kin, "GROUPS", False)
+        assert _both(prob, chain, monkeypatch)[0] == pytest.approx(7.5)
+    assert lower_bounds(prob, "static").bypass == pytest.approx(8.0)
     assert enumerate_best(prob, "static")[0][0] == pytest.approx(8.0)
 
 
-def test_away_with_kin_is_never_above_the_minimum_over_all_subsets():
+def test_away_with_kin_is_never_above_the_minimum_over_all_subsets(monkeypatch):
     # the exact quantity: min over U of max(base + t(rest), max X over U, energy(U), and per side
     # the time of the kin of U's members not in U plus the least rho among them); a member's kin is
-    # another member with a larger X (as in a window: the ancestor with the largest X)
+    # another member with a larger X (as in a window: the ancestor with the largest X); with whole
+    # groups counted (bypass_kin.GROUPS) and without
     rng = random.Random(12)
-    rose = 0
+    rose = grouped = 0
     for _ in range(1500):
         size, k = rng.randint(1, 7), rng.randint(2, 4)
         x = [float(rng.randint(0, 15)) for _ in range(size)]
@@ -186,7 +193,12 @@ def test_away_with_kin_is_never_above_the_minimum_over_all_subsets():
         value = _away(x, t, into, out, base, k, kin)
         assert value <= exact + 1e-9
         rose += value > _away(x, t, into, out, base, k) + 1e-9
-    assert rose > 50
+        with monkeypatch.context() as m:
+            m.setattr(bypass_kin, "GROUPS", False)
+            fractional = _away(x, t, into, out, base, k, kin)
+        assert value >= fractional - 1e-9
+        grouped += value > fractional + 1e-9
+    assert rose > 50 and grouped > 20, (rose, grouped)
 
 
 def test_pinned_load_with_tails_against_every_span():
