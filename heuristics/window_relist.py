@@ -23,6 +23,9 @@ evaluator's order, it may promise too much. The caller confirms every answer wit
 """
 from __future__ import annotations
 
+import threading
+from time import monotonic
+
 import numpy as np
 
 from placement.incremental import IncrementalSchedule
@@ -33,7 +36,10 @@ JITTER = 1.0  # a try's priority: the node's time plus tail plus a draw from [0,
 
 
 def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.random.Generator, tries: int,
-           mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float] | None:
+           mask: np.ndarray | None = None,
+           layouts: list[tuple[dict[int, int], dict[int, float]]] | None = None,
+           until: float = float("inf"), stop: threading.Event | None = None,
+           ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """The best of about ``tries`` list schedules of the window ``bd`` of ``base``, if one beats the
     incumbent's own window schedule by the judge of the module doc: (device per window node, start
     per window node, its makespan), else None.
@@ -45,7 +51,11 @@ def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.ra
     tail; the same with one of the longest siblings (busy nodes on the window's last device with
     the same inputs inside the window: a fork's branches) launched last of its kind, up to
     ``tries // 2`` of them; the rest perturbed at random by ``rng``. ``mask``: the problem's
-    allowed_mask(), when the caller has it (0.3 s at 200K nodes)."""
+    allowed_mask(), when the caller has it (0.3 s at 200K nodes). ``layouts``: more plans, each a
+    device and a priority for some window nodes (heuristics/fork_join.py), which then run there
+    (unless colocation or the allowed devices forbid it) in that priority before the others.
+    No plan is started after ``until`` (time.monotonic()) or once ``stop`` is set: the best so far
+    is returned."""
     p = problem
     win = bd.win
     w = win.size
@@ -117,7 +127,22 @@ def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.ra
         key[c] = low - 1e-9 * max(1.0, abs(low))
         plans.append(key)
     plans += [prio + rng.uniform(0.0, JITTER * span, size=w) for _ in range(max(0, tries - len(plans)))]
-    for key in plans:
+    masks: list[np.ndarray] = [allowed] * len(plans)
+    top = float(prio.max()) + 1.0
+    for device, order in layouts or ():
+        key, only = prio.copy(), allowed.copy()
+        for v, d in device.items():
+            i = local.get(v)
+            if i is None or not allowed[i, d]:
+                continue
+            only[i] = False
+            only[i, d] = True
+            key[i] = top + len(device) + order.get(v, 0.0)  # before the window's other nodes
+        plans.append(key)
+        masks.append(only)
+    for key, allowed in zip(plans, masks):
+        if monotonic() >= until or (stop is not None and stop.is_set()):
+            break
         dev = own.copy()
         start = np.zeros(w)
         fin = np.zeros(w)

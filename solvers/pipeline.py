@@ -935,8 +935,9 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                             f"{join_stats.sweeps} sweeps, {join_stats.tried} join moves, {join_stats.improved} kept"))
     if "relist" in arms:
         phases.append(Phase("relist", spent["relist"], inc.makespan, bound, "heuristic",
-                            f"{relist_stats.sweeps} sweeps, {relist_stats.windows} windows of {arms['relist'].size} "
-                            f"nodes, {relist_stats.promising} promising, {relist_stats.kept} kept"))
+                            f"{relist_stats.sweeps} sweeps, {relist_stats.windows} windows ({relist_stats.forks} from a "
+                            f"fork, the others of {arms['relist'].size} nodes), {relist_stats.promising} "
+                            f"promising, {relist_stats.kept} kept"))
     if "segments" in arms:
         phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
                             f"{seg_stats.segments} segments of {arms['segments'].size} nodes, {seg_stats.improved} "

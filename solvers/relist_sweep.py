@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from formulations.window_lns import schedule_positions, timed
+from heuristics.fork_join import fork_join, layouts
 from heuristics.window_relist import merged_order, relist
 from placement.evaluator import Evaluation
 from placement.incremental import IncrementalSchedule
@@ -37,6 +38,7 @@ from .schedule_search import ScheduleSweep
 
 RELIST_NODES = 80  # positions per window (on the 200K CNN: 40 found 0.0133 at a block's join, 80 0.0136, 20 0.001)
 RELIST_TRIES = 8  # list schedules per window besides one per sibling (heuristics/window_relist.py)
+FORK_NODES = 1000  # positions before a join searched for its fork (the 200K CNN's blocks: 290-590)
 
 
 @dataclass
@@ -44,6 +46,7 @@ class RelistStats:
     """What the sweeps did, for the report's ``relist`` phase."""
     sweeps: int = 0  # sweeps finished
     windows: int = 0  # windows list-scheduled
+    forks: int = 0  # of them, windows from a wide fork to its join, with layout plans
     promising: int = 0  # windows whose list schedule beat the incumbent by the window judge
     kept: int = 0  # windows put in by a kept merge
     start_makespan: float = float("nan")
@@ -79,6 +82,7 @@ class RelistSweep(ScheduleSweep):
         self.size, self.tries = size, tries
         self.rng = np.random.default_rng(opts.seed)
         self.mask = problem.allowed_mask()
+        self.failed: dict[int, int] = {}  # join -> its fork window's layout when the plans found nothing there
 
     def run(self, deadline: float) -> Evaluation:
         """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the best
@@ -104,11 +108,13 @@ class RelistSweep(ScheduleSweep):
                 finished = False
                 break
             hi = int(where[v]) + 1
-            lo = max(0, hi - self.size)
             if hi > edge:
                 continue
-            st.windows += 1
-            got = relist(p, base, window_boundary(base, lo, hi, seq, where), self.rng, self.tries, self.mask)
+            lo, got = self._fork(base, seq, where, v, hi, deadline)
+            if got is None and not self.opts.stop.is_set():
+                lo = max(0, hi - self.size)
+                st.windows += 1
+                got = relist(p, base, window_boundary(base, lo, hi, seq, where), self.rng, self.tries, self.mask)
             if got is not None:
                 answers.append((base.makespan - got[2], (lo, hi, got[0], got[1])))
                 edge = lo
@@ -118,6 +124,32 @@ class RelistSweep(ScheduleSweep):
             st.sweeps += 1
             self.dry = not kept
         return finished
+
+    def _fork(self, base: IncrementalSchedule, seq: np.ndarray, where: np.ndarray, join: int, hi: int,
+              deadline: float) -> tuple[int, tuple[np.ndarray, np.ndarray, float] | None]:
+        """When ``join`` ends a wide fork-join within FORK_NODES positions (heuristics/fork_join.py):
+        the window from the fork on, list-scheduled with the layout plans, and its answer if it beats
+        the incumbent. Skipped (None) when the same window, laid out as now relative to its fork,
+        found nothing before."""
+        p = self.p
+        fj = fork_join(p, join, seq[max(0, hi - FORK_NODES):hi - 1])
+        if fj is None:
+            return hi, None
+        lo = int(where[fj.fork]) + 1
+        win = seq[lo:hi]
+        pl, start = base.placement, base.start
+        sig = hash((pl[win].tobytes(), np.round(start[win] - start[fj.fork], 9).tobytes()))
+        if self.failed.get(join) == sig:
+            return lo, None
+        self.stats.forks += 1
+        self.stats.windows += 1
+        plans = layouts(p, fj, int(pl[fj.fork]), int(pl[join]))
+        until = deadline - 2 * self.eval_seconds  # the sweep's merge still needs its evaluation
+        got = relist(p, base, window_boundary(base, lo, hi, seq, where), self.rng, 0, self.mask, plans,
+                     until, self.opts.stop)
+        if got is None and time.monotonic() < until and not self.opts.stop.is_set():
+            self.failed[join] = sig  # (a window cut short is tried again)
+        return lo, got
 
     def _merge(self, base: IncrementalSchedule, seq: np.ndarray,
                answers: list[tuple[float, tuple[int, int, np.ndarray, np.ndarray]]], deadline: float) -> bool:

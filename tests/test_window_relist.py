@@ -2,6 +2,8 @@
 shares with the exact LNS model (placement/window_boundary.py)."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,15 @@ def test_a_plan_never_promises_less_than_the_evaluator_gives(seed):
         pl, order = merged_order(base, seq, [(lo, hi, got[0], got[1])])
         again = timed(prob, pl, order, "static")
         assert again is not None and again.makespan <= got[2] + 1e-9
+
+
+def test_no_plan_starts_past_its_deadline_or_after_a_stop():
+    prob, ev = _fan_in()
+    base = IncrementalSchedule(prob, ev.placement, ev.start, timing_graph(prob))
+    seq, _ = schedule_positions(base)
+    bd = window_boundary(base, 1, prob.n, seq)
+    assert relist(prob, base, bd, np.random.default_rng(0), tries=1) is not None
+    assert relist(prob, base, bd, np.random.default_rng(0), tries=1, until=0.0) is None
+    stop = threading.Event()
+    stop.set()
+    assert relist(prob, base, bd, np.random.default_rng(0), tries=1, stop=stop) is None

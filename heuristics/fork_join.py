@@ -1,0 +1,180 @@
+"""Layouts for a wide fork-join: many parallel paths from one fork node to one join node, each
+path laid out whole (its nodes one after another on one device), the cheap middle of each path
+sent to the other devices and the ends whose transfers are dear kept on the fork's or the join's
+device, the shortest paths sent away whole first.
+
+Why: in a grouped convolution (ResNeXt), an inception block or any layer split into parallel
+branches, every path has one dear edge (the full-size input it reads from the fork, or the
+full-size gradient it sends to the join) and cheap ones in between. The best layouts keep the
+dear end of each path on the fork's (join's) device, run one after another there, and let the
+other devices run the middles; a few of the shortest paths can afford both dear transfers and go
+away whole, if each is the first its device runs. A list scheduler does not find this: it runs the
+ready nodes breadth first (all the paths' first nodes, then their second ones...), so the first
+middle comes back late, and it sends paths away by their start, not by their return. On the
+generated 200K CNN's backward blocks the answers lost 0.014-0.019 per block this way (session
+23; docs/scale.md "Wide fork-joins laid out path by path").
+
+Plain functions: :func:`fork_join` finds the structure around a join in a set of nodes,
+:func:`layouts` gives the device and priority of every path node for a few variants (how many
+paths go away whole, whether the join's device also runs middles); heuristics/window_relist.py
+schedules each variant against a window's boundary and keeps the best.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.problem import Problem
+
+MIN_PATHS = 4  # fewer parallel paths are left to the list scheduler's own plans
+FORK_TRIES = 3  # wide ancestors of the join tried as its fork, latest first
+
+
+@dataclass
+class ForkJoin:
+    """A fork, a join and the disjoint paths between them (node lists, fork to join order), each
+    with its segment to send away: positions [lo, hi) of the path, chosen where entering and
+    leaving it costs least."""
+
+    fork: int
+    join: int
+    paths: list[list[int]]
+    segments: list[tuple[int, int]]
+
+
+def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None:
+    """The fork-join ending at ``join`` inside ``nodes`` (a set of node indices, the join's
+    schedule window), or None: the fork is the latest (in topological rank) of the join's
+    ancestors in ``nodes`` with MIN_PATHS or more successors among them whose paths to the join
+    are disjoint chains (every node on them has one predecessor and one successor on them); the
+    FORK_TRIES latest such ancestors are tried."""
+    inside = np.zeros(problem.n, dtype=bool)
+    inside[nodes] = True
+    inside[join] = True
+    pptr, pnbr, _ = problem.pred_ptr
+    sptr, snbr, _ = problem.succ_ptr
+    anc = np.zeros(problem.n, dtype=bool)
+    anc[join] = True
+    stack = [join]
+    while stack:
+        v = stack.pop()
+        for u in pnbr[pptr[v]:pptr[v + 1]].tolist():
+            if inside[u] and not anc[u]:
+                anc[u] = True
+                stack.append(u)
+    cand = np.flatnonzero(anc)
+    cand = cand[cand != join]
+    if cand.size == 0:
+        return None
+    fan = np.array([int(anc[snbr[sptr[u]:sptr[u + 1]]].sum()) for u in cand.tolist()])
+    wide = cand[fan >= MIN_PATHS]
+    for fork in wide[np.argsort(-problem.topo_rank[wide], kind="stable")][:FORK_TRIES].tolist():
+        paths = _paths(problem, int(fork), join, anc)
+        if paths is not None:
+            return ForkJoin(int(fork), join, paths, [_segment(problem, int(fork), join, p) for p in paths])
+    return None
+
+
+def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list[int]] | None:
+    """The paths from ``fork`` to ``join`` through the join's ancestors ``anc``, if they are at
+    least MIN_PATHS disjoint chains (every node on them has one predecessor and one successor on
+    them: inputs from elsewhere, such as weights, and outputs that do not reach the join, such as
+    weight gradients, do not count), else None."""
+    pptr, pnbr, _ = problem.pred_ptr
+    sptr, snbr, _ = problem.succ_ptr
+    on = np.zeros(problem.n, dtype=bool)  # on a path from the fork to the join
+    on[fork] = True
+    stack = [fork]
+    while stack:
+        v = stack.pop()
+        for w in snbr[sptr[v]:sptr[v + 1]].tolist():
+            if anc[w] and not on[w]:
+                on[w] = True
+                stack.append(w)
+    paths = []
+    for first in snbr[sptr[fork]:sptr[fork + 1]].tolist():
+        if not anc[first] or first == join:
+            continue
+        path, v = [], first
+        while v != join:
+            ins = [u for u in pnbr[pptr[v]:pptr[v + 1]].tolist() if on[u]]
+            outs = [w for w in snbr[sptr[v]:sptr[v + 1]].tolist() if on[w]]
+            if len(ins) != 1 or len(outs) != 1:
+                return None  # paths that branch or meet: not this structure
+            path.append(v)
+            v = outs[0]
+        paths.append(path)
+    return paths if len(paths) >= MIN_PATHS else None
+
+
+def _edge_comm(problem: Problem, u: int, v: int) -> float:
+    ptr, nbr, eid = problem.pred_ptr
+    lo, hi = int(ptr[v]), int(ptr[v + 1])
+    return float(problem.comm[eid[lo:hi][nbr[lo:hi] == u]].max())
+
+
+def _segment(problem: Problem, fork: int, join: int, path: list[int]) -> tuple[int, int]:
+    """The part [lo, hi) of ``path`` whose way in and way out cost least together (ties: the
+    longer part in time): what runs away from the fork's and the join's devices."""
+    ends = [fork] + path + [join]
+    comm = [_edge_comm(problem, a, b) for a, b in zip(ends, ends[1:])]  # comm[i]: into path[i] (i < len)
+    t = problem.time[path]
+    best, arg = None, (0, len(path))
+    for lo in range(len(path)):
+        for hi in range(lo + 1, len(path) + 1):
+            key = (comm[lo] + comm[hi], -float(t[lo:hi].sum()))
+            if best is None or key < best:
+                best, arg = key, (lo, hi)
+    return arg
+
+
+def layouts(problem: Problem, fj: ForkJoin, fork_device: int, join_device: int
+            ) -> list[tuple[dict[int, int], dict[int, float]]]:
+    """Variants of the path-by-path layout: per path node its device and a priority (higher runs
+    first where several are ready on one device). For w = 0 .. K - 1 paths sent away whole (the
+    shortest in time, each the first its device runs: the fork's device first when it is not the
+    join's), and the middles dealt round robin over the devices other than the join's, or the
+    first to the join's device (which waits for the first middle back anyway) and the rest so, or
+    round robin over all of them starting with the join's: the fork's device runs the paths' first
+    parts, the join's device their last parts, in path order."""
+    k = problem.k
+    n_paths = len(fj.paths)
+    length = [float(problem.time[p].sum()) for p in fj.paths]
+    by_length = sorted(range(n_paths), key=lambda i: (length[i], i))
+    others = [d for d in range(k) if d != join_device]
+    away_first = ([fork_device] if fork_device != join_device else []) + [d for d in others if d != fork_device]
+    out = []
+    for whole in range(0, min(k, n_paths)):
+        if whole > len(away_first):
+            break
+        gone = set(by_length[:whole])
+        for home in (0, 1, n_paths):  # middles the join's device runs: none, the first, its share
+            spread = [join_device] + others if home else others
+            if not others and not home:
+                continue
+            device: dict[int, int] = {}
+            key: dict[int, float] = {}
+            rank = 0
+            for j, i in enumerate(by_length[:whole]):
+                for v in fj.paths[i]:
+                    device[v] = away_first[j]
+                    key[v] = -rank
+                rank += 1
+            dealt = 0
+            for i in range(n_paths):
+                if i in gone:
+                    continue
+                path, (lo, hi) = fj.paths[i], fj.segments[i]
+                if home == 1:
+                    middle = join_device if dealt == 0 or not others else others[(dealt - 1) % len(others)]
+                else:
+                    middle = spread[dealt % len(spread)]
+                dealt += 1
+                for pos, v in enumerate(path):
+                    device[v] = fork_device if pos < lo else middle if pos < hi else join_device
+                    key[v] = -rank
+                rank += 1
+            device[fj.join] = join_device
+            out.append((device, key))
+    return out
