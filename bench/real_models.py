@@ -16,6 +16,8 @@ Each ``*()`` factory returns ``(model, example_inputs, loss_fn)`` as the PyTorch
 - ``vit_b16``: ViT-B/16 (Dosovitskiy et al. 2021): 16x16 patches of 224x224 images, 12 pre-norm
   blocks, d_model 768, 12 heads, MLP 3072, class token, 1000 classes; batch 8, PyTorch's own
   ``nn.TransformerEncoderLayer`` (norm_first, GELU), as users build it.
+- ``googlenet``: GoogLeNet / Inception v1 (Szegedy et al. 2015; torchvision's layout without the
+  auxiliary heads), batch 16 of 224x224 images: nine four-branch fork-joins (session 23).
 """
 from __future__ import annotations
 
@@ -156,6 +158,56 @@ def image_step(build, batch: int, size: int):
 def resnet50(batch: int = 16, size: int = 224):
     """ResNet-50 on ImageNet shapes, batch 16."""
     return image_step(ResNet50, batch, size)
+
+
+def conv_bn(cin: int, cout: int, k: int, stride: int = 1) -> nn.Sequential:
+    """Conv (no bias), batch norm, ReLU: GoogLeNet's BasicConv2d."""
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout, eps=0.001),
+                         nn.ReLU(inplace=True))
+
+
+class Inception(nn.Module):
+    """An Inception (v1) module: four branches from one input, concatenated: 1x1; 1x1 then 3x3;
+    1x1 then 3x3 (torchvision's variant of the 5x5); 3x3 max pool then 1x1."""
+
+    def __init__(self, cin: int, c1: int, r3: int, c3: int, r5: int, c5: int, pool: int) -> None:
+        super().__init__()
+        self.b1 = conv_bn(cin, c1, 1)
+        self.b2 = nn.Sequential(conv_bn(cin, r3, 1), conv_bn(r3, c3, 3))
+        self.b3 = nn.Sequential(conv_bn(cin, r5, 1), conv_bn(r5, c5, 3))
+        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), conv_bn(cin, pool, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+
+class GoogLeNet(nn.Module):
+    """GoogLeNet / Inception v1 (Szegedy et al. 2015) in torchvision's layout without the auxiliary
+    heads: the stem, inception 3a-3b, 4a-4e, 5a-5b (torchvision's channel table), average pool,
+    dropout, 1000 classes."""
+
+    TABLE = ((192, 64, 96, 128, 16, 32, 32), (256, 128, 128, 192, 32, 96, 64), "pool",
+             (480, 192, 96, 208, 16, 48, 64), (512, 160, 112, 224, 24, 64, 64), (512, 128, 128, 256, 24, 64, 64),
+             (512, 112, 144, 288, 32, 64, 64), (528, 256, 160, 320, 32, 128, 128), "pool",
+             (832, 256, 160, 320, 32, 128, 128), (832, 384, 192, 384, 48, 128, 128))
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, ceil_mode=True), conv_bn(64, 64, 1),
+                                  conv_bn(64, 192, 3), nn.MaxPool2d(3, 2, ceil_mode=True))
+        blocks = [nn.MaxPool2d(3, 2, ceil_mode=True) if row == "pool" else Inception(*row) for row in self.TABLE]
+        self.blocks = nn.Sequential(*blocks)
+        self.drop = nn.Dropout(0.2)
+        self.fc = nn.Linear(1024, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.stem(x))
+        return self.fc(self.drop(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
+
+
+def googlenet(batch: int = 16, size: int = 224):
+    """GoogLeNet (Inception v1) on ImageNet shapes, batch 16: nine four-branch fork-joins."""
+    return image_step(GoogLeNet, batch, size)
 
 
 class LSTMLM(nn.Module):

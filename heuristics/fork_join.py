@@ -33,9 +33,9 @@ FORK_TRIES = 3  # wide ancestors of the join tried as its fork, latest first
 
 @dataclass
 class ForkJoin:
-    """A fork, a join and the disjoint paths between them (node lists, fork to join order), each
-    with its segment to send away: positions [lo, hi) of the path, chosen where entering and
-    leaving it costs least."""
+    """A fork, a join and the branches between them (node lists in topological order; mostly
+    chains), each with its segment to send away: positions [lo, hi) of the branch, chosen where
+    entering and leaving it costs least."""
 
     fork: int
     join: int
@@ -46,9 +46,9 @@ class ForkJoin:
 def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None:
     """The fork-join ending at ``join`` inside ``nodes`` (a set of node indices, the join's
     schedule window), or None: the fork is the latest (in topological rank) of the join's
-    ancestors in ``nodes`` with MIN_PATHS or more successors among them whose paths to the join
-    are disjoint chains (every node on them has one predecessor and one successor on them); the
-    FORK_TRIES latest such ancestors are tried."""
+    ancestors in ``nodes`` with MIN_PATHS or more successors among them whose nodes on paths to the
+    join fall into MIN_PATHS or more branches with no edge between two of them (:func:`_paths`);
+    the FORK_TRIES latest such ancestors are tried."""
     inside = np.zeros(problem.n, dtype=bool)
     inside[nodes] = True
     inside[join] = True
@@ -77,10 +77,13 @@ def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None
 
 
 def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list[int]] | None:
-    """The paths from ``fork`` to ``join`` through the join's ancestors ``anc``, if they are at
-    least MIN_PATHS disjoint chains (every node on them has one predecessor and one successor on
-    them: inputs from elsewhere, such as weights, and outputs that do not reach the join, such as
-    weight gradients, do not count), else None."""
+    """The branches between ``fork`` and ``join``: the nodes on paths from one to the other (through
+    the join's ancestors ``anc``) split into groups with no edge between two groups, each in
+    topological order; None unless there are MIN_PATHS or more. A branch is mostly a chain (a
+    path of a grouped convolution); an imported model's in-place ops add edges inside a branch
+    (a batch norm feeding both its ReLU and the concat), which keep it one branch. Inputs from
+    elsewhere (weights, saved activations) and outputs that do not reach the join (weight
+    gradients) do not count."""
     pptr, pnbr, _ = problem.pred_ptr
     sptr, snbr, _ = problem.succ_ptr
     on = np.zeros(problem.n, dtype=bool)  # on a path from the fork to the join
@@ -92,38 +95,45 @@ def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list
             if anc[w] and not on[w]:
                 on[w] = True
                 stack.append(w)
-    paths = []
-    for first in snbr[sptr[fork]:sptr[fork + 1]].tolist():
-        if not anc[first] or first == join:
+    on[fork] = on[join] = False
+    group = {}
+    branches = []
+    for first in np.flatnonzero(on).tolist():
+        if first in group:
             continue
-        path, v = [], first
-        while v != join:
-            ins = [u for u in pnbr[pptr[v]:pptr[v + 1]].tolist() if on[u]]
-            outs = [w for w in snbr[sptr[v]:sptr[v + 1]].tolist() if on[w]]
-            if len(ins) != 1 or len(outs) != 1:
-                return None  # paths that branch or meet: not this structure
-            path.append(v)
-            v = outs[0]
-        paths.append(path)
-    return paths if len(paths) >= MIN_PATHS else None
-
-
-def _edge_comm(problem: Problem, u: int, v: int) -> float:
-    ptr, nbr, eid = problem.pred_ptr
-    lo, hi = int(ptr[v]), int(ptr[v + 1])
-    return float(problem.comm[eid[lo:hi][nbr[lo:hi] == u]].max())
+        members, stack = [first], [first]
+        group[first] = len(branches)
+        while stack:
+            v = stack.pop()
+            for w in pnbr[pptr[v]:pptr[v + 1]].tolist() + snbr[sptr[v]:sptr[v + 1]].tolist():
+                if on[w] and w not in group:
+                    group[w] = len(branches)
+                    members.append(w)
+                    stack.append(w)
+        branches.append(sorted(members, key=lambda v: int(problem.topo_rank[v])))
+    return branches if len(branches) >= MIN_PATHS else None
 
 
 def _segment(problem: Problem, fork: int, join: int, path: list[int]) -> tuple[int, int]:
-    """The part [lo, hi) of ``path`` whose way in and way out cost least together (ties: the
-    longer part in time): what runs away from the fork's and the join's devices."""
-    ends = [fork] + path + [join]
-    comm = [_edge_comm(problem, a, b) for a, b in zip(ends, ends[1:])]  # comm[i]: into path[i] (i < len)
+    """The part [lo, hi) of ``path`` (a branch in topological order) whose way in (the dearest
+    edge into it from the fork or the branch before it) and way out (the dearest edge from it to
+    the rest of the branch or the join) cost least together (ties: the longer part in time): what
+    runs away from the fork's and the join's devices."""
+    ptr, nbr, eid = problem.pred_ptr
+    at = {v: i for i, v in enumerate(path)}
+    at[fork], at[join] = -1, len(path)
+    edges = []  # (position of the source, of the destination, transfer) within fork, branch, join
+    for v in path + [join]:
+        for u, e in zip(nbr[ptr[v]:ptr[v + 1]].tolist(), eid[ptr[v]:ptr[v + 1]].tolist()):
+            if u in at and (v != join or 0 <= at[u]):
+                edges.append((at[u], at[v], float(problem.comm[e])))
     t = problem.time[path]
     best, arg = None, (0, len(path))
     for lo in range(len(path)):
         for hi in range(lo + 1, len(path) + 1):
-            key = (comm[lo] + comm[hi], -float(t[lo:hi].sum()))
+            into = max((c for a, b, c in edges if a < lo <= b < hi), default=0.0)
+            out = max((c for a, b, c in edges if lo <= a < hi <= b), default=0.0)
+            key = (into + out, -float(t[lo:hi].sum()))
             if best is None or key < best:
                 best, arg = key, (lo, hi)
     return arg

@@ -15,8 +15,11 @@ input decides, latest first; for each, the window of RELIST_NODES positions of t
 windows whose list schedule beats the incumbent by the window judge are merged into one placement
 and order, which the evaluator times (with the search's waits) and the sweep keeps if it is
 shorter and fits. When the merge is not shorter, the half with the largest promised gains is
-tried, and so on down to one window. A sweep that keeps nothing ends the search until a better
-schedule is adopted.
+tried, and so on down to one window. The first sweep that keeps nothing turns on the fork
+windows: a join that ends a wide fork-join (heuristics/fork_join.py) gets the window from its fork,
+with the path-by-path layouts among its plans (0.3-0.7 s a window at 200K nodes, ten times a plain
+one: tried only once the plain windows run dry, so a short run keeps its cheap early gains). A
+sweep with fork windows that keeps nothing ends the search until a better schedule is adopted.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from .schedule_search import ScheduleSweep
 RELIST_NODES = 80  # positions per window (on the 200K CNN: 40 found 0.0133 at a block's join, 80 0.0136, 20 0.001)
 RELIST_TRIES = 8  # list schedules per window besides one per sibling (heuristics/window_relist.py)
 FORK_NODES = 1000  # positions before a join searched for its fork (the 200K CNN's blocks: 290-590)
+RESERVE = 8  # evaluations' time a sweep leaves before its deadline for the merge and its halvings
 
 
 @dataclass
@@ -83,6 +87,7 @@ class RelistSweep(ScheduleSweep):
         self.rng = np.random.default_rng(opts.seed)
         self.mask = problem.allowed_mask()
         self.failed: dict[int, int] = {}  # join -> its fork window's layout when the plans found nothing there
+        self.forks = False  # fork windows are tried once a sweep of the plain ones kept nothing
 
     def run(self, deadline: float) -> Evaluation:
         """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the best
@@ -104,13 +109,13 @@ class RelistSweep(ScheduleSweep):
         edge = p.n + 1  # windows kept so far all start at or after this position
         finished = True
         for v in held_joins(p, base).tolist():
-            if self.opts.stop.is_set() or time.monotonic() + 2 * self.eval_seconds >= deadline:
+            if self.opts.stop.is_set() or time.monotonic() + RESERVE * self.eval_seconds >= deadline:
                 finished = False
                 break
             hi = int(where[v]) + 1
             if hi > edge:
                 continue
-            lo, got = self._fork(base, seq, where, v, hi, deadline)
+            lo, got = self._fork(base, seq, where, v, hi, deadline) if self.forks else (hi, None)
             if got is None and not self.opts.stop.is_set():
                 lo = max(0, hi - self.size)
                 st.windows += 1
@@ -122,7 +127,10 @@ class RelistSweep(ScheduleSweep):
         kept = self._merge(base, seq, answers, deadline)
         if finished:
             st.sweeps += 1
-            self.dry = not kept
+            if not kept and not self.forks:
+                self.forks = True  # the cheap windows ran dry: now the fork-joins' layouts too
+            else:
+                self.dry = not kept
         return finished
 
     def _fork(self, base: IncrementalSchedule, seq: np.ndarray, where: np.ndarray, join: int, hi: int,
@@ -144,7 +152,7 @@ class RelistSweep(ScheduleSweep):
         self.stats.forks += 1
         self.stats.windows += 1
         plans = layouts(p, fj, int(pl[fj.fork]), int(pl[join]))
-        until = deadline - 2 * self.eval_seconds  # the sweep's merge still needs its evaluation
+        until = deadline - RESERVE * self.eval_seconds  # the sweep's merge still needs its evaluations
         got = relist(p, base, window_boundary(base, lo, hi, seq, where), self.rng, 0, self.mask, plans,
                      until, self.opts.stop)
         if got is None and time.monotonic() < until and not self.opts.stop.is_set():

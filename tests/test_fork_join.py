@@ -54,15 +54,22 @@ def test_the_structure_around_a_join():
     assert all(seg == (0, 1) for seg in fj.segments)
 
 
-def test_paths_that_meet_or_too_few_are_not_a_fork_join():
+def test_paths_that_meet_are_one_branch_and_too_few_are_none():
     prob = _block([1.0] * (MIN_PATHS - 1))
     assert fork_join(prob, prob.index["J"], np.arange(prob.n)) is None
-    nodes = [_node("F", 1.0), _node("J", 1.0)] + [_node(f"h{i}", 1.0) for i in range(5)]
+    nodes = [_node("F", 1.0), _node("J", 1.0)] + [_node(f"h{i}", 1.0) for i in range(5)] + [_node("r4", 1.0)]
     edges = [{"src": "F", "dst": f"h{i}", "comm": 0.5} for i in range(5)]
     edges += [{"src": f"h{i}", "dst": "J", "comm": 5.0} for i in range(5)]
-    edges.append({"src": "h0", "dst": "h1", "comm": 0.5})  # h1 has two inputs on the paths
+    edges.append({"src": "h0", "dst": "h1", "comm": 0.5})  # h0 and h1 meet: one branch
+    # an imported in-place op: h4 feeds its ReLU r4 and the join (which reads the buffer both wrote)
+    edges += [{"src": "h4", "dst": "r4", "comm": 0.5}, {"src": "r4", "dst": "J", "comm": 5.0}]
     prob = make_problem(nodes, edges, devices=2)
-    assert fork_join(prob, prob.index["J"], np.arange(prob.n)) is None
+    ix = prob.index
+    fj = fork_join(prob, ix["J"], np.arange(prob.n))
+    assert fj is not None and fj.fork == ix["F"]
+    assert sorted(sorted(b) for b in fj.paths) == sorted(
+        [sorted([ix["h0"], ix["h1"]]), [ix["h2"]], [ix["h3"]], sorted([ix["h4"], ix["r4"]])])
+    assert fj.paths[[ix["h4"] in b for b in fj.paths].index(True)] == [ix["h4"], ix["r4"]]  # topological order
 
 
 def test_layouts_keep_the_dear_ends_home_and_send_whole_paths_first():
