@@ -29,6 +29,7 @@ from placement.problem import Problem
 
 MIN_PATHS = 4  # fewer parallel paths are left to the list scheduler's own plans
 FORK_TRIES = 3  # wide ancestors of the join tried as its fork, latest first
+MAX_BRANCH = 40  # a longer branch is not this structure (and its middle's search, quadratic, would cost)
 
 
 @dataclass
@@ -79,11 +80,11 @@ def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None
 def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list[int]] | None:
     """The branches between ``fork`` and ``join``: the nodes on paths from one to the other (through
     the join's ancestors ``anc``) split into groups with no edge between two groups, each in
-    topological order; None unless there are MIN_PATHS or more. A branch is mostly a chain (a
-    path of a grouped convolution); an imported model's in-place ops add edges inside a branch
-    (a batch norm feeding both its ReLU and the concat), which keep it one branch. Inputs from
-    elsewhere (weights, saved activations) and outputs that do not reach the join (weight
-    gradients) do not count."""
+    topological order; None unless there are MIN_PATHS or more, none longer than MAX_BRANCH. A
+    branch is mostly a chain (a path of a grouped convolution); an imported model's in-place ops
+    add edges inside a branch (a batch norm feeding both its ReLU and the concat), which keep it
+    one branch. Inputs from elsewhere (weights, saved activations) and outputs that do not reach
+    the join (weight gradients) do not count."""
     pptr, pnbr, _ = problem.pred_ptr
     sptr, snbr, _ = problem.succ_ptr
     on = np.zeros(problem.n, dtype=bool)  # on a path from the fork to the join
@@ -110,6 +111,8 @@ def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list
                     group[w] = len(branches)
                     members.append(w)
                     stack.append(w)
+        if len(members) > MAX_BRANCH:
+            return None
         branches.append(sorted(members, key=lambda v: int(problem.topo_rank[v])))
     return branches if len(branches) >= MIN_PATHS else None
 
