@@ -162,9 +162,9 @@ def layouts(problem: Problem, fj: ForkJoin, fork_device: int, join_device: int
         if whole > len(away_first):
             break
         gone = set(by_length[:whole])
-        for home in (0, 1, n_paths):  # middles the join's device runs: none, the first, its share
-            spread = [join_device] + others if home else others
-            if not others and not home:
+        for home in ("none", "first", "share"):  # the middles the join's device runs
+            spread = others if home == "none" else [join_device] + others
+            if not spread:
                 continue
             device: dict[int, int] = {}
             key: dict[int, float] = {}
@@ -179,7 +179,7 @@ def layouts(problem: Problem, fj: ForkJoin, fork_device: int, join_device: int
                 if i in gone:
                     continue
                 path, (lo, hi) = fj.paths[i], fj.segments[i]
-                if home == 1:
+                if home == "first":
                     middle = join_device if dealt == 0 or not others else others[(dealt - 1) % len(others)]
                 else:
                     middle = spread[dealt % len(spread)]
