@@ -52,18 +52,8 @@ def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None
     the FORK_TRIES latest such ancestors are tried."""
     inside = np.zeros(problem.n, dtype=bool)
     inside[nodes] = True
-    inside[join] = True
-    pptr, pnbr, _ = problem.pred_ptr
     sptr, snbr, _ = problem.succ_ptr
-    anc = np.zeros(problem.n, dtype=bool)
-    anc[join] = True
-    stack = [join]
-    while stack:
-        v = stack.pop()
-        for u in pnbr[pptr[v]:pptr[v + 1]].tolist():
-            if inside[u] and not anc[u]:
-                anc[u] = True
-                stack.append(u)
+    anc = _closure(problem.pred_ptr, join, inside)
     cand = np.flatnonzero(anc)
     cand = cand[cand != join]
     if cand.size == 0:
@@ -77,6 +67,22 @@ def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None
     return None
 
 
+def _closure(adjacency: tuple[np.ndarray, np.ndarray, np.ndarray], start: int, allowed: np.ndarray) -> np.ndarray:
+    """The nodes reached from ``start`` along ``adjacency`` (a CSR of predecessors or successors)
+    through ``allowed`` nodes, ``start`` included."""
+    ptr, nbr, _ = adjacency
+    seen = np.zeros(allowed.size, dtype=bool)
+    seen[start] = True
+    stack = [start]
+    while stack:
+        v = stack.pop()
+        for u in nbr[ptr[v]:ptr[v + 1]].tolist():
+            if allowed[u] and not seen[u]:
+                seen[u] = True
+                stack.append(u)
+    return seen
+
+
 def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list[int]] | None:
     """The branches between ``fork`` and ``join``: the nodes on paths from one to the other (through
     the join's ancestors ``anc``) split into groups with no edge between two groups, each in
@@ -87,15 +93,7 @@ def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list
     the join (weight gradients) do not count."""
     pptr, pnbr, _ = problem.pred_ptr
     sptr, snbr, _ = problem.succ_ptr
-    on = np.zeros(problem.n, dtype=bool)  # on a path from the fork to the join
-    on[fork] = True
-    stack = [fork]
-    while stack:
-        v = stack.pop()
-        for w in snbr[sptr[v]:sptr[v + 1]].tolist():
-            if anc[w] and not on[w]:
-                on[w] = True
-                stack.append(w)
+    on = _closure(problem.succ_ptr, fork, anc)  # on a path from the fork to the join
     on[fork] = on[join] = False
     group = {}
     branches = []
