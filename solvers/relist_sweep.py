@@ -15,8 +15,8 @@ input decides, latest first; for each, the window of RELIST_NODES positions of t
 windows whose list schedule beats the incumbent by the window judge are merged into one placement
 and order, which the evaluator times (with the search's waits) and the sweep keeps if it is
 shorter and fits. When the merge is not shorter, the half with the largest promised gains is
-tried, and so on down to one window. The first sweep that keeps nothing turns on the fork
-windows: a join that ends a wide fork-join (heuristics/fork_join.py) gets the window from its fork,
+tried, and so on down to one window. The first sweep that gains less than PLAIN_GAIN (0.01%)
+turns on the fork windows: a join that ends a wide fork-join (heuristics/fork_join.py) gets the window from its fork,
 with the path-by-path layouts among its plans (0.3-0.7 s a window at 200K nodes, ten times a plain
 one: tried only once the plain windows run dry, so a short run keeps its cheap early gains). A
 sweep with fork windows that keeps nothing ends the search until a better schedule is adopted.
@@ -43,6 +43,7 @@ RELIST_NODES = 80  # positions per window (on the 200K CNN: 40 found 0.0133 at a
 RELIST_TRIES = 8  # list schedules per window besides one per sibling (heuristics/window_relist.py)
 FORK_NODES = 1000  # positions before a join searched for its fork (the 200K CNN's blocks: 290-590)
 RESERVE = 8  # evaluations' time a sweep leaves before its deadline for the merge and its halvings
+PLAIN_GAIN = 1e-4  # a sweep of plain windows gaining less (relative) turns the fork windows on
 
 
 @dataclass
@@ -124,11 +125,12 @@ class RelistSweep(ScheduleSweep):
                 answers.append((base.makespan - got[2], (lo, hi, got[0], got[1])))
                 edge = lo
         st.promising += len(answers)
+        before = self.best_ev.makespan
         kept = self._merge(base, seq, answers, deadline)
         if finished:
             st.sweeps += 1
-            if not kept and not self.forks:
-                self.forks = True  # the cheap windows ran dry: now the fork-joins' layouts too
+            if not self.forks and self.best_ev.makespan > before * (1 - PLAIN_GAIN):
+                self.forks = True  # the cheap windows ran (nearly) dry: now the fork-joins' layouts too
             else:
                 self.dry = not kept
         return finished
