@@ -254,9 +254,11 @@ def held_gradients(problem: Problem, chain: Chain, placement: np.ndarray, share:
     return HeldGradients(pl, waits, due)
 
 
-def descendants(problem: Problem, sources: np.ndarray, upward: bool = False) -> np.ndarray:
+def descendants(problem: Problem, sources: np.ndarray, upward: bool = False,
+                within: np.ndarray | None = None) -> np.ndarray:
     """Mask of the nodes reachable from ``sources`` (themselves included); ``upward``: the nodes
-    ``sources`` are reachable from instead."""
+    ``sources`` are reachable from instead; ``within``: a mask of the nodes the walk may enter
+    (the sources are in the result whatever it says)."""
     seen = np.zeros(problem.n, dtype=bool)
     seen[sources] = True
     ptr, nbr, _ = problem.pred_ptr if upward else problem.succ_ptr
@@ -264,7 +266,7 @@ def descendants(problem: Problem, sources: np.ndarray, upward: bool = False) -> 
     while stack:
         v = stack.pop()
         for w in nbr[ptr[v]:ptr[v + 1]].tolist():
-            if not seen[w]:
+            if not seen[w] and (within is None or within[w]):
                 seen[w] = True
                 stack.append(w)
     return seen

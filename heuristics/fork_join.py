@@ -27,6 +27,8 @@ import numpy as np
 
 from placement.problem import Problem
 
+from .chain_pin import descendants
+
 MIN_PATHS = 4  # fewer parallel paths are left to the list scheduler's own plans
 FORK_TRIES = 3  # wide ancestors of the join tried as its fork, latest first
 MAX_BRANCH = 40  # a longer branch is not this structure (and its middle's search, quadratic, would cost)
@@ -53,7 +55,7 @@ def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None
     inside = np.zeros(problem.n, dtype=bool)
     inside[nodes] = True
     sptr, snbr, _ = problem.succ_ptr
-    anc = _closure(problem.pred_ptr, join, inside)
+    anc = descendants(problem, np.asarray([join]), upward=True, within=inside)
     cand = np.flatnonzero(anc)
     cand = cand[cand != join]
     if cand.size == 0:
@@ -67,22 +69,6 @@ def fork_join(problem: Problem, join: int, nodes: np.ndarray) -> ForkJoin | None
     return None
 
 
-def _closure(adjacency: tuple[np.ndarray, np.ndarray, np.ndarray], start: int, allowed: np.ndarray) -> np.ndarray:
-    """The nodes reached from ``start`` along ``adjacency`` (a CSR of predecessors or successors)
-    through ``allowed`` nodes, ``start`` included."""
-    ptr, nbr, _ = adjacency
-    seen = np.zeros(allowed.size, dtype=bool)
-    seen[start] = True
-    stack = [start]
-    while stack:
-        v = stack.pop()
-        for u in nbr[ptr[v]:ptr[v + 1]].tolist():
-            if allowed[u] and not seen[u]:
-                seen[u] = True
-                stack.append(u)
-    return seen
-
-
 def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list[int]] | None:
     """The branches between ``fork`` and ``join``: the nodes on paths from one to the other (through
     the join's ancestors ``anc``) split into groups with no edge between two groups, each in
@@ -93,7 +79,7 @@ def _paths(problem: Problem, fork: int, join: int, anc: np.ndarray) -> list[list
     the join (weight gradients) do not count."""
     pptr, pnbr, _ = problem.pred_ptr
     sptr, snbr, _ = problem.succ_ptr
-    on = _closure(problem.succ_ptr, fork, anc)  # on a path from the fork to the join
+    on = descendants(problem, np.asarray([fork]), within=anc)  # on a path from the fork to the join
     on[fork] = on[join] = False
     group = {}
     branches = []

@@ -140,7 +140,7 @@ def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.ra
             key[i] = top + len(device) + order.get(v, 0.0)  # before the window's other nodes
         plans.append(key)
         masks.append(only)
-    for key, allowed in zip(plans, masks):
+    for key, allow in zip(plans, masks):
         if monotonic() >= until or (stop is not None and stop.is_set()):
             break
         dev = own.copy()
@@ -153,7 +153,7 @@ def relist(problem: Problem, base: IncrementalSchedule, bd: Boundary, rng: np.ra
         while ready:
             rows = np.array(ready)
             est = np.where(busy[rows][:, None], np.maximum(arrive[rows], free[None, :]), arrive[rows])
-            est = np.where(allowed[rows], est, np.inf)
+            est = np.where(allow[rows], est, np.inf)
             first = est.min(axis=1)
             r = int(np.lexsort((-key[rows], first))[0])  # the earliest start, then the highest priority
             i = ready.pop(r)

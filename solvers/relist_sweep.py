@@ -16,10 +16,11 @@ windows whose list schedule beats the incumbent by the window judge are merged i
 and order, which the evaluator times (with the search's waits) and the sweep keeps if it is
 shorter and fits. When the merge is not shorter, the half with the largest promised gains is
 tried, and so on down to one window. The first sweep that gains less than PLAIN_GAIN (0.01%)
-turns on the fork windows: a join that ends a wide fork-join (heuristics/fork_join.py) gets the window from its fork,
-with the path-by-path layouts among its plans (0.3-0.7 s a window at 200K nodes, ten times a plain
-one: tried only once the plain windows run dry, so a short run keeps its cheap early gains). A
-sweep with fork windows that keeps nothing ends the search until a better schedule is adopted.
+turns on the fork windows: a join that ends a wide fork-join (heuristics/fork_join.py) gets the
+window from its fork, with the path-by-path layouts among its plans (0.3-0.7 s a window at 200K
+nodes, ten times a plain one: tried only once the plain windows run nearly dry, so a short run
+keeps its cheap early gains). A sweep with fork windows that keeps nothing ends the search until
+a better schedule is adopted.
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ class RelistSweep(ScheduleSweep):
         self.rng = np.random.default_rng(opts.seed)
         self.mask = problem.allowed_mask()
         self.failed: dict[int, int] = {}  # join -> its fork window's layout when the plans found nothing there
-        self.forks = False  # fork windows are tried once a sweep of the plain ones kept nothing
+        self.forks = False  # fork windows are tried once a sweep of the plain ones gained under PLAIN_GAIN
 
     def run(self, deadline: float) -> Evaluation:
         """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the best
