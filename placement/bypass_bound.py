@@ -49,6 +49,7 @@ import numpy as np
 
 from .bypass_kin import Kin, cover_floor
 from .problem import Problem
+from .window_exact import ExactSpans
 
 MAX_END_POSITIONS = 200  # chain positions tried as the start of the end window
 CUT_CHOICES = 4  # the cheapest cuts after it tried one by one
@@ -59,6 +60,7 @@ MAX_CUT_PAIRS = 64  # windows with more (first cut, last cut) candidates keep on
 MAX_MERGED = 8  # windows sharing an end in greater numbers are not bounded together (cost: the LSTMs' 1,652)
 MERGE = True  # windows sharing an end are also bounded together (_merged; tests switch it off to compare)
 EITHER = True  # case B's members that may cross only to the other end's device (_pinned_either; the same)
+EXACT = True  # small windows also get their exact span (placement/window_exact.py; tests switch it off to compare)
 INTEGRAL = True  # case B's split takes whole members' times (_subset_floor; tests switch it off to compare)
 CHAIN_KIN = True  # case C counts the chain before its first cut (after its last) beside the kin (tests switch it off to compare)
 
@@ -502,14 +504,15 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
             ends.append((ct[a[u] + 1] + into_len[u] + into_low[u] + t[u] + tail_l[u], t[u], a[u]))
     by_end: dict[int, list[tuple[int, float]]] = {}
     cc_np, nxt, prv = np.asarray(cc), _smaller(cc, 1), _smaller(cc, -1)
+    spans = ExactSpans(problem, chain, pos, a, b) if EXACT else None
     for (lo, hi), items in windows.items():
         w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
                     lambda lo=lo, hi=hi: kin_of(lo, hi))
-        by_end.setdefault(hi, []).append((lo, w))
+        by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi)) if spans else w))
     if MERGE:
         for (lo, hi), items in _merged(windows, ct, cc):
             w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k)
-            by_end.setdefault(hi, []).append((lo, w))
+            by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi)) if spans else w))
     head_l = head.tolist()
     fin = [0.0] * L
     for j, v in enumerate(chain):

@@ -166,13 +166,17 @@ def test_hand_block_where_the_chains_own_kin_binds():
     c1; t1, t2 on two other devices, back at 5 and 6). Without the chain's kin it stays 6 (case C:
     max(5 - x, 3 + 1) = 4 at x = 1)."""
     prob, chain = hand_block()
-    new, old = _bounds(prob, chain)
-    assert new[0] == pytest.approx(7.0) and old[0] == pytest.approx(6.0)
-    saved, bypass_kin.GROUPS = bypass_kin.GROUPS, False
+    path = [[str(v) for v in prob.ids].index(v) for v in chain]
+    assert chain_bound(prob, path, heads(prob), heads(prob, reverse=True)) == pytest.approx(7.0, rel=1e-6)  # solved exactly
+    saved = bypass_kin.GROUPS, bypass_bound.EXACT
+    bypass_bound.EXACT = False  # the cases' own values
     try:
         new, old = _bounds(prob, chain)
+        assert new[0] == pytest.approx(7.0) and old[0] == pytest.approx(6.0)
+        bypass_kin.GROUPS = False
+        new, old = _bounds(prob, chain)
     finally:
-        bypass_kin.GROUPS = saved
+        bypass_kin.GROUPS, bypass_bound.EXACT = saved
     assert new[0] == pytest.approx(6.5) and old[0] == pytest.approx(6.0)
     assert exact(prob, "static") == pytest.approx(7.0)
     assert lower_bounds(prob, "static").best <= 7.0 + 1e-9

@@ -118,13 +118,16 @@ def test_two_members_cannot_both_end_early_on_the_first_device():
     head, tail = heads(prob), heads(prob, reverse=True)
     chain = best_path(prob, prob.time, np.zeros(prob.m))
     assert [prob.ids[v] for v in chain] == ["a", "s", "b"]
+    assert chain_bound(prob, chain, head, tail) == pytest.approx(11.0, rel=1e-6)  # the window solved exactly
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bb, "EXACT", False)  # the cases' own values
         mp.setattr(bb, "EITHER", False)
         assert chain_bound(prob, chain, head, tail) == pytest.approx(10.0)
         mp.setattr(bb, "EITHER", True)
         mp.setattr(bb, "INTEGRAL", False)
         assert chain_bound(prob, chain, head, tail) == pytest.approx(10.5)
-    assert chain_bound(prob, chain, head, tail) == pytest.approx(11.0)
+        mp.setattr(bb, "INTEGRAL", True)
+        assert chain_bound(prob, chain, head, tail) == pytest.approx(11.0)
 
 
 def _either_by_subsets(y, x2, t, q, c_in, c_out, chain):

@@ -144,6 +144,9 @@ def test_a_block_whose_tails_wait_for_the_heads_kept_with_x(monkeypatch):
     prob = make_problem(nodes, edges, devices=2, name="block")
     chain = best_path(prob, prob.time, np.zeros(prob.m))
     assert [prob.ids[v] for v in chain] == ["x", "h2", "t2", "y"]
+    head, tail = heads(prob), heads(prob, reverse=True)
+    assert chain_bound(prob, chain, head, tail) == pytest.approx(8.0, rel=1e-6)  # the window solved exactly
+    monkeypatch.setattr(bypass_bound, "EXACT", False)  # the cases' own values
     new, old = _both(prob, chain, monkeypatch)
     assert old == pytest.approx(7.0) and new == pytest.approx(8.0)
     with monkeypatch.context() as m:
