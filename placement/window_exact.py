@@ -50,8 +50,7 @@ class ExactSpans:
         self.solves = 0
         self.spent = 0.0  # CP-SAT's deterministic time so far
         self._cache: dict[tuple, float] = {}
-        self._pos = pos
-        self._a, self._b = a, b
+        self._b = b
         L = len(chain)
         self._by_a: dict[int, list[int]] = {}
         for u in range(problem.n):
@@ -60,6 +59,8 @@ class ExactSpans:
 
     def inner(self, lo: int, hi: int) -> list[int] | None:
         """The nodes I between chain positions lo and hi, or None when there are more than MAX_NODES."""
+        if hi - lo - 1 > MAX_NODES:
+            return None
         nodes = list(self.chain[lo + 1:hi])
         for e in range(lo, hi):
             for u in self._by_a.get(e, ()):
