@@ -49,7 +49,7 @@ def test_auto_is_never_worse_than_its_warm_start():
 
 def test_coarse_exact_phase_keeps_the_original_bound():
     prob = generate("transformer", 300, seed=3, devices=3, memory_fraction=0.5)
-    opts = SolveOptions(time_limit=15, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40, "big_exact": "coarse"})
+    opts = SolveOptions(time_limit=6, workers=2, extra={"exact_max_nodes": 50, "coarse_size": 40, "big_exact": "coarse"})
     res = run(prob, "auto", opts)
     assert res.feasible
     phases = {p["name"]: p for p in res.history}
@@ -98,7 +98,7 @@ def test_warm_start_skips_topo_split_above_its_size_cap(monkeypatch):
     small = generate("transformer", 30, seed=1, devices=2, memory_fraction=0.7)
     big = generate("transformer", 120, seed=1, devices=2, memory_fraction=0.7)
     assert small.n <= 40 < big.n
-    opts = {"time_limit": 8, "workers": 2, "extra": {"exact_max_nodes": 0, "coarse_size": 10}}
+    opts = {"time_limit": 4, "workers": 2, "extra": {"exact_max_nodes": 0, "coarse_size": 10}}
     for prob in (small, big):
         res = run(prob, "auto", SolveOptions(**opts))
         assert res.feasible
