@@ -19,6 +19,9 @@ it is honest:
 - release (placement/release_bound.py): the consumers of a node whose output is slow to move run
   on its device one at a time or start a transfer late, and whatever needs many of them waits
   too: the work left after a time must still fit the K devices (docs/scale.md).
+- energy (placement/energy_bound.py): the load bound from every time theta on: a node runs no
+  earlier than its head, so the work left after theta needs theta + that work / K (and mirror-wise
+  with the tails) (docs/scale.md).
 - memory chain (placement/memory_chain_bound.py, peak model only): a chain's big side inputs made
   elsewhere wait in its device's memory for a whole transfer, so few can be in flight and the
   device makes the others itself (docs/peak.md).
@@ -39,6 +42,7 @@ import numpy as np
 
 from . import kernels
 from .bypass_bound import chain_bound
+from .energy_bound import energy_bound
 from .comm_bound import heads
 from .forced_bound import forced_bound
 from .memory_chain_bound import memory_chain_bound
@@ -61,17 +65,19 @@ class LowerBounds:
     release: float = 0.0
     memory_chain: float = 0.0
     pivot: float = 0.0
+    energy: float = 0.0
 
     @property
     def best(self) -> float:
         return max(self.critical_path, self.load, self.largest_node, self.largest_group, self.communication,
-                   self.memory_path, self.forced, self.bypass, self.release, self.memory_chain, self.pivot)
+                   self.memory_path, self.forced, self.bypass, self.release, self.memory_chain, self.pivot, self.energy)
 
     def as_dict(self) -> dict[str, float]:
         return {"critical_path": self.critical_path, "load": self.load, "largest_node": self.largest_node,
                 "largest_group": self.largest_group, "communication": self.communication,
                 "memory_path": self.memory_path, "bypass": self.bypass, "release": self.release,
-                "memory_chain": self.memory_chain, "forced": self.forced, "pivot": self.pivot, "best": self.best}
+                "memory_chain": self.memory_chain, "forced": self.forced, "pivot": self.pivot, "energy": self.energy,
+                "best": self.best}
         # forced starts from the others before it: listed after them, named only when above them
 
 
@@ -149,7 +155,8 @@ def lower_bounds(problem: Problem, memory_model: str | None = None, stop: thread
     if not communication or (stop is not None and stop.is_set()):
         return plain
     chain = best_path(problem, problem.time, np.zeros(problem.m))
-    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail), release=release_bound(problem, head))
+    plain = replace(plain, bypass=chain_bound(problem, chain, head, tail), release=release_bound(problem, head),
+                    energy=energy_bound(problem, head, tail))
     if memory_model == "peak":
         plain = replace(plain, memory_chain=memory_chain_bound(problem, chain, head, tail))
     plain = replace(plain, forced=forced_bound(problem, memory_model or "peak", head, tail, floor=plain.best))
