@@ -27,6 +27,29 @@ def _time(rng: random.Random, zero: float = 0.25) -> int:
     return 0 if rng.random() < zero else rng.randint(1, 4)
 
 
+def random_dag(rng: random.Random) -> tuple[list[dict], list[dict]]:
+    """3-6 nodes (a quarter of no time), bytes 0-3, each forward pair an edge with probability 1/2,
+    transfers 0-5: the plain random family the bound tests mix with their shaped ones."""
+    n = rng.randint(3, 6)
+    nodes = [{"id": f"v{i}", "time": _time(rng), "out_bytes": rng.randint(0, 3), "param_bytes": rng.randint(0, 2)}
+             for i in range(n)]
+    edges = [{"src": f"v{u}", "dst": f"v{v}", "comm": rng.choice([0, 0.5, 1, 2, 5])}
+             for v in range(n) for u in range(v) if rng.random() < 0.5]
+    return nodes, edges
+
+
+def solved_cases(make, memory_model: str, count: int, seed: int):
+    """(problem, enumerated optimum) for ``count`` graphs from ``make(rng)`` (nodes, edges) with the
+    options of :func:`_options` (K = 1-3), skipping those where nothing fits."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        nodes, edges = make(rng)
+        prob = _options(rng, nodes, edges, memory_model, rng.randint(1, 3))
+        best = exact(prob, memory_model)
+        if best is not None:
+            yield prob, best
+
+
 def _options(rng: random.Random, nodes: list[dict], edges: list[dict], memory_model: str, k: int) -> Problem:
     """Sometimes a colocation pair, allowed devices on two nodes, per-device or infinite
     capacities; capacities near what the model needs."""

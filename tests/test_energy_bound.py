@@ -13,6 +13,7 @@ from placement.comm_bound import heads
 from placement.energy_bound import energy_bound
 from placement.problem import make_problem
 from tests.guard import makespan_optimum as exact
+from tests.test_bounds_adversarial import random_dag, solved_cases
 
 
 def _scan(h: np.ndarray, t: np.ndarray, k: int) -> float:
@@ -55,15 +56,10 @@ def test_a_narrow_start_then_a_wide_layer():
 
 
 def _shaped(rng: random.Random) -> tuple[list[dict], list[dict]]:
-    """A narrow chain into a layer of 2-4 parallel nodes into a join (or a random DAG), times 0-3,
-    transfers 0-2: where the devices must idle at the start or the end."""
+    """A narrow chain into a layer of 2-4 parallel nodes (into a join, mostly), times 1-3,
+    transfers 0-2, or a random DAG: where the devices must idle at the start or the end."""
     if rng.random() < 0.5:
-        n = rng.randint(3, 6)
-        nodes = [{"id": f"v{i}", "time": rng.randint(0, 3), "out_bytes": rng.randint(0, 3), "param_bytes": rng.randint(0, 2)}
-                 for i in range(n)]
-        edges = [{"src": f"v{u}", "dst": f"v{v}", "comm": rng.choice([0, 0.5, 1, 2])}
-                 for v in range(n) for u in range(v) if rng.random() < 0.5]
-        return nodes, edges
+        return random_dag(rng)
     head = [f"c{i}" for i in range(rng.randint(1, 2))]
     layer = [f"w{i}" for i in range(rng.randint(2, 4))]
     ids = head + layer + (["z"] if rng.random() < 0.6 else [])
@@ -81,20 +77,13 @@ def test_never_above_the_enumerated_optimum_and_raises_the_best(memory_model, mo
     with it never above the enumerated optimum, and the best bound higher with it than without it
     on some (the forced bound starts from the best of the others, so it is compared whole)."""
     import placement.bounds as bounds  # noqa: PLC0415
-    from tests.test_bounds_adversarial import _options  # noqa: PLC0415
 
-    rng = random.Random(41)
     solved = rose = 0
-    for seed in range(400 if memory_model == "static" else 160):
-        nodes, edges = _shaped(rng)
-        prob = _options(rng, nodes, edges, memory_model, rng.randint(1, 3))
-        best = exact(prob, memory_model)
-        if best is None:
-            continue
+    for prob, best in solved_cases(_shaped, memory_model, 400 if memory_model == "static" else 160, 41):
         solved += 1
         lbs = lower_bounds(prob, memory_model)
-        assert lbs.energy <= best * (1 + 1e-9) + 1e-9, (seed, lbs.as_dict(), best)
-        assert lbs.best <= best * (1 + 1e-9) + 1e-9, seed
+        assert lbs.energy <= best * (1 + 1e-9) + 1e-9, (lbs.as_dict(), best)
+        assert lbs.best <= best * (1 + 1e-9) + 1e-9, (lbs.as_dict(), best)
         with monkeypatch.context() as m:
             m.setattr(bounds, "energy_bound", lambda *args: 0.0)
             without = lower_bounds(prob, memory_model).best

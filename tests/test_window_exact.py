@@ -18,7 +18,7 @@ from placement.comm_bound import heads
 from placement.evaluator import evaluate
 from placement.memory_path_bound import best_path
 from placement.problem import Problem, make_problem
-from tests.guard import makespan_optimum as exact
+from tests.test_bounds_adversarial import random_dag, solved_cases
 
 
 def _piece_problem(dur: list[float], edges: list[tuple[int, int, float]], k: int) -> Problem:
@@ -156,28 +156,16 @@ def test_never_above_the_enumerated_optimum_and_rises(memory_model):
     colocation, allowed devices and capacities from the adversarial tests' options): the bound with
     exact spans never above the enumerated optimum, never below the bound without them, and above
     it on some."""
-    from tests.test_bounds_adversarial import _options, _time  # noqa: PLC0415
+    def make(rng: random.Random) -> tuple[list[dict], list[dict]]:
+        return random_dag(rng) if rng.random() < 0.25 else cell_like(rng)
 
-    rng = random.Random(23)
     rose = solved = 0
-    for seed in range(600 if memory_model == "static" else 240):
-        if seed % 4 == 0:
-            n = rng.randint(3, 6)
-            nodes = [{"id": f"v{i}", "time": _time(rng), "out_bytes": rng.randint(0, 3), "param_bytes": rng.randint(0, 2)}
-                     for i in range(n)]
-            edges = [{"src": f"v{u}", "dst": f"v{v}", "comm": rng.choice([0, 0.5, 1, 2, 5])}
-                     for v in range(n) for u in range(v) if rng.random() < 0.5]
-        else:
-            nodes, edges = cell_like(rng)
-        prob = _options(rng, nodes, edges, memory_model, rng.randint(1, 3))
-        best = exact(prob, memory_model)
-        if best is None:
-            continue
+    for prob, best in solved_cases(make, memory_model, 600 if memory_model == "static" else 240, 23):
         solved += 1
         without, with_spans = _bypass(prob, False), _bypass(prob, True)
-        assert without <= with_spans + 1e-9, seed
-        assert with_spans <= best * (1 + 1e-9) + 1e-9, (seed, with_spans, best)
-        assert lower_bounds(prob, memory_model).best <= best * (1 + 1e-9) + 1e-9, seed
+        assert without <= with_spans + 1e-9, prob.name
+        assert with_spans <= best * (1 + 1e-9) + 1e-9, (with_spans, best)
+        assert lower_bounds(prob, memory_model).best <= best * (1 + 1e-9) + 1e-9
         rose += with_spans > without + 1e-6
     assert solved >= (400 if memory_model == "static" else 160) and rose >= (10 if memory_model == "static" else 3), (solved, rose)
 
