@@ -508,11 +508,11 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     for (lo, hi), items in windows.items():
         w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
                     lambda lo=lo, hi=hi: kin_of(lo, hi))
-        by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi)) if spans else w))
+        by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi, w)) if spans else w))
     if MERGE:
         for (lo, hi), items in _merged(windows, ct, cc):
             w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k)
-            by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi)) if spans else w))
+            by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi, w)) if spans else w))
     head_l = head.tolist()
     fin = [0.0] * L
     for j, v in enumerate(chain):

@@ -70,11 +70,12 @@ class ExactSpans:
                         return None
         return nodes if len(nodes) <= MAX_NODES else None
 
-    def span(self, lo: int, hi: int) -> float:
+    def span(self, lo: int, hi: int, known: float = 0.0) -> float:
         """A lower bound on S(p_hi) - F(p_lo) in every schedule (0 when the piece is too big or the
-        solve budget is spent)."""
+        solve budget is spent, or when ``known``, a bound already held, is no less than the piece's
+        nodes run one after another on p_lo's device: the piece's optimum is no more than that)."""
         nodes = self.inner(lo, hi)
-        if not nodes:
+        if not nodes or float(self.problem.time[nodes].sum()) <= known:
             return 0.0
         key, piece = _piece(self.problem, self.chain[lo], self.chain[hi], nodes)
         if key in self._cache:

@@ -123,7 +123,7 @@ def run(memory_model: str, seeds: range, every: int) -> tuple[int, int]:
     return solved, rose
 
 
-@pytest.mark.parametrize("pairs", [64, 0])  # 0: the fallback (only the chain before the first cut)
+@pytest.mark.parametrize("pairs", [pytest.param(64, marks=pytest.mark.slow), 0])  # 0: the fallback (only the chain before the first cut); 64: 10 s more
 @pytest.mark.parametrize("memory_model", ["static", "peak"])
 def test_never_above_the_optimum_and_it_binds(memory_model, pairs, monkeypatch):
     monkeypatch.setattr(bypass_bound, "MAX_CUT_PAIRS", pairs)

@@ -64,7 +64,7 @@ def _bypass(prob: Problem, either: bool, merge: bool, monkeypatch: pytest.Monkey
     return chain_bound(prob, chain, head, tail)
 
 
-@pytest.mark.parametrize("memory_model", ["static", "peak"])
+@pytest.mark.parametrize("memory_model", ["static", pytest.param("peak", marks=pytest.mark.slow)])  # peak: 5 s
 def test_never_above_the_optimum_and_binds(memory_model, monkeypatch):
     raised = {"either": 0, "merge": 0}
     solved = 0

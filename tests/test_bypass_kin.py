@@ -73,7 +73,7 @@ def _both(prob: Problem, path: list[int], monkeypatch) -> tuple[float, float]:
     return with_kin, without
 
 
-@pytest.mark.parametrize("memory_model", ["static", "peak"])
+@pytest.mark.parametrize("memory_model", ["static", pytest.param("peak", marks=pytest.mark.slow)])  # peak: 12 s
 def test_never_above_the_exact_optimum_on_tiny_windows(memory_model, monkeypatch):
     rng = random.Random(11)
     solved = rose = 0
