@@ -153,6 +153,7 @@ def solve_piece(dur: tuple[float, ...], edges: list[tuple[int, int, float]], k: 
         m.Add(sink >= start[i] + d[i])
     m.Minimize(sink)
     solver = cp_model.CpSolver()
+    solver.parameters.catch_sigint_signal = False  # its own handler would replace the CLI's: Ctrl-C would kill the run
     solver.parameters.num_workers = 1
     solver.parameters.max_deterministic_time = seconds
     status = solver.Solve(m)

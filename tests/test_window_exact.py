@@ -5,6 +5,9 @@ whose optimum it now proves."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -184,3 +187,21 @@ def test_pieces_too_big_or_past_the_budget_count_nothing(monkeypatch):
     value = _bypass(prob, True)
     assert value > _bypass(prob, False) + 1.0
     assert len(calls) == len(set(calls)) and len(calls) < 3 * 6  # three steps share their windows' shapes
+
+
+def test_solving_a_piece_leaves_the_sigint_handler_alone():
+    """CP-SAT catches SIGINT by default and leaves the process without the caller's handler after
+    a solve: a Ctrl-C after the bounds then killed `solve` with no report (found by hand, session
+    24). After a piece is solved, the handler installed before still runs."""
+    script = (
+        "import os, signal, time\n"
+        "hit = []\n"
+        "signal.signal(signal.SIGINT, lambda *a: hit.append(1))\n"
+        "from placement.window_exact import solve_piece\n"
+        "solve_piece((1.0, 1.0), [(-1, 0, 1.0), (0, 1, 1.0), (1, 2, 1.0)], 2)\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.2)\n"
+        "print('handled' if hit else 'lost')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "handled", (done.returncode, done.stdout, done.stderr[-500:])
