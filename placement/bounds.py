@@ -42,8 +42,8 @@ import numpy as np
 
 from . import kernels
 from .bypass_bound import chain_bound
-from .energy_bound import energy_bound
 from .comm_bound import heads
+from .energy_bound import energy_bound
 from .forced_bound import forced_bound
 from .memory_chain_bound import memory_chain_bound
 from .memory_path_bound import best_path, memory_path_bound

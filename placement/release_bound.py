@@ -19,7 +19,8 @@ after theta (one of them finishes after it). So the work after theta is at least
 - for the other members of V, their time less what can run before theta: theta - h_w - t_w on
   w's device, theta - a_u each elsewhere (counted for one source only; or each member's time
   less theta - its head, when that is more);
-- for every other node, its time less theta - head (it starts no earlier than its head);
+- for every other node, its time less theta - head (it starts no earlier than its head; this
+  term alone, at every theta, is the energy bound of placement/energy_bound.py);
 and when W_after > 0 (some node cannot finish by theta; with none the schedule may end before
 theta) the K devices need W_after / K more after theta: makespan >= theta + W_after / K. The bound
 takes the best theta over a few candidates (just at the transfers' arrivals) and a few sources
