@@ -90,8 +90,9 @@ class ExactSpans:
 
 
 def _piece(problem: Problem, source: int, sink: int, nodes: list[int]) -> tuple[tuple, tuple]:
-    """The piece as plain data (durations of the nodes in topological order, and its edges as
-    index pairs with transfers: -1 is the source, len(nodes) the sink) and a key naming its shape."""
+    """The piece as plain data (durations of the nodes in topological order, its edges as index
+    pairs with transfers: -1 is the source, len(nodes) the sink, and the pairs of its nodes that
+    share a colocation group, each tied to the group's first) and a key naming its shape."""
     nodes = sorted(nodes, key=lambda v: int(problem.topo_rank[v]))
     index = {v: i for i, v in enumerate(nodes)}
     index[source], index[sink] = -1, len(nodes)
@@ -103,16 +104,27 @@ def _piece(problem: Problem, source: int, sink: int, nodes: list[int]) -> tuple[
             if u in index and u != sink:
                 edges.append((index[u], index[v], float(problem.comm[eid[j]])))
     edges.sort()
+    first: dict[int, int] = {}
+    same = []
+    for v in [source] + nodes + [sink]:
+        grp = int(problem.colocate[v])
+        if grp < 0:
+            continue
+        if grp in first:
+            same.append((first[grp], index[v]))
+        else:
+            first[grp] = index[v]
     dur = tuple(float(problem.time[v]) for v in nodes)
-    return (dur, tuple(edges)), (dur, edges)
+    return (dur, tuple(edges), tuple(same)), (dur, edges, same)
 
 
-def solve_piece(dur: tuple[float, ...], edges: list[tuple[int, int, float]], k: int,
-                seconds: float = SOLVE_SECONDS) -> tuple[float, float]:
+def solve_piece(dur: tuple[float, ...], edges: list[tuple[int, int, float]],
+                same: list[tuple[int, int]], k: int, seconds: float = SOLVE_SECONDS) -> tuple[float, float]:
     """The least start of the sink over every placement on k devices and order of the piece whose
     source (index -1) ends at time 0 on device 0 (a lower bound of it: CP-SAT's proved bound on
     the piece rounded down to integers, within ``seconds`` of deterministic time), and the
-    deterministic time spent. ``edges``: (from, to, transfer), the sink is index len(dur)."""
+    deterministic time spent. ``edges``: (from, to, transfer), the sink is index len(dur);
+    ``same``: pairs of nodes that must share a device (colocation)."""
     n = len(dur)
     horizon_real = sum(dur) + sum(c for _, _, c in edges)
     if horizon_real <= 0:
@@ -136,6 +148,13 @@ def solve_piece(dur: tuple[float, ...], edges: list[tuple[int, int, float]], k: 
         for q in range(2, kk):
             m.Add(row[q] <= sum(on[j][q - 1] for j in range(i)))
     src_on = [1] + [0] * (kk - 1)
+
+    def device_of(i: int) -> list:
+        return src_on if i < 0 else sink_on if i == n else on[i]
+
+    for i, j in same:
+        for x_i, x_j in zip(device_of(i), device_of(j)):
+            m.Add(x_i == x_j)
     for u, v, c in edges:
         cu = int(np.floor(c * scale))
         fin = 0 if u < 0 else start[u] + d[u]
@@ -145,9 +164,7 @@ def solve_piece(dur: tuple[float, ...], edges: list[tuple[int, int, float]], k: 
             continue
         apart = m.NewBoolVar("")
         for q in range(kk):
-            x_u = src_on[q] if u < 0 else on[u][q]
-            x_v = sink_on[q] if v == n else on[v][q]
-            m.Add(apart >= x_u - x_v)
+            m.Add(apart >= device_of(u)[q] - device_of(v)[q])
         m.Add(to >= fin + cu * apart)
     for i in range(n):
         m.Add(sink >= start[i] + d[i])
