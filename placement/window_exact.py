@@ -38,6 +38,7 @@ SOLVE_SECONDS = 0.25  # CP-SAT's deterministic time per piece; a piece not close
 # close in a few ms each: 7-55 per real model, 0.1-0.2 s in all) and, being deterministic like
 # the two limits above, keeps the bound the same from run to run whatever the load.
 TOTAL_SECONDS = 3.0
+COLOCATION = True  # a piece keeps the colocation among its nodes (switched off only to measure what it adds)
 SCALE = 1 << 30  # integer units in the piece's serial time and transfers (rounding loses at most a unit per node)
 
 
@@ -108,7 +109,7 @@ def _piece(problem: Problem, source: int, sink: int, nodes: list[int]) -> tuple[
     same = []
     for v in [source] + nodes + [sink]:
         grp = int(problem.colocate[v])
-        if grp < 0:
+        if grp < 0 or not COLOCATION:
             continue
         if grp in first:
             same.append((first[grp], index[v]))
