@@ -176,7 +176,9 @@ def cell_like(rng: random.Random) -> list[dict]:
     return nodes, edges
 
 
-@pytest.mark.parametrize("memory_model", ["static", "peak"])
+# the bound reads no memory: the peak variant (7 s) runs with the slow tests; the colocated blocks
+# below keep a peak variant in the default run
+@pytest.mark.parametrize("memory_model", ["static", pytest.param("peak", marks=pytest.mark.slow)])
 def test_never_above_the_enumerated_optimum_and_rises(memory_model):
     """Tiny random graphs (random DAGs of 3-6 nodes and cell-like blocks of 4-8; K = 1-3;
     colocation, allowed devices and capacities from the adversarial tests' options): the bound with
