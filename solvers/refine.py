@@ -20,8 +20,9 @@ each start) and tries, in a seeded random order, moves that can shorten it:
 - then every run of the chain on one device, whole, to each other device, from the chain's end
   back (session 20): a run joined by transfers that cost more than its nodes (the first layer's
   backward after the last gradient sum) gains nothing node by node, whole it can; a run of one
-  node goes to the device of the run before or after it (session 21: the last weight gradient
-  that waited 10.29 for its input's transfer came up among 4,400 chain nodes' moves); once a pass
+  node goes to the device of the run before or after it when the transfer between them costs
+  more than the node (session 21: the last weight gradient that waited 10.29 for its input's
+  transfer came up among 4,400 chain nodes' moves; session 25: not over cheaper links); once a pass
   over them (at most RUNS_FIRST_MOVES) keeps nothing they wait RUNS_AGAIN accepted moves (or an
   adopted schedule) among the single moves.
 
@@ -591,8 +592,9 @@ class _Search:
                 a = int(chain_dev[i])
                 if j - i > 1:
                     runs.extend((units, [d] * len(units)) for d in range(p.k) if d != a)
-                else:  # one node between two transfers: to a neighbour's device (its single moves go anywhere)
-                    near = dict.fromkeys(int(chain_dev[x]) for x in (i - 1, j) if 0 <= x < len(chain))
+                else:  # one node between dear transfers: to a neighbour's device (its single moves go anywhere)
+                    near = dict.fromkeys(int(chain_dev[x]) for x in (i - 1, j)
+                                         if 0 <= x < len(chain) and self._dear_link(chain[x], chain[i]))
                     runs.extend((units, [d]) for d in near if d != a)
         if RUNS_FIRST and (self.runs_dry_at is None or self.stats.accepted - self.runs_dry_at >= RUNS_AGAIN):
             for mv in runs[:RUNS_FIRST_MOVES[bool(self.incremental)]]:  # from the chain's end back (critical_chain lists it last first)
@@ -611,6 +613,21 @@ class _Search:
         for mv in runs[len(chain):]:
             if fresh(*mv):
                 yield mv
+
+    def _dear_link(self, x: int, v: int) -> bool:
+        """Does an edge between chain neighbours x and v (either way) cost more than v takes? Only
+        then is v, a run of one node, moved to x's device in the whole-runs pass: a gradient that
+        waits 10.29 for its input (the 200K CNN) is found there, while under a tight peak memory,
+        where the chain hops between devices over transfers no dearer than its nodes, those
+        greedy first moves led the U-Net's refine into a worse placement (1.225 -> 1.377)."""
+        p = self.p
+        for u, w in ((x, v), (v, x)):
+            ptr, nbr, eid = p.pred_ptr
+            lo, hi = int(ptr[w]), int(ptr[w + 1])
+            hit = eid[lo:hi][nbr[lo:hi] == u]
+            if hit.size and float(p.comm[hit].max()) > float(p.time[v]):
+                return True
+        return False
 
     def _swap_partners(self, u: int, a: int, d: int, ev: Evaluation, limit: int = 3) -> list[int]:
         un, p = self.units, self.p
