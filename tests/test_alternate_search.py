@@ -72,7 +72,7 @@ def test_window_search_resumes_adopts_and_is_never_worse():
     assert stats.best_makespan == ev2.makespan
 
 
-@pytest.mark.parametrize("family", ["cnn", "lstm"])
+@pytest.mark.parametrize("family", ["cnn", pytest.param("lstm", marks=pytest.mark.slow)])  # lstm: 7 s, the same path
 def test_auto_alternating_is_never_worse_than_its_warm_start(family):
     prob = generate(family, 400, seed=3, devices=3, memory_fraction=0.5)
     extra = {"exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5}

@@ -124,7 +124,8 @@ def run(memory_model: str, seeds: range, every: int) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("pairs", [pytest.param(64, marks=pytest.mark.slow), 0])  # 0: the fallback (only the chain before the first cut); 64: 10 s more
-@pytest.mark.parametrize("memory_model", ["static", "peak"])
+# the bound reads no memory: the peak variant (6 s) runs with the slow tests
+@pytest.mark.parametrize("memory_model", ["static", pytest.param("peak", marks=pytest.mark.slow)])
 def test_never_above_the_optimum_and_it_binds(memory_model, pairs, monkeypatch):
     monkeypatch.setattr(bypass_bound, "MAX_CUT_PAIRS", pairs)
     solved, rose = run(memory_model, range(500), 50)

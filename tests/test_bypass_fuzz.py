@@ -121,7 +121,8 @@ def run(kind: str, memory_model: str, seeds: range) -> int:
 
 
 @pytest.mark.parametrize("kind, memory_model", [
-    ("block", "static"), ("dag", "static"), ("resnext", "static"), ("block", "peak"), ("resnext", "peak"),
+    ("block", "static"), ("dag", "static"), ("resnext", "static"), ("block", "peak"),
+    pytest.param("resnext", "peak", marks=pytest.mark.slow),  # 4 s; the bound reads no memory
     pytest.param("dag", "peak", marks=pytest.mark.slow),  # 11 s; the bound reads no memory, static covers it by default
 ])
 def test_bypass_never_above_the_optimum(kind, memory_model):
