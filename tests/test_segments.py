@@ -162,6 +162,7 @@ def test_auto_runs_segments_under_the_peak_model():
     check(prob, res.evaluation.placement, res.evaluation.start, "peak")
 
 
+@pytest.mark.slow  # 8 s; the peak-model twin above runs by default with the same assertions
 def test_auto_with_segments_is_never_worse_than_its_warm_start():
     prob = generate("cnn", 400, seed=3, devices=3, memory_fraction=0.5)
     extra = {"exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5, "segment_graph_nodes": 100,
