@@ -67,13 +67,7 @@ CHAIN_KIN = True  # case C counts the chain before its first cut (after its last
 
 def _chain_comm(problem: Problem, chain: list[int]) -> list[float]:
     """cc[i] (i >= 1): the largest comm over the edges chain[i-1] -> chain[i]."""
-    ptr, nbr, eid = problem.pred_ptr
-    out = [0.0]
-    for u, v in zip(chain, chain[1:]):
-        lo, hi = int(ptr[v]), int(ptr[v + 1])
-        hit = eid[lo:hi][nbr[lo:hi] == u]
-        out.append(float(problem.comm[hit].max()))
-    return out
+    return [0.0] + [problem.comm_between(u, v) for u, v in zip(chain, chain[1:])]
 
 
 def reach(problem: Problem, pos: list[int], reverse: bool) -> tuple[list[int], list[float], list[float]]:

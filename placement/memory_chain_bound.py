@@ -55,7 +55,7 @@ def heavy_run(problem: Problem, path: list[int]) -> list[int]:
     transfer; [] when shorter than MIN_LENGTH."""
     if len(path) < MIN_LENGTH:
         return []
-    link = np.asarray([_comm(problem, u, v) for u, v in zip(path, path[1:])])
+    link = np.asarray([problem.comm_between(u, v) for u, v in zip(path, path[1:])])
     if link.max(initial=0.0) <= 0:
         return []
     heavy = link >= link.max() / 2
@@ -75,13 +75,6 @@ def heavy_run(problem: Problem, path: list[int]) -> list[int]:
             best, best_t = run, t
         i = j
     return best if len(best) >= MIN_LENGTH else []
-
-
-def _comm(problem: Problem, u: int, v: int) -> float:
-    ptr, nbr, eid = problem.pred_ptr
-    lo, hi = int(ptr[v]), int(ptr[v + 1])
-    hit = eid[lo:hi][nbr[lo:hi] == u]
-    return float(problem.comm[hit].max()) if hit.size else 0.0
 
 
 class _Run:
@@ -181,7 +174,7 @@ def memory_chain_bound(problem: Problem, path: list[int], head: np.ndarray, tail
         return 0.0
     run = _Run(problem, chain)
     n = len(chain)
-    link = np.asarray([_comm(problem, u, v) for u, v in zip(chain, chain[1:])])
+    link = np.asarray([problem.comm_between(u, v) for u, v in zip(chain, chain[1:])])
     total = float(problem.time[chain].sum())
     one = run.window(0, n - 1)
     split = many = math.inf  # every case with a change costs the chain's time and a transfer at least

@@ -68,17 +68,7 @@ def best_path(problem: Problem, weight: np.ndarray, edge_weight: np.ndarray) -> 
 def _step_costs(problem: Problem, path: list[int], unit: np.ndarray) -> list[float]:
     """cost[i] (i >= 1): the comm paid if the run boundary falls between path[i-1] and path[i]
     (the largest comm over parallel edges; inf inside one unit, which cannot be split)."""
-    ptr, nbr, eid = problem.pred_ptr
-    comm = problem.comm
-    out = [0.0]
-    for a, b in zip(path, path[1:]):
-        if unit[a] == unit[b]:
-            out.append(np.inf)
-            continue
-        lo, hi = int(ptr[b]), int(ptr[b + 1])
-        hit = eid[lo:hi][nbr[lo:hi] == a]
-        out.append(float(comm[hit].max()))
-    return out
+    return [0.0] + [np.inf if unit[a] == unit[b] else problem.comm_between(a, b) for a, b in zip(path, path[1:])]
 
 
 def segmentation_cost(problem: Problem, path: list[int], memory_model: str, capacity: float,

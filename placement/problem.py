@@ -171,6 +171,13 @@ class Problem:
         path = [self.ids[u] for u, _ in cyc]
         return path + [path[0]]
 
+    def comm_between(self, u: int, v: int) -> float:
+        """The largest transfer over the edges u -> v (parallel edges merged), 0 when there is none."""
+        ptr, nbr, eid = self.pred_ptr
+        lo, hi = int(ptr[v]), int(ptr[v + 1])
+        hit = eid[lo:hi][nbr[lo:hi] == u]
+        return float(self.comm[hit].max()) if hit.size else 0.0
+
     def with_devices(self, count: int | None = None, memory: Sequence[float] | float | None = None) -> "Problem":
         """A copy with the device count and/or memory overridden (CLI --devices / --memory)."""
         k = self.k if count is None else int(count)

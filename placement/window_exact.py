@@ -107,9 +107,9 @@ def _piece(problem: Problem, source: int, sink: int, nodes: list[int]) -> tuple[
     edges.sort()
     first: dict[int, int] = {}
     same = []
-    for v in [source] + nodes + [sink]:
+    for v in [source] + nodes + [sink] if COLOCATION else []:
         grp = int(problem.colocate[v])
-        if grp < 0 or not COLOCATION:
+        if grp < 0:
             continue
         if grp in first:
             same.append((first[grp], index[v]))

@@ -621,13 +621,7 @@ class _Search:
         where the chain hops between devices over transfers no dearer than its nodes, those
         greedy first moves led the U-Net's refine into a worse placement (1.225 -> 1.377)."""
         p = self.p
-        ptr, nbr, eid = p.pred_ptr
-        for u, w in ((x, v), (v, x)):
-            lo, hi = int(ptr[w]), int(ptr[w + 1])
-            hit = eid[lo:hi][nbr[lo:hi] == u]
-            if hit.size and float(p.comm[hit].max()) > float(p.time[v]):
-                return True
-        return False
+        return max(p.comm_between(x, v), p.comm_between(v, x)) > float(p.time[v])
 
     def _swap_partners(self, u: int, a: int, d: int, ev: Evaluation, limit: int = 3) -> list[int]:
         un, p = self.units, self.p
