@@ -36,6 +36,7 @@ def test_reschedule_phase_keeps_a_better_incumbent() -> None:
     assert inc.makespan <= before
 
 
+@pytest.mark.slow  # 11 s; the big-graph path's "never worse than the warm start" also runs by default in test_alternate_search and test_probe
 def test_big_graph_path_refines_in_order_and_never_loses_the_warm_start(monkeypatch) -> None:
     """With the size thresholds lowered, a 400-node graph takes the 100K-node path: coarse exact
     phase, re-schedule, and (the incumbent's order beating FIFO) refinement keeping that order."""
