@@ -77,6 +77,14 @@ BATCH_WAIT_MAX = 32
 # After a pass over every run of the chain kept nothing, the runs go back to being tried among the
 # single moves until this many moves have been accepted (200K CNN: a pass is ~3,800 moves, 4 s)
 RUNS_AGAIN = 50
+# Under the peak model a move whose schedule overflows gets a memory-aware order (it may fit
+# that way). On the imported EfficientNet at K = 8 and 1.3x its memory bound 177 of 242 moves
+# overflowed and no rescue fitted, at 0.2 s each (87% of refine's time, 6 moves a second). After
+# this many rescues in a row that fitted nothing, the next overflowing schedules skip it, 2, 4,
+# ... up to RESCUE_WAIT_MAX of them; one that fits resets the wait. Never while the current
+# schedule itself overflows (refine is then repairing it).
+RESCUE_PATIENCE = 8
+RESCUE_WAIT_MAX = 64
 RUNS_FIRST = True  # tests of other move kinds switch it off to keep their paths
 # Whole-run moves tried first in one pass, at most (the rest wait among the single moves): with the
 # incremental schedule a move costs about a millisecond (200K CNN: 3,800 runs, 4 s); judged by
@@ -401,6 +409,10 @@ class _Search:
         self.runs_dry_at: int | None = None  # stats.accepted when a pass over every chain run kept nothing
         self.batch_misses = 0  # batch moves rejected in a row
         self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
+        self.cur_key: tuple[float, float] | None = None  # set once the first schedule is evaluated
+        self.rescue_misses = 0  # memory-aware rescues in a row that fitted nothing (RESCUE_PATIENCE)
+        self.rescue_backoff = 0  # the last wait imposed
+        self.rescue_wait = 0  # overflowing evaluations that still skip the rescue
         self.keep_order = keep_order
         self.units = Units(problem)
         self.rng = np.random.default_rng(opts.seed)
@@ -487,7 +499,7 @@ class _Search:
                 fifo = evaluate(self.p, pl, memory_model=self.mm)
                 if _key(self.p, fifo) < _key(self.p, ev):
                     ev = fifo
-        if self.mm == "peak" and not ev.feasible(self.p) and self.waits is None:
+        if self.mm == "peak" and not ev.feasible(self.p) and self.waits is None and self._rescue_due():
             # the placement may fit in a memory-aware order (heuristics/memory_order.py). Not with
             # waits: they are what holds the memory there, an order made without them rarely agrees
             # with them, and making it took 24 s on the 200K LSTM (one batch move's whole slice).
@@ -496,10 +508,29 @@ class _Search:
             alt = None if order is None else self._ordered(pl, order)
             if alt is not None and _key(self.p, alt) < _key(self.p, ev):
                 ev = alt
+            self._rescue_judged(ev is alt and ev.feasible(self.p))
         self.full_seconds = max(self.full_seconds, time.monotonic() - t0)
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
         return ev
+
+    def _rescue_due(self) -> bool:
+        """Whether an overflowing schedule gets the memory-aware order now: always while the
+        current schedule overflows (repairing it), else after RESCUE_PATIENCE rescues in a row
+        that did not make a schedule fit the next ones wait 2, 4, ... up to RESCUE_WAIT_MAX chances."""
+        if self.cur_key is None or self.cur_key[0] > 0.0 or self.rescue_wait == 0:
+            return True
+        self.rescue_wait -= 1
+        return False
+
+    def _rescue_judged(self, rescued: bool) -> None:
+        if rescued:
+            self.rescue_misses, self.rescue_backoff = 0, 0
+            return
+        self.rescue_misses += 1
+        if self.rescue_misses >= RESCUE_PATIENCE:
+            self.rescue_backoff = min(RESCUE_WAIT_MAX, max(2, 2 * self.rescue_backoff))
+            self.rescue_wait = self.rescue_backoff
 
     def _ordered(self, pl: np.ndarray, order: list[list[int]]) -> Evaluation | None:
         """The evaluator's schedule of ``order`` with the search's waits; None when an order made
