@@ -36,7 +36,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-THRESHOLD = 5000  # nodes; below it the Python loops win (bench/results_scale.md, "Session 11")
+THRESHOLD = 500  # nodes; from here the kernels win by 2-6x per evaluation (bench/results_scale.md, "Session 26")
 MODE_VAR = "PLACEMENT_KERNELS"
 _loaded: SimpleNamespace | bool | None = None  # the compiled kernels, False when numba is missing
 _lock = threading.RLock()  # held by load() for the whole import and compile
