@@ -79,12 +79,13 @@ BATCH_WAIT_MAX = 32
 RUNS_AGAIN = 50
 # Under the peak model a move whose schedule overflows gets a memory-aware order (it may fit
 # that way). On the imported EfficientNet at K = 8 and 1.3x its memory bound 177 of 242 moves
-# overflowed and no rescue fitted, at 0.2 s each (87% of refine's time, 6 moves a second). After
-# this many rescues in a row that fitted nothing, the next overflowing schedules skip it, 2, 4,
-# ... up to RESCUE_WAIT_MAX of them; one that fits resets the wait. Never while the current
+# overflowed and no rescue fitted, at 0.2 s each (87% of refine's time, 6 moves a second); on the
+# U-Net at K = 8 166 of 391 fitted and none beat the current schedule. After this many rescues in
+# a row that made no move acceptable, the next overflowing schedules skip it, 2, 4, ... up to
+# RESCUE_WAIT_MAX of them; one that pays resets the wait. Never while the current
 # schedule itself overflows (refine is then repairing it).
 RESCUE_PATIENCE = 8
-RESCUE_WAIT_MAX = 64
+RESCUE_WAIT_MAX = 256
 RUNS_FIRST = True  # tests of other move kinds switch it off to keep their paths
 # Whole-run moves tried first in one pass, at most (the rest wait among the single moves): with the
 # incremental schedule a move costs about a millisecond (200K CNN: 3,800 runs, 4 s); judged by
@@ -410,7 +411,7 @@ class _Search:
         self.batch_misses = 0  # batch moves rejected in a row
         self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
         self.cur_key: tuple[float, float] | None = None  # set once the first schedule is evaluated
-        self.rescue_misses = 0  # memory-aware rescues in a row that fitted nothing (RESCUE_PATIENCE)
+        self.rescue_misses = 0  # memory-aware rescues in a row that made no move acceptable (RESCUE_PATIENCE)
         self.rescue_backoff = 0  # the last wait imposed
         self.rescue_wait = 0  # overflowing evaluations that still skip the rescue
         self.keep_order = keep_order
@@ -508,7 +509,8 @@ class _Search:
             alt = None if order is None else self._ordered(pl, order)
             if alt is not None and _key(self.p, alt) < _key(self.p, ev):
                 ev = alt
-            self._rescue_judged(ev is alt and ev.feasible(self.p))
+            # it paid if it made a schedule the search can accept (the first evaluation has no key yet)
+            self._rescue_judged(ev is alt and (self.cur_key is None or self._better(_key(self.p, alt), self.cur_key)))
         self.full_seconds = max(self.full_seconds, time.monotonic() - t0)
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
@@ -517,7 +519,8 @@ class _Search:
     def _rescue_due(self) -> bool:
         """Whether an overflowing schedule gets the memory-aware order now: always while the
         current schedule overflows (repairing it), else after RESCUE_PATIENCE rescues in a row
-        that did not make a schedule fit the next ones wait 2, 4, ... up to RESCUE_WAIT_MAX chances."""
+        that made no move acceptable (a fit no better than the current schedule is rejected too)
+        the next ones wait 2, 4, ... up to RESCUE_WAIT_MAX chances."""
         if self.cur_key is None or self.cur_key[0] > 0.0 or self.rescue_wait == 0:
             return True
         self.rescue_wait -= 1

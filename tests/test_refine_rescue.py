@@ -4,6 +4,8 @@ RESCUE_PATIENCE, session 26).
 - the rule alone: RESCUE_PATIENCE misses in a row, then 2, 4, ... up to RESCUE_WAIT_MAX skipped
   chances between rescues; a rescue that fits ends the waits; never a wait while the current
   schedule overflows;
+- a rescue that fits but does not beat the current schedule is a miss (the move is rejected
+  anyway), one that beats it resets the count;
 - in a real search under the peak model whose rescues never fit, the answer is the same as with a
   rescue at every overflowing move (a skipped rescue could only have been rejected), with a
   fraction of the rescues; from a placement that overflows and stays so, every overflowing move
@@ -116,3 +118,36 @@ def test_patience_counts_misses_in_a_row(patience, monkeypatch) -> None:
     monkeypatch.setattr(refine_mod, "RESCUE_PATIENCE", patience)
     got = pattern(search(), [False] * (patience + 2))
     assert got == [0] * patience + [2, 4]
+
+
+def _overflowing_search(monkeypatch, rescued_makespan_delta: float):
+    """A search on the tight CNN from ETF's feasible placement, whose rescue (stubbed) returns the
+    current schedule with its makespan shifted by ``rescued_makespan_delta``, and a placement whose
+    FIFO schedule overflows."""
+    from dataclasses import replace
+
+    prob = _tight_cnn()
+    sol = etf(prob, SolveOptions(memory_model="peak"))
+    s = refine_mod._Search(prob, np.asarray(sol.placement), SolveOptions(), time.monotonic() + 600, "peak", None, 20,
+                           RefineStats())
+    assert s.cur_key[0] == 0.0
+    monkeypatch.setattr(refine_mod, "memory_aware_order", lambda problem, pl, stop=None: [[] for _ in range(problem.k)])
+    rescued = replace(s.cur_ev, makespan=s.cur_ev.makespan + rescued_makespan_delta)
+    monkeypatch.setattr(s, "_ordered", lambda pl, order: rescued)
+    over = np.zeros(prob.n, dtype=np.int64)  # everything on one device: far over its capacity
+    assert not evaluate(prob, over, memory_model="peak").feasible(prob)
+    return s, over
+
+
+def test_a_rescue_that_fits_but_does_not_beat_the_current_schedule_is_a_miss(monkeypatch) -> None:
+    s, over = _overflowing_search(monkeypatch, 0.0)
+    for _ in range(refine_mod.RESCUE_PATIENCE):
+        assert s._eval(over, None).feasible(s.p)  # the rescue fitted ...
+    assert s.rescue_wait == 2  # ... but no move could have been accepted: the next ones wait
+
+
+def test_a_rescue_that_beats_the_current_schedule_resets_the_wait(monkeypatch) -> None:
+    s, over = _overflowing_search(monkeypatch, -1e-3)
+    for _ in range(3 * refine_mod.RESCUE_PATIENCE):
+        s._eval(over, None)
+    assert s.rescue_misses == 0 and s.rescue_wait == 0
