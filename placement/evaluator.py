@@ -343,10 +343,33 @@ def _contradiction(problem: Problem, src: np.ndarray, dst: np.ndarray, n_graph: 
     return ScheduleError("the waits close a cycle with the device order and the graph")  # not reached: some wait is on the cycle
 
 
-def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray, order: Sequence[Sequence[int]],
-                      waits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Earliest start times when each device runs its nodes in the given order (and every wait
-    (u, v) holds v until u has finished, plus :func:`wait_delay` across devices)."""
+def _order_chains(n: int, placement: np.ndarray, order: Sequence[Sequence[int]]) -> np.ndarray | None:
+    """Each node's predecessor in its device's order (-1 for a first), in numpy, for an order of
+    node indices that names every node once on its own device; None for anything else (node ids,
+    a node missing, twice or on another device), which :func:`_checked_order_chains` then names."""
+    seqs = []
+    for seq in order:
+        a = np.asarray(seq)
+        if a.size and a.dtype.kind not in "iu":
+            return None
+        seqs.append(a.astype(np.int64, copy=False).ravel())
+    sizes = np.asarray([a.size for a in seqs], dtype=np.int64)
+    nodes = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    if nodes.size != n or (n and (nodes.min() < 0 or nodes.max() >= n)):
+        return None
+    if not np.array_equal(placement[nodes], np.repeat(np.arange(len(seqs)), sizes)):
+        return None
+    if n and np.bincount(nodes, minlength=n).max() > 1:
+        return None
+    before = np.r_[-1, nodes[:-1]] if n else nodes
+    before[(np.cumsum(sizes) - sizes)[sizes > 0]] = -1  # each device's first node
+    prev = np.full(n, -1, dtype=np.int64)
+    prev[nodes] = before
+    return prev
+
+
+def _checked_order_chains(problem: Problem, placement: np.ndarray, order: Sequence[Sequence[int]]) -> np.ndarray:
+    """:func:`_order_chains` one node at a time, node ids allowed, naming the first problem."""
     n = problem.n
     pos_dev = np.full(n, -1, dtype=np.int64)
     prev = np.full(n, -1, dtype=np.int64)
@@ -364,6 +387,17 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     missing = np.flatnonzero(pos_dev < 0)
     if missing.size:
         raise ScheduleError(f"node {problem.ids[int(missing[0])]!r} is missing from the order")
+    return prev
+
+
+def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray, order: Sequence[Sequence[int]],
+                      waits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest start times when each device runs its nodes in the given order (and every wait
+    (u, v) holds v until u has finished, plus :func:`wait_delay` across devices)."""
+    n = problem.n
+    prev = _order_chains(n, placement, order)
+    if prev is None:
+        prev = _checked_order_chains(problem, placement, order)
     # Kahn over DAG edges plus the chain edges prev[v] -> v.
     has_prev = prev >= 0
     src = np.concatenate([problem.src, prev[has_prev]])
