@@ -487,10 +487,13 @@ class _Search:
             return "evaluations"
         return ""
 
-    def _eval(self, pl: np.ndarray, ref_start: np.ndarray | None) -> Evaluation:
+    def _eval(self, pl: np.ndarray, ref_start: np.ndarray | None, cutoff: float | None = None) -> Evaluation:
         """FIFO evaluation, or with ``ref_start`` the schedule that keeps each device's nodes in
-        the order of those start times (moved nodes slot in where they ran before)."""
+        the order of those start times (moved nodes slot in where they ran before). ``cutoff``: a
+        makespan the caller rejects at or above; when every schedule made ends there, the first is
+        returned with its peak memory unmeasured and no rescue (the peak is the costly part)."""
         t0 = time.monotonic()
+        fifo = None
         if ref_start is None:
             ev = evaluate(self.p, pl, memory_model=self.mm)
         else:
@@ -498,8 +501,11 @@ class _Search:
                           waits=self.waits)
             if self.keep_order == "both":
                 fifo = evaluate(self.p, pl, memory_model=self.mm)
-                if _key(self.p, fifo) < _key(self.p, ev):
-                    ev = fifo
+        if cutoff is not None and ev.makespan >= cutoff and (fifo is None or fifo.makespan >= cutoff):
+            self._count_eval(t0)
+            return ev
+        if fifo is not None and _key(self.p, fifo) < _key(self.p, ev):
+            ev = fifo
         if self.mm == "peak" and not ev.feasible(self.p) and self.waits is None and self._rescue_due():
             # the placement may fit in a memory-aware order (heuristics/memory_order.py). Not with
             # waits: they are what holds the memory there, an order made without them rarely agrees
@@ -511,10 +517,13 @@ class _Search:
                 ev = alt
             # it paid if it made a schedule the search can accept (the first evaluation has no key yet)
             self._rescue_judged(ev is alt and (self.cur_key is None or self._better(_key(self.p, alt), self.cur_key)))
+        self._count_eval(t0)
+        return ev
+
+    def _count_eval(self, t0: float) -> None:
         self.full_seconds = max(self.full_seconds, time.monotonic() - t0)
         self.eval_seconds += time.monotonic() - t0
         self.stats.evaluations += 1
-        return ev
 
     def _rescue_due(self) -> bool:
         """Whether an overflowing schedule gets the memory-aware order now: always while the
@@ -740,7 +749,11 @@ class _Search:
             pl = self.cur.copy()
             for u, d in zip(units, devs):
                 pl[un.members[u]] = d
-            ev = self._eval(pl, self.cur_ev.start if self.keep_order else None)
+            # a single move from a feasible schedule must end before the current makespan
+            cutoff = None if reorder or self.cur_key[0] > 0.0 else self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
+            ev = self._eval(pl, self.cur_ev.start if self.keep_order else None, cutoff)
+            if cutoff is not None and ev.makespan >= cutoff:
+                return False
         if reorder and self.keep_order:
             # Slotting many moved nodes in at their old start times can serialise them badly: try
             # the bottom-level priority schedule of the new placement too (solvers/reschedule.py).

@@ -92,8 +92,8 @@ def test_skipped_rescues_that_would_not_fit_change_nothing(monkeypatch) -> None:
     patience = refine_mod.RESCUE_PATIENCE
     sol = etf(prob, SolveOptions(memory_model="peak"))
     assert sol.placement is not None and evaluate(prob, sol.placement, memory_model="peak").feasible(prob)
-    pl_always, ev_always, calls_always = _run(prob, sol.placement, 10 ** 9, monkeypatch)
-    pl_wait, ev_wait, calls_wait = _run(prob, sol.placement, patience, monkeypatch)
+    pl_always, ev_always, calls_always = _run(prob, sol.placement, 10 ** 9, monkeypatch, evals=1500)
+    pl_wait, ev_wait, calls_wait = _run(prob, sol.placement, patience, monkeypatch, evals=1500)
     assert calls_always >= 40  # moves overflow often at 1.8x the memory bound
     assert np.array_equal(pl_always, pl_wait) and ev_always.makespan == ev_wait.makespan
     assert ev_wait.feasible(prob)
