@@ -82,3 +82,16 @@ def filled_random(seed: int, memory_model: str, n: int, edge_p: float):
     ev0 = evaluate(prob, sol.placement, memory_model=memory_model)
     assert ev0.feasible(prob)
     return prob, np.asarray(sol.placement), ev0
+
+
+def skips_before_due(due, judge, outcomes) -> list[int]:
+    """For each outcome in turn: how many times ``due()`` said no before it said yes, then
+    ``judge(outcome)`` (refine's waits after repeated misses: batch moves, memory-aware rescues)."""
+    skipped = []
+    for outcome in outcomes:
+        k = 0
+        while not due():
+            k += 1
+        skipped.append(k)
+        judge(outcome)
+    return skipped

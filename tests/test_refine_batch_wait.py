@@ -17,7 +17,7 @@ from placement.evaluator import evaluate
 from placement.generate import generate
 from placement.solution import SolveOptions
 from solvers.refine import RefineStats, refine
-from tests.conftest import random_problem
+from tests.conftest import random_problem, skips_before_due
 
 
 def search():
@@ -28,14 +28,7 @@ def search():
 
 def due_pattern(s, outcomes):
     """For each outcome in turn: the rounds skipped before the batch move was due, then judge it."""
-    skipped = []
-    for ok in outcomes:
-        k = 0
-        while not s._batch_due():
-            k += 1
-        skipped.append(k)
-        s._batch_judged(ok)
-    return skipped
+    return skips_before_due(s._batch_due, s._batch_judged, outcomes)
 
 
 def test_waits_double_after_patience_and_end_at_an_acceptance(monkeypatch):

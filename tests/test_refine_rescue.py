@@ -25,7 +25,7 @@ from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
 from placement.solution import SolveOptions
 from solvers.refine import RefineStats, refine
-from tests.conftest import random_problem
+from tests.conftest import random_problem, skips_before_due
 
 
 def search(cur_overflow: float = 0.0):
@@ -38,14 +38,7 @@ def search(cur_overflow: float = 0.0):
 
 def pattern(s, outcomes):
     """For each outcome in turn: the chances skipped before a rescue was due, then judge it."""
-    skipped = []
-    for fitted in outcomes:
-        k = 0
-        while not s._rescue_due():
-            k += 1
-        skipped.append(k)
-        s._rescue_judged(fitted)
-    return skipped
+    return skips_before_due(s._rescue_due, s._rescue_judged, outcomes)
 
 
 def test_waits_grow_after_patience_and_reset_on_a_fit() -> None:
