@@ -33,6 +33,7 @@ from placement.solution import BestSoFar, SolveOptions
 from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_memory_list
 
+from . import IMPORTED_AT
 from .methods import methods
 from . import run as run_module
 from .frontier import frontier, frontier_table, min_devices, plot_frontier
@@ -64,12 +65,21 @@ KEEPALIVE_SECONDS = 8.0  # a progress line at least this often (auto's own heart
 # call ends when it returns, and is not waited for longer.
 UNWIND_WAIT = 0.1
 OUTPUT_FLAGS = ("--report", "--out", "--trace", "--gantt", "--plot")
+# The interpreter's own start-up before it imports this package: 20-50 ms warm, under a second
+# cold (the first run after an install, under load).
+INTERPRETER_START = 1.0
 
 
 def process_started() -> float:
     """The process's start on the time.monotonic() clock (Linux: from /proc), so that --time-limit
-    counts Python's start-up and imports too; the current time where that is unknown."""
+    counts Python's start-up and imports too; the current time where that is unknown.
+
+    /proc gives the fork, not the exec: a shell that runs other commands first and then replaces
+    itself with this one (``bash -c "pip install . && solve"`` does) would count their time too
+    (a fresh venv's first run read 18-20 s at "loaded"), so the start is never taken earlier than
+    INTERPRETER_START before this package was first imported."""
     now = time.monotonic()
+    floor = IMPORTED_AT - INTERPRETER_START
     try:
         with open("/proc/self/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
@@ -78,7 +88,7 @@ def process_started() -> float:
         age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return now
-    return now - min(max(age, 0.0), 60.0)
+    return max(now - min(max(age, 0.0), 60.0), floor)
 
 
 def default_graph() -> Path:
