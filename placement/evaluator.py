@@ -350,9 +350,9 @@ def _order_chains(n: int, placement: np.ndarray, order: Sequence[Sequence[int]])
     seqs = []
     for seq in order:
         a = np.asarray(seq)
-        if a.size and a.dtype.kind not in "iu":
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
             return None
-        seqs.append(a.astype(np.int64, copy=False).ravel())
+        seqs.append(a.astype(np.int64, copy=False))
     sizes = np.asarray([a.size for a in seqs], dtype=np.int64)
     nodes = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
     if nodes.size != n or (n and (nodes.min() < 0 or nodes.max() >= n)):
