@@ -88,6 +88,7 @@ def test_auto_alternating_is_never_worse_than_its_warm_start(family):
     assert search["makespan"] == pytest.approx(res.evaluation.makespan)
 
 
+@pytest.mark.slow  # a non-default mode of auto, 7 s: the default suite sits near its 10-minute cap
 def test_auto_phases_mode_keeps_the_old_sequence():
     prob = generate("cnn", 400, seed=3, devices=3, memory_fraction=0.5)
     extra = {"exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5, "big_search": "phases"}

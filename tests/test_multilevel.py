@@ -109,6 +109,7 @@ def test_multilevel_returns_the_input_when_stopped():
     assert np.array_equal(pl, ev0.placement) and ev.makespan == ev0.makespan
 
 
+@pytest.mark.slow  # a non-default mode of auto, 7 s: the default suite sits near its 10-minute cap
 def test_auto_with_the_multilevel_phase_keeps_the_original_bound_and_its_warm_start():
     from placement.bounds import lower_bounds
     from solvers.run import run
