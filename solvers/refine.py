@@ -393,6 +393,32 @@ def _spread_compiled(fast, problem: Problem, ev: Evaluation, chain: list[int], u
     return dict(zip(moved_u.tolist(), moved_d.tolist()))
 
 
+class Backoff:
+    """A trial that waits after repeated misses: from ``patience`` misses in a row (None: never),
+    the next trial waits 2, 4, 8, ... chances, at most ``cap``; a hit ends the waits. Refine's batch
+    moves (BATCH_PATIENCE) and memory-aware rescues (RESCUE_PATIENCE) use it."""
+
+    def __init__(self, patience: int | None, cap: int) -> None:
+        self.patience, self.cap = patience, cap
+        self.misses = 0  # misses in a row
+        self.wait = 0  # chances the next trial still skips
+
+    def due(self) -> bool:
+        """Is the trial to be made at this chance? Each skipped chance counts the wait down."""
+        if self.wait > 0:
+            self.wait -= 1
+            return False
+        return True
+
+    def judged(self, hit: bool) -> None:
+        if hit:
+            self.misses = self.wait = 0
+            return
+        self.misses += 1
+        if self.patience is not None and self.misses >= self.patience:
+            self.wait = min(self.cap, 2 ** min(self.misses - self.patience + 1, self.cap.bit_length()))
+
+
 class _Search:
     def __init__(self, problem: Problem, pl: np.ndarray, opts: SolveOptions, deadline: float, memory_model: str,
                  max_evals: int | None, patience: int, stats: RefineStats, keep_order: bool | str = False,
@@ -408,12 +434,10 @@ class _Search:
             keep_order = True
         self.rejected_batch: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # the last batch move rejected
         self.runs_dry_at: int | None = None  # stats.accepted when a pass over every chain run kept nothing
-        self.batch_misses = 0  # batch moves rejected in a row
-        self.batch_wait = 0  # rounds a batch move still waits (BATCH_PATIENCE)
+        self.batch_waits = Backoff(BATCH_PATIENCE, BATCH_WAIT_MAX)  # rounds: a hit is an accepted batch move
         self.cur_key: tuple[float, float] | None = None  # set once the first schedule is evaluated
-        self.rescue_misses = 0  # memory-aware rescues in a row that made no move acceptable (RESCUE_PATIENCE)
-        self.rescue_backoff = 0  # the last wait imposed
-        self.rescue_wait = 0  # overflowing evaluations that still skip the rescue
+        # overflowing evaluations: a hit is a rescue that made a move acceptable
+        self.rescue_waits = Backoff(RESCUE_PATIENCE, RESCUE_WAIT_MAX)
         self.keep_order = keep_order
         self.units = Units(problem)
         self.rng = np.random.default_rng(opts.seed)
@@ -527,22 +551,13 @@ class _Search:
 
     def _rescue_due(self) -> bool:
         """Whether an overflowing schedule gets the memory-aware order now: always while the
-        current schedule overflows (repairing it), else after RESCUE_PATIENCE rescues in a row
-        that made no move acceptable (a fit no better than the current schedule is rejected too)
-        the next ones wait 2, 4, ... up to RESCUE_WAIT_MAX chances."""
-        if self.cur_key is None or self.cur_key[0] > 0.0 or self.rescue_wait == 0:
-            return True
-        self.rescue_wait -= 1
-        return False
+        current schedule overflows (repairing it), else unless it waits after RESCUE_PATIENCE
+        rescues in a row that made no move acceptable (a fit no better than the current schedule
+        is rejected too)."""
+        return self.cur_key is None or self.cur_key[0] > 0.0 or self.rescue_waits.due()
 
-    def _rescue_judged(self, rescued: bool) -> None:
-        if rescued:
-            self.rescue_misses, self.rescue_backoff = 0, 0
-            return
-        self.rescue_misses += 1
-        if self.rescue_misses >= RESCUE_PATIENCE:
-            self.rescue_backoff = min(RESCUE_WAIT_MAX, max(2, 2 * self.rescue_backoff))
-            self.rescue_wait = self.rescue_backoff
+    def _rescue_judged(self, paid: bool) -> None:
+        self.rescue_waits.judged(paid)
 
     def _ordered(self, pl: np.ndarray, order: list[list[int]]) -> Evaluation | None:
         """The evaluator's schedule of ``order`` with the search's waits; None when an order made
@@ -554,6 +569,11 @@ class _Search:
             return None
         got = ordered_evaluation(self.p, pl, order, start, self.mm, self.graph)
         return got if got is not None else evaluate(self.p, pl, order=order, memory_model=self.mm, waits=self.waits)
+
+    def _must_beat(self) -> float:
+        """The makespan a schedule must end below to be better than the current one at equal
+        overflow (:meth:`_better`'s tolerance)."""
+        return self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
 
     def _better(self, key: tuple[float, float], than: tuple[float, float]) -> bool:
         tol = 1e-9 * max(1.0, than[1])
@@ -688,7 +708,7 @@ class _Search:
         self._current_inc()
         moves = self._node_moves(units, devs)
         feasible = self.cur_key[0] == 0.0
-        need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])  # a feasible move must end before this
+        need = self._must_beat()  # a feasible move must end before this
         trial = self._inc.try_move(moves, cutoff=need if feasible else float("inf"))
         ev = None
         if not feasible or (trial.complete and trial.makespan < need):
@@ -750,7 +770,7 @@ class _Search:
             for u, d in zip(units, devs):
                 pl[un.members[u]] = d
             # a single move from a feasible schedule must end before the current makespan
-            cutoff = None if reorder or self.cur_key[0] > 0.0 else self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
+            cutoff = None if reorder or self.cur_key[0] > 0.0 else self._must_beat()
             ev = self._eval(pl, self.cur_ev.start if self.keep_order else None, cutoff)
             if cutoff is not None and ev.makespan >= cutoff:
                 return False
@@ -816,7 +836,7 @@ class _Search:
         ref = self.cur_ev.start
         if self.mm == "static":
             t0 = time.monotonic()
-            need = self.cur_key[1] - 1e-9 * max(1.0, self.cur_key[1])
+            need = self._must_beat()
             moves = self._small_batch(units, devs)
             if moves is not None:
                 trial = self._inc.try_move(moves)
@@ -870,20 +890,12 @@ class _Search:
     def _batch_due(self) -> bool:
         """Is this round's batch move to be tried? Not while it waits after BATCH_PATIENCE
         rejections in a row (each round it skips counts down its wait)."""
-        if self.batch_wait > 0:
-            self.batch_wait -= 1
-            return False
-        return True
+        return self.batch_waits.due()
 
     def _batch_judged(self, accepted: bool) -> None:
         """Count a batch move's outcome: an acceptance ends the waits; from BATCH_PATIENCE rejections
         in a row, each further one doubles the rounds the next batch move waits (up to BATCH_WAIT_MAX)."""
-        if accepted:
-            self.batch_misses = self.batch_wait = 0
-            return
-        self.batch_misses += 1
-        if BATCH_PATIENCE is not None and self.batch_misses >= BATCH_PATIENCE:
-            self.batch_wait = min(BATCH_WAIT_MAX, 2 ** (self.batch_misses - BATCH_PATIENCE + 1))
+        self.batch_waits.judged(accepted)
 
     def _unit_dev(self, pl: np.ndarray) -> np.ndarray:
         return pl[self.units.first] if self.units.count else np.zeros(0, dtype=np.int64)

@@ -136,11 +136,11 @@ def test_a_rescue_that_fits_but_does_not_beat_the_current_schedule_is_a_miss(mon
     s, over = _overflowing_search(monkeypatch, 0.0)
     for _ in range(refine_mod.RESCUE_PATIENCE):
         assert s._eval(over, None).feasible(s.p)  # the rescue fitted ...
-    assert s.rescue_wait == 2  # ... but no move could have been accepted: the next ones wait
+    assert s.rescue_waits.wait == 2  # ... but no move could have been accepted: the next ones wait
 
 
 def test_a_rescue_that_beats_the_current_schedule_resets_the_wait(monkeypatch) -> None:
     s, over = _overflowing_search(monkeypatch, -1e-3)
     for _ in range(3 * refine_mod.RESCUE_PATIENCE):
         s._eval(over, None)
-    assert s.rescue_misses == 0 and s.rescue_wait == 0
+    assert s.rescue_waits.misses == 0 and s.rescue_waits.wait == 0
