@@ -95,3 +95,24 @@ def skips_before_due(due, judge, outcomes) -> list[int]:
         skipped.append(k)
         judge(outcome)
     return skipped
+
+
+# Seeded exactness loops too long for the default suite: it runs a part of the seeds, the slow
+# tests (`pytest -m slow`) all of them, so a full run still checks every seed.
+part_or_all = pytest.mark.parametrize("share", ["part", pytest.param("all", marks=pytest.mark.slow)])
+
+
+def share_of(share: str, whole: int, part: int) -> int:
+    """How many seeds ``share`` runs: ``part`` of ``whole`` in the default suite, all in the slow one."""
+    return whole if share == "all" else part
+
+
+def scaled(minimum: int, count: int, whole: int) -> int:
+    """A 'solved at least' threshold set for ``whole`` seeds, prorated to ``count`` (at least 1)."""
+    return max(1, minimum * count // whole)
+
+
+def with_slow(values, slow) -> list:
+    """Parameter values for ``pytest.mark.parametrize``, those in ``slow`` marked to run only with the
+    slow tests (the others keep the check in the default suite)."""
+    return [pytest.param(v, marks=pytest.mark.slow) if v in slow else v for v in values]

@@ -86,7 +86,7 @@ def some_paths(prob: Problem, rng: random.Random) -> list[list[int]]:
     return out
 
 
-@pytest.mark.parametrize("memory_model, family", [("static", ladder), ("peak", ladder), ("static", fan),
+@pytest.mark.parametrize("memory_model, family", [("static", ladder), pytest.param("peak", ladder, marks=pytest.mark.slow), ("static", fan),
                                                   pytest.param("peak", fan, marks=pytest.mark.slow)])  # 4 s; the bound reads no memory
 def test_never_above_the_brute_force_optimum(memory_model, family):
     rng = random.Random(7)

@@ -93,7 +93,8 @@ def test_solve_without_arguments_runs_the_default_example(tmp_path):
     assert "makespan" in proc.stdout and "lower bound" in proc.stdout
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+# SIGTERM takes SIGINT's handler (test_interrupts.test_signal_rules_per_stage): its whole run is slow
+@pytest.mark.parametrize("sig", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)])
 def test_signal_stops_with_the_best_answer(sig, tmp_path):
     import signal
     import time

@@ -29,6 +29,7 @@ def test_makespan_claims_survive_enumeration(seed, case):
     assert refutations(seed, case) == []
 
 
+@pytest.mark.slow  # 9 s; test_every_case_on_a_fixed_instance keeps every case in the default suite
 @FAST
 @given(seed=SEEDS, case=st.sampled_from(OBJECTIVE_CASES))
 def test_max_load_and_latency_claims_survive_enumeration(seed, case):

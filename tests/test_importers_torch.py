@@ -465,7 +465,8 @@ def test_cli_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, args
 
 
 @pytest.mark.parametrize("factory, message", [
-    ("mismatch", "cannot trace Linear: RuntimeError: a and b must have same reduction dim"),
+    pytest.param("mismatch", "cannot trace Linear: RuntimeError: a and b must have same reduction dim",
+                 marks=pytest.mark.slow),  # 4 s; the same one-line path as nonzero
     ("nonzero", "cannot trace Nonzero: nonzero (aten.nonzero) has an output whose size depends on the data"),
 ])
 def test_cli_trace_failure_is_one_line_in_a_real_process(tmp_path, factory, message):

@@ -74,7 +74,8 @@ def test_sigint_while_starting_or_loading(delay: float, big_graph: Path, tmp_pat
         assert (proc.returncode, rep["status"] == "unknown") in ((0, False), (1, True)), (proc.returncode, rep["status"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+# SIGTERM takes SIGINT's handler (test_signal_rules_per_stage): its whole run is with the slow tests
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_signal_while_solving_keeps_the_best_answer(sig: signal.Signals, mid_graph: Path, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     proc = spawn(mid_graph, report, "--time-limit", "120", quiet=False)
@@ -161,7 +162,10 @@ run_as_program()
 """
 
 
-@pytest.mark.parametrize("phase", ["bounds", "warm-start", "exact-coarse: coarsening", "exact-lns", "refine"])
+# exact-lns and refine come after a warm start and more (12-22 s each): they run with the slow tests
+@pytest.mark.parametrize("phase", ["bounds", "warm-start", "exact-coarse: coarsening",
+                                   pytest.param("exact-lns", marks=pytest.mark.slow),
+                                   pytest.param("refine", marks=pytest.mark.slow)])
 def test_sigint_unwinds_a_phase_deaf_to_the_stop_flag(phase: str, mid_graph: Path, tmp_path: Path) -> None:
     """The first Ctrl-C in any phase, however deaf: the computation is unwound (not left running
     beside the report), one line on stderr, the best answer so far in a complete report that names

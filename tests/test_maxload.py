@@ -14,6 +14,7 @@ from formulations.maxload.ip_mip import solve_mip
 from placement.objectives import evaluate_maxload, evaluate_objective, split_violations
 from placement.problem import make_problem
 from placement.solution import SolveOptions
+from tests.conftest import with_slow
 
 FIDDLE = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "msr-fiddle" / "throughput-inputs"
 
@@ -135,7 +136,7 @@ def test_pipeline_contiguity_mirrors_orphaned_backward_edges():
     assert not split_violations(p, np.array([0, 1, 0, 0]), 0, "pipeline")
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", with_slow(range(6), {4, 5}))  # 2 s each
 def test_exact_methods_match_brute_force(seed):
     p = random_problem(seed, training=seed % 2 == 1)
     opts = SolveOptions(time_limit=20, workers=1)
@@ -271,7 +272,7 @@ def test_lns_over_all_devices_reaches_the_noncontiguous_optimum():
         assert value == pytest.approx(brute_force(p, "none"), rel=1e-6)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", with_slow(range(3), {1, 2}))  # 2-4 s each
 def test_dp_proves_the_pipeline_optimum_on_identical_accelerators(seed):
     from solvers.methods import get
 

@@ -10,7 +10,7 @@ import pytest
 from placement.evaluator import evaluate
 from placement.memory_bounds import live_cut_bytes, memory_lower_bound
 from placement.problem import make_problem
-from tests.conftest import random_problem
+from tests.conftest import part_or_all, random_problem, scaled
 
 
 def _topological_orders(p):
@@ -53,17 +53,19 @@ def brute_min_capacity(p, k, model):
     return best
 
 
+@part_or_all
 @pytest.mark.parametrize("model", ["static", "peak"])
-def test_memory_lower_bound_never_above_brute_force(model):
+def test_memory_lower_bound_never_above_brute_force(model, share):
     binding = 0
-    for seed in range(10):
+    seeds = range(10) if share == "all" else (2, 3, 4, 9)  # the part: quick seeds, 9 with colocation
+    for seed in seeds:
         p = random_problem(seed, 6, 2, colocate_p=0.2 if seed % 3 == 0 else 0.0, zero_time_p=0.15, edge_p=0.4)
         for k in (1, 2, 3):
             lb = memory_lower_bound(p, model, k)["best"]
             exact = brute_min_capacity(p, k, model)
             assert lb <= exact * (1 + 1e-12) + 1e-9, (seed, k, lb, exact)
             binding += lb >= exact * (1 - 1e-9)
-    assert binding >= 3  # the bound is tight on some instances, so the check is not vacuous
+    assert binding >= scaled(3, len(seeds), 10)  # the bound is tight on some instances, so the check is not vacuous
 
 
 def training_chain():

@@ -82,7 +82,8 @@ def test_hierarchy_keeps_segments_apart_at_every_level(family):
             assert len(set(tags[tags >= 0].tolist())) <= 1
 
 
-@pytest.mark.parametrize("family,fraction", [("transformer", None), ("cnn", 0.35), ("lstm", 0.35)])
+@pytest.mark.parametrize("family,fraction", [pytest.param("transformer", None, marks=pytest.mark.slow), ("cnn", 0.35),
+                                             pytest.param("lstm", 0.35, marks=pytest.mark.slow)])  # 3 s each
 def test_multilevel_is_never_worse_than_its_incumbent_and_feasible(family, fraction):
     kw = {} if fraction is None else {"memory_fraction": fraction}
     prob = generate(family, 700, seed=2, devices=3, **kw)

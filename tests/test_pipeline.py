@@ -90,6 +90,7 @@ def _spy_topo_split(monkeypatch):
     return calls
 
 
+@pytest.mark.slow  # 3.5 s
 def test_warm_start_skips_topo_split_above_its_size_cap(monkeypatch):
     from solvers import pipeline as pl
 
@@ -170,6 +171,7 @@ def test_warm_start_gives_the_portfolio_its_share_and_what_the_stretch_is_for(mo
     assert opts.extra["own_seconds"] == pytest.approx(pl.WARM_SHARE * 8.0, rel=0.25)
 
 
+@pytest.mark.slow  # 5 s
 def test_fallback_reserve_is_freed_once_the_warm_start_answers():
     """A caller's fallback reserve (Tofu's plan for grouped graphs) holds the whole limit here, so
     the warm start gets no time; the linear-time baselines answer, which frees the reserve, and

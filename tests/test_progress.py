@@ -53,6 +53,7 @@ def test_heartbeat_without_a_callback_starts_no_thread():
         hb.say("nothing")  # no error, nothing printed
 
 
+@pytest.mark.slow  # 7 s; the heartbeat itself is checked above, the CLI's lines below
 def test_auto_heartbeat_names_phases_with_moves_in_refine():
     prob = generate("transformer", 400, seed=3, devices=3, memory_fraction=0.5)
     lines: list[str] = []

@@ -119,6 +119,7 @@ def small_training_step(seed: int) -> Problem:
     return make_problem(nodes, edges, devices=rng.randint(2, 3), memory=float("inf"), name=f"step{seed}")
 
 
+@pytest.mark.slow  # 8.5 s; the brute-force checks above keep the bound checked by default
 def test_never_above_the_cpsat_optimum_on_small_training_steps(monkeypatch):
     # CP-SAT proves the optimum with the release and pivot bounds taken out of the bounds it is
     # given (so an invalid bound could not make itself look right), then they are compared with it

@@ -20,6 +20,7 @@ from placement.partition.training import mlp
 from placement.problem import Link, make_problem
 from placement.solution import SolveOptions
 from solvers.run import run
+from tests.conftest import with_slow
 
 
 def meta(op, ins, outs):
@@ -178,7 +179,7 @@ def random_chain(rng: random.Random, ops: int):
     return replace(p, node_meta=metas, edge_meta=emeta)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", with_slow(range(12), {5, 8}))  # 2-3 s each
 def test_dp_equals_exhaustive_two_workers(seed):
     g = build_graph(random_chain(random.Random(seed), 3 + seed % 3))
     for tie in (True, False):

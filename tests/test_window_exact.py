@@ -22,6 +22,7 @@ from placement.evaluator import evaluate
 from placement.memory_path_bound import best_path
 from placement.problem import Problem, make_problem
 from tests.test_bounds_adversarial import random_dag, solved_cases
+from tests.conftest import part_or_all, share_of, scaled
 
 
 def _piece_problem(dur: list[float], edges: list[tuple[int, int, float]], k: int,
@@ -178,8 +179,9 @@ def cell_like(rng: random.Random) -> list[dict]:
 
 # the bound reads no memory: the peak variant (7 s) runs with the slow tests; the colocated blocks
 # below keep a peak variant in the default run
+@part_or_all
 @pytest.mark.parametrize("memory_model", ["static", pytest.param("peak", marks=pytest.mark.slow)])
-def test_never_above_the_enumerated_optimum_and_rises(memory_model):
+def test_never_above_the_enumerated_optimum_and_rises(memory_model, share):
     """Tiny random graphs (random DAGs of 3-6 nodes and cell-like blocks of 4-8; K = 1-3;
     colocation, allowed devices and capacities from the adversarial tests' options): the bound with
     exact spans never above the enumerated optimum, never below the bound without them, and above
@@ -187,8 +189,9 @@ def test_never_above_the_enumerated_optimum_and_rises(memory_model):
     def make(rng: random.Random) -> tuple[list[dict], list[dict]]:
         return random_dag(rng) if rng.random() < 0.25 else cell_like(rng)
 
-    static = memory_model == "static"
-    _against_enumeration(make, memory_model, 600 if static else 240, 23, 400 if static else 160, 10 if static else 3)
+    whole, min_solved, min_rose = (600, 400, 10) if memory_model == "static" else (240, 160, 3)
+    count = share_of(share, whole, whole // 3)
+    _against_enumeration(make, memory_model, count, 23, scaled(min_solved, count, whole), scaled(min_rose, count, whole))
 
 
 def _against_enumeration(make, memory_model: str, count: int, seed: int, min_solved: int, min_rose: int) -> None:

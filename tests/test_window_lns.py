@@ -15,7 +15,7 @@ from placement.evaluator import check, evaluate
 from placement.generate import generate
 from placement.incremental import IncrementalSchedule
 from placement.solution import SolveOptions
-from tests.conftest import random_problem
+from tests.conftest import random_problem, with_slow
 
 
 def tiny(seed: int):
@@ -95,7 +95,7 @@ def test_nodes_outside_movable_keep_their_device_and_the_model_stays_honest(seed
     assert ev.makespan <= model_makespan + 1e-9 and model_makespan <= base.makespan + 1e-9
 
 
-@pytest.mark.parametrize("select", ["sweep", "focus", "pair"])
+@pytest.mark.parametrize("select", with_slow(["sweep", "focus", "pair"], {"focus", "pair"}))  # 3 s each
 def test_lns_selections_are_never_worse(select):
     prob = generate("lstm", 500, seed=5, devices=3, memory_fraction=0.5)
     pl = np.asarray(greedy_fill(prob, SolveOptions()).placement)
@@ -115,7 +115,7 @@ def test_unknown_selection_is_refused():
         lns(prob, pl, evaluate(prob, pl).start, SolveOptions(), deadline=time.monotonic() + 1, select="everywhere")
 
 
-@pytest.mark.parametrize("family", ["transformer", "cnn"])
+@pytest.mark.parametrize("family", with_slow(["transformer", "cnn"], {"transformer"}))  # 4 s each
 def test_lns_on_a_generated_graph_is_never_worse_and_keeps_memory(family):
     prob = generate(family, 500, seed=5, devices=3, memory_fraction=0.5)
     pl = np.asarray(greedy_fill(prob, SolveOptions()).placement)
