@@ -56,8 +56,9 @@ from placement.solution import Solution, SolveOptions
 
 from .fewer_devices import RUN_SECONDS_PER_ELEMENT, sub_problem
 from .layer_bands import loss_pivot, on_pivoted
-from .memory_repair import Repaired, device_orders, fast_schedule, repair, repaired_solution
+from .memory_repair import Repaired, fast_schedule, repair, repaired_solution
 from .pardnn import pardnn
+from .peak_holders import device_orders
 
 MARGIN = 0.05  # bands aim below capacity by this fraction: their bytes are an estimate
 # The margins tried on each fast schedule, in turn: neither is always better. On the 10K CNN at K = 8

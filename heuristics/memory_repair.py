@@ -44,6 +44,7 @@ from placement.solution import Solution, SolveOptions
 from .list_scheduling import Stopped, etf_schedule
 from .memory_order import lower_peak_order
 from .min_memory import fifo_if_better
+from .peak_holders import Mover, device_orders, peak_holders
 
 MARGIN = 0.05  # a step aims below capacity by this fraction: freed bytes are an estimate
 MAX_STEPS = 60
@@ -68,63 +69,6 @@ class Repaired:
 
 def _over(problem: Problem, ev: Evaluation) -> float:
     return float(np.maximum(ev.peak_memory - problem.memory, 0.0).sum())
-
-
-class Mover:
-    """Neighbour lists and colocation groups: which nodes move together and what a move costs."""
-
-    def __init__(self, problem: Problem) -> None:
-        self.p = problem
-        sp, sn, se = problem.succ_ptr
-        pp, pn, pe = problem.pred_ptr
-        self.sp, self.sn, self.se = sp, sn, se
-        self.pp, self.pn, self.pe = pp, pn, pe
-        self.groups = problem.groups
-        self.allowed = problem.allowed
-        self.restricted = problem.has_allowed
-
-    def unit(self, v: int) -> np.ndarray:
-        g = int(self.p.colocate[v])
-        return self.groups[g] if g >= 0 else np.array([v], dtype=np.int64)
-
-    def can_go(self, unit: np.ndarray, e: int) -> bool:
-        return not self.restricted or all(self.allowed[int(v)] is None or e in self.allowed[int(v)] for v in unit)
-
-    def comm_delta(self, unit: np.ndarray, pl: np.ndarray, e: int) -> float:
-        """Transfer time added (positive) or saved by moving ``unit`` to device e (edges inside the
-        unit excluded)."""
-        p = self.p
-        inside = set(unit.tolist())
-        delta = 0.0
-        for v in unit.tolist():
-            d = int(pl[v])
-            for lo, hi, nbr, eid in ((self.sp[v], self.sp[v + 1], self.sn, self.se), (self.pp[v], self.pp[v + 1], self.pn, self.pe)):
-                for j in range(lo, hi):
-                    w = int(nbr[j])
-                    if w in inside:
-                        continue
-                    dw = int(pl[w])
-                    c = float(p.comm[eid[j]])
-                    delta += (dw != e) * c - (dw != d) * c
-        return delta
-
-
-def _candidates(mover: Mover, pl: np.ndarray, ev: Evaluation, buf, t: float, d: int) -> dict[int, float]:
-    """Nodes on device d holding bytes there at time t (its peak moment), with the bytes each would
-    free: a buffer alive then is credited to its consumers on d finishing after t (shared equally),
-    or to its producer when the buffer is the producer's own output while it runs."""
-    gain: dict[int, float] = {}
-    alive = np.flatnonzero((buf.device == d) & (buf.t0 <= t) & (buf.t1 > t))
-    sp, sn = mover.sp, mover.sn
-    for i in alive.tolist():
-        u, size = int(buf.node[i]), float(buf.size[i])
-        if int(buf.last[i]) < 0:
-            late = [u]
-        else:
-            late = [int(w) for w in sn[sp[u]:sp[u + 1]] if pl[w] == d and ev.finish[w] > t]
-        for w in late:
-            gain[w] = gain.get(w, 0.0) + size / len(late)
-    return gain
 
 
 class Held:
@@ -178,15 +122,6 @@ class Held:
             if begin <= t < end and not (sp is not None and sp[0] <= t < sp[1]):
                 total += size
         return total
-
-
-def device_orders(pl: np.ndarray, sequence: np.ndarray | None, k: int) -> list[list[int]] | None:
-    """Each device's nodes in the order of ``sequence`` (a topological order of all nodes), or None
-    (FIFO) without one."""
-    if sequence is None:
-        return None
-    d = pl[sequence]
-    return [sequence[d == x].tolist() for x in range(k)]
 
 
 def _evaluate(problem: Problem, pl: np.ndarray, sequence: np.ndarray | None) -> Evaluation:
@@ -249,7 +184,7 @@ def repair(problem: Problem, placement: np.ndarray, sequence: np.ndarray | None 
             """Move the cheapest holders of device d's peak bytes (per byte freed) elsewhere until
             ``need`` bytes are freed; the bytes freed, None when stopped."""
             units: dict[int, tuple[np.ndarray, float]] = {}
-            for v, g in _candidates(mover, trial, ev, buf, when[d], d).items():
+            for v, g in peak_holders(mover, trial, ev, buf, when[d], d).items():
                 u = mover.unit(v)
                 key = int(u.min())
                 if int(trial[key]) != d or key in tabu:

@@ -44,6 +44,7 @@ from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
+from .peak_descent import descend
 from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
@@ -251,6 +252,7 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
         return p[0] > lowest, p[2]  # the lowest floor's passes first, the one without the ratchet first
 
     hurried = False
+    near: list[tuple] = []  # (peak / capacity, pass, placement, sequence, order name) of the passes that overflowed
     left = opts.remaining()
     if left is not None and len(todo) > 1 and left < HURRY_PASSES * PASS_SECONDS_PER_ELEMENT * (problem.n + problem.m):
         hurried = True  # only a few passes fit: do not spend one on the makespan-minded first pass
@@ -271,17 +273,20 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
             break
         ev = evaluate(problem, got.placement, order=got.order, memory_model=opts.memory_model)
         ok = ev.feasible(problem)
+        over = float(np.max(ev.memory / problem.memory))
         tried.append({"order": name, "floor": round(floor, 4), "by_area": by_area, "ratchet": ratchet, "fits": ok,
-                      "makespan": ev.makespan, "memory_over_capacity": float(np.max(ev.memory / problem.memory)),
-                      "seconds": round(time.monotonic() - t, 3)})
+                      "makespan": ev.makespan, "memory_over_capacity": over, "seconds": round(time.monotonic() - t, 3)})
         if ok:
             found = (got, ev, name)
             break
+        near.append((over, len(near), got.placement, seq, name))
         left = opts.remaining()
         if not hurried and left is not None and left < len(todo) * (time.monotonic() - t):
             hurried = True
             todo.sort(key=hurry)  # stable
     info: dict = {"passes": tried}
+    if found is None and near and opts.memory_model == "peak" and not opts.out_of_time():
+        return _descended(problem, opts, near, info, t0)
     if found is None:
         why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"
                else "its placement, built for the peak model, exceeds static memory")
@@ -291,6 +296,38 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     info.update(order=name, floor=got.floor, by_area=got.by_area, ratchet=got.ratchet, accepted_peak=got.peak.tolist(), fifo=order is None)
     return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+
+
+def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: dict, t0: float) -> Solution:
+    """No pass fitted: the peak descent (heuristics/peak_descent.py) from each pass's placement,
+    nearest to fitting first, each device in that pass's order, until one ends within the capacity.
+    Why every pass: the nearest is not always the one that descends furthest (the imported MoE at
+    K = 4 and 1.05 x its memory bound: the pass at 1.156 x the capacity ends at 1.032, one at 1.203
+    fits)."""
+    runs: list[dict] = []
+    info["descents"] = runs
+    seen: set[bytes] = set()
+    for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2]):
+        if opts.out_of_time():
+            break
+        if placement.tobytes() in seen:
+            continue  # two orders that placed alike
+        seen.add(placement.tobytes())
+        t = time.monotonic()
+        got = descend(problem, placement, seq, stop=opts.out_of_time)
+        ev = got.evaluation
+        runs.append({"order": name, "from": over, "to": float(np.max(ev.memory / problem.memory)), "moves": got.moves,
+                     "evaluations": got.evaluations, "ended": got.reason, "seconds": round(time.monotonic() - t, 3)})
+        if ev.feasible(problem):
+            order, ev = fifo_if_better(problem, got.placement, got.order, ev, opts.memory_model)
+            info.update(order=name, fifo=order is None)
+            return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
+                            objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+    why = (f"no pass fitted the capacity and no peak descent from them did (least: "
+           f"{min(r['to'] for r in runs):.3f} x it)" if runs else "no pass fitted the capacity")
+    if opts.out_of_time():
+        why = "out of time"
+    return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
 
 
 def fifo_if_better(problem: Problem, placement: np.ndarray, order: list[list[int]], ev: Evaluation,

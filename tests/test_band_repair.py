@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from heuristics.band_repair import (FORWARD_HOME, band_repair, forward_device, forward_nodes, forward_together, positions,
                                     split_bands)
 from heuristics.layer_bands import loss_pivot
-from heuristics.memory_repair import device_orders, memory_repair
+from heuristics.memory_repair import memory_repair
+from heuristics.peak_holders import device_orders
 from heuristics.portfolio import MEMBER_SHARE, PEAK_TIGHT_ORDER, REPAIRS, member_order
 from placement.evaluator import check, evaluate
 from placement.memory_bounds import memory_lower_bound

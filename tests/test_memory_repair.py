@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heuristics.band_repair import band_repair
-from heuristics.memory_repair import device_orders, fast_schedule, memory_repair, repair
+from heuristics.memory_repair import fast_schedule, memory_repair, repair
+from heuristics.peak_holders import device_orders
 from heuristics.portfolio import MEMBER_SHARE, PEAK_TIGHT_ORDER, REPAIRS, member_order
 from placement.evaluator import check, evaluate
 from placement.memory_bounds import memory_lower_bound

@@ -1,0 +1,125 @@
+"""Lower the largest device peaks of a placement one unit at a time (the peak descent), under the
+peak memory model.
+
+Why: min-memory (heuristics/min_memory.py) places node by node along one memory-light order and
+never goes back. On imported training steps (bench/real_models2.py) its lowest pass stayed
+1.10-1.47 x the memory lower bound (U-Net K = 4 1.33, EfficientNet K = 8 1.24, MoE K = 8 1.47),
+so at 1.05-1.2 x the bound no member answered at all. Moving single holders of the largest peak
+to another device, keeping each move only when the evaluator says the peaks fell, took those to
+1.21, 1.07 and 1.36 in 0.2-8 s (bench/results_scale.md, session 27).
+
+How: every device runs its nodes in the order of one topological ``sequence`` (so any placement
+has a valid order, heuristics.peak_holders.device_orders). A placement is judged by its devices'
+peak / capacity ratios, each at least 1 (a device within its capacity counts as exactly full),
+sorted from the largest down and compared lexicographically: the largest ratio first, then the
+next, so a move that lowers one of two equal tops is progress. A step takes the devices above
+their capacity, largest ratio first; on each, the units (colocation groups) holding bytes at its
+peak moment (heuristics.peak_holders.peak_holders) and those with parameters there (held all
+along: on the U-Net at K = 4 they took the descent from 1.21 to 1.15), most bytes first, the first
+HOLDERS of them; each is tried on every other device it may run on, emptiest (lowest ratio) first. The first move
+whose evaluation is better is kept and the next step begins. The descent ends when everything
+fits, when no tried move is better (a local minimum), at ``max_evaluations``, or when ``stop()``
+turns true. Every peak is the evaluator's on the order returned.
+
+Deterministic: no randomness; ties go to the lower device and to the order of the holders.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from placement.evaluator import Evaluation, buffers, evaluate, peak_profile
+from placement.problem import Problem
+
+from .peak_holders import Mover, device_orders, peak_holders
+
+HOLDERS = 100  # units tried per device and step, most bytes at its peak first (24: EfficientNet K = 4 at 1.05 x
+# its memory bound ended at 1.010 x the capacity, 100: fits)
+
+
+@dataclass
+class Descended:
+    """Where the descent ended: the placement, its evaluation on ``order`` (each device in the
+    sequence's order), the moves kept, the evaluations made, and why it stopped."""
+
+    placement: np.ndarray
+    evaluation: Evaluation
+    order: list[list[int]]
+    moves: int
+    evaluations: int
+    reason: str
+
+
+def pressure(problem: Problem, ev: Evaluation) -> tuple[float, ...]:
+    """Each device's peak / capacity, at least 1, largest first: smaller (lexicographically) is
+    better, and all ones means the placement fits."""
+    ratio = np.maximum(ev.peak_memory / problem.memory, 1.0)
+    return tuple(np.sort(ratio)[::-1].tolist())
+
+
+def descend(problem: Problem, placement: np.ndarray, sequence: np.ndarray, stop: Callable[[], bool] | None = None,
+            max_evaluations: int | None = None) -> Descended:
+    """Move units off the devices above capacity while it lowers their peaks (module docstring),
+    each device running its nodes in the order of ``sequence`` (a topological order of all nodes)."""
+    stop = stop or (lambda: False)
+    k = problem.k
+    mover = Mover(problem)
+    pl = np.asarray(placement, dtype=np.int64).copy()
+    ev = evaluate(problem, pl, order=device_orders(pl, sequence, k), memory_model="peak")
+    key = pressure(problem, ev)
+    moves = evaluations = 0
+    reason = "fits"
+    while key[0] > 1.0:
+        step = _step(problem, mover, pl, ev, key, sequence, stop, max_evaluations, evaluations)
+        evaluations = step[3]
+        if step[0] is None:
+            reason = step[4]
+            break
+        pl, ev, key = step[0], step[1], step[2]
+        moves += 1
+    return Descended(pl, ev, device_orders(pl, sequence, k), moves, evaluations, reason)
+
+
+def _step(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation, key: tuple[float, ...], sequence: np.ndarray,
+          stop: Callable[[], bool], max_evaluations: int | None, evaluations: int) -> tuple:
+    """The first better single-unit move: (placement, evaluation, key, evaluations, "") or
+    (None, None, None, evaluations, why none was taken)."""
+    k = problem.k
+    buf = buffers(problem, pl, ev.start, ev.finish)
+    _, when = peak_profile(problem, pl, ev.start, ev.finish, buf)
+    ratio = ev.peak_memory / problem.memory
+    for d in np.argsort(-ratio, kind="stable").tolist():
+        if ratio[d] <= 1.0:
+            break
+        if not np.isfinite(when[d]):
+            continue  # its peak is its parameters alone: no holder's move lowers it here
+        units: dict[int, tuple[np.ndarray, float]] = {}
+        for v, held in peak_holders(mover, pl, ev, buf, float(when[d]), d).items():
+            u = mover.unit(v)
+            first = int(u.min())
+            units[first] = (u, units.get(first, (u, 0.0))[1] + held)
+        for v in np.flatnonzero((pl == d) & (problem.param_bytes > 0)).tolist():  # held there all along
+            u = mover.unit(v)
+            first = int(u.min())
+            if first not in units:
+                units[first] = (u, float(problem.param_bytes[u].sum()))
+        ranked = sorted(units.items(), key=lambda item: (-item[1][1], item[0]))[:HOLDERS]
+        targets = [e for e in np.argsort(ratio, kind="stable").tolist() if e != d]
+        for _, (unit, _) in ranked:
+            for e in targets:
+                if not mover.can_go(unit, e):
+                    continue
+                if stop():
+                    return None, None, None, evaluations, "stopped"
+                if max_evaluations is not None and evaluations >= max_evaluations:
+                    return None, None, None, evaluations, "evaluation budget spent"
+                trial = pl.copy()
+                trial[unit] = e
+                got = evaluate(problem, trial, order=device_orders(trial, sequence, k), memory_model="peak")
+                evaluations += 1
+                got_key = pressure(problem, got)
+                if got_key < key:
+                    return trial, got, got_key, evaluations, ""
+    return None, None, None, evaluations, "no single move lowers the peaks"
