@@ -27,7 +27,9 @@ device's live bytes small (rule "net" of heuristics.memory_order), and the devic
   bin-packing bound of all params (the two 0.39 GB groups of the 10K LSTM ended on one device).
 
 :func:`min_memory` tries passes (:func:`passes`) from the most makespan-minded to the most
-memory-minded until one fits. Deterministic: no randomness; ties go to the lower device.
+memory-minded until one fits. When none fits, the peak descent (heuristics/peak_descent.py) moves
+single units off the devices above capacity, from each pass's placement, nearest first, until one
+fits (within ``opts.extra["descent_share"]`` of the time left, when given: the portfolio's). Deterministic: no randomness; ties go to the lower device.
 """
 from __future__ import annotations
 
@@ -307,14 +309,20 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     runs: list[dict] = []
     info["descents"] = runs
     seen: set[bytes] = set()
+    left, share = opts.remaining(), opts.extra.get("descent_share")
+    until = None if left is None or share is None else time.monotonic() + float(share) * left
+
+    def stop() -> bool:
+        return opts.out_of_time() or (until is not None and time.monotonic() >= until)
+
     for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2]):
-        if opts.out_of_time():
+        if stop():
             break
         if placement.tobytes() in seen:
             continue  # two orders that placed alike
         seen.add(placement.tobytes())
         t = time.monotonic()
-        got = descend(problem, placement, seq, stop=opts.out_of_time)
+        got = descend(problem, placement, seq, stop=stop)
         ev = got.evaluation
         runs.append({"order": name, "from": over, "to": float(np.max(ev.memory / problem.memory)), "moves": got.moves,
                      "evaluations": got.evaluations, "ended": got.reason, "seconds": round(time.monotonic() - t, 3)})
@@ -323,10 +331,10 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
             info.update(order=name, fifo=order is None)
             return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
                             objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
-    why = (f"no pass fitted the capacity and no peak descent from them did (least: "
-           f"{min(r['to'] for r in runs):.3f} x it)" if runs else "no pass fitted the capacity")
-    if opts.out_of_time():
-        why = "out of time"
+    why = "out of time" if opts.out_of_time() else "no pass fitted the capacity"
+    if runs:
+        ended = "its time for them ended" if stop() else "none fitted"
+        why += f"; peak descents from {len(runs)} of them: {ended} (least: {min(r['to'] for r in runs):.3f} x it)"
     return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
 
 

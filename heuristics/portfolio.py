@@ -135,6 +135,10 @@ PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PE
 # budget: the 200K LSTM at K = 4 (15.138 GB) needs its two ways' bases, about 23 s at load 1 and
 # 35-40 s at load 4.5, and fell to band-split's 5362.2 (session 17).
 TIGHT_SHARE = {"chain-pin": 1.0}
+# When none of min-memory's passes fits, its peak descents (heuristics/peak_descent.py) may use at
+# most this share of the time left: the members after it (band-split, chain-pin, mem-span, ...) fit
+# where it does not on other graphs (the LSTMs' chains, ALBERT at its bound).
+DESCENT_SHARE = 0.5
 MEMBER_SHARE = {"chain-pin": 0.3, "chain-home": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
 # The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
@@ -280,7 +284,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                             "reason": f"estimated {est:.3g} s > {max(own, 0.0):.3g} s left of the portfolio's own share "
                                       "(the rest is for the members its limit was stretched for)"})
             continue
-        extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb}
+        extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb,
+                                                                         "descent_share": DESCENT_SHARE}
         share = (TIGHT_SHARE if tight else {}).get(name, MEMBER_SHARE.get(name))
         limit = rem if rem is None or share is None else max(est, share * rem)
         if own is not None:

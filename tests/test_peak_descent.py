@@ -110,3 +110,26 @@ def test_min_memory_answers_through_the_descent_where_no_pass_fits(family, n, k,
     checked = check(prob, sol.placement, sol.start, "peak")  # precedence, one at a time, memory
     ev = evaluate(prob, sol.placement, order=sol.order, memory_model="peak")
     assert ev.feasible(prob) and ev.makespan == pytest.approx(sol.objective) == checked.makespan
+
+
+def test_the_portfolio_share_bounds_the_descents(monkeypatch):
+    """With no share of the time left for them (the portfolio passes descent_share), min-memory's
+    descents do not start and it answers 'unknown' as before; the members after it keep the time.
+    The portfolio hands min-memory its share."""
+    import heuristics.portfolio as portfolio
+
+    prob0 = generate("transformer", 200, seed=1, devices=4)
+    lb = memory_lower_bound(prob0.with_devices(4, memory=np.inf), "peak", 4)["best"]
+    prob = prob0.with_devices(4, memory=lb * 1.2)
+    none = min_memory(prob, SolveOptions(memory_model="peak", time_limit=30, extra={"descent_share": 0.0}))
+    assert none.status == "unknown" and none.info["descents"] == []
+    seen = {}
+    real = portfolio.MEMBERS["min-memory"]
+
+    def spy(problem, opts):
+        seen["share"] = opts.extra.get("descent_share")
+        return real(problem, opts)
+
+    monkeypatch.setitem(portfolio.MEMBERS, "min-memory", spy)
+    portfolio.portfolio(prob, SolveOptions(memory_model="peak", time_limit=30))
+    assert seen["share"] == portfolio.DESCENT_SHARE
