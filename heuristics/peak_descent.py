@@ -72,20 +72,34 @@ def descend(problem: Problem, placement: np.ndarray, sequence: np.ndarray, stop:
     moves = evaluations = 0
     reason = "fits"
     while key[0] > 1.0:
-        step = _step(problem, mover, pl, ev, key, sequence, stop, max_evaluations, evaluations)
-        evaluations = step[3]
-        if step[0] is None:
-            reason = step[4]
+        better, evaluations, why = _better_move(problem, mover, pl, ev, key, sequence, stop, max_evaluations, evaluations)
+        if better is None:
+            reason = why
             break
-        pl, ev, key = step[0], step[1], step[2]
+        pl, ev, key = better
         moves += 1
     return Descended(pl, ev, device_orders(pl, sequence, k), moves, evaluations, reason)
 
 
-def _step(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation, key: tuple[float, ...], sequence: np.ndarray,
-          stop: Callable[[], bool], max_evaluations: int | None, evaluations: int) -> tuple:
-    """The first better single-unit move: (placement, evaluation, key, evaluations, "") or
-    (None, None, None, evaluations, why none was taken)."""
+def _holders(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation, buf, when: float, d: int) -> list[np.ndarray]:
+    """The units worth moving off device d, most bytes first (ties: lowest node): the bytes each
+    holds at d's peak moment ``when`` (nan: the peak is parameters alone) plus its parameters."""
+    credit: dict[int, tuple[np.ndarray, float]] = {}
+    held = peak_holders(mover, pl, ev, buf, when, d) if np.isfinite(when) else {}
+    for v in sorted(set(held) | set(np.flatnonzero((pl == d) & (problem.param_bytes > 0)).tolist())):
+        u = mover.unit(v)
+        first = int(u.min())
+        bytes_ = credit.get(first, (u, float(problem.param_bytes[u].sum())))[1] + held.get(v, 0.0)
+        credit[first] = (u, bytes_)
+    ranked = sorted(credit.items(), key=lambda item: (-item[1][1], item[0]))[:HOLDERS]
+    return [u for _, (u, _) in ranked]
+
+
+def _better_move(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation, key: tuple[float, ...],
+                 sequence: np.ndarray, stop: Callable[[], bool], max_evaluations: int | None,
+                 evaluations: int) -> tuple[tuple | None, int, str]:
+    """The first single-unit move with a lower pressure: ((placement, evaluation, pressure) or
+    None, the evaluations counted so far, why none was taken)."""
     k = problem.k
     buf = buffers(problem, pl, ev.start, ev.finish)
     _, when = peak_profile(problem, pl, ev.start, ev.finish, buf)
@@ -93,33 +107,20 @@ def _step(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation, key: t
     for d in np.argsort(-ratio, kind="stable").tolist():
         if ratio[d] <= 1.0:
             break
-        if not np.isfinite(when[d]):
-            continue  # its peak is its parameters alone: no holder's move lowers it here
-        units: dict[int, tuple[np.ndarray, float]] = {}
-        for v, held in peak_holders(mover, pl, ev, buf, float(when[d]), d).items():
-            u = mover.unit(v)
-            first = int(u.min())
-            units[first] = (u, units.get(first, (u, 0.0))[1] + held)
-        for v in np.flatnonzero((pl == d) & (problem.param_bytes > 0)).tolist():  # held there all along
-            u = mover.unit(v)
-            first = int(u.min())
-            if first not in units:
-                units[first] = (u, float(problem.param_bytes[u].sum()))
-        ranked = sorted(units.items(), key=lambda item: (-item[1][1], item[0]))[:HOLDERS]
         targets = [e for e in np.argsort(ratio, kind="stable").tolist() if e != d]
-        for _, (unit, _) in ranked:
+        for unit in _holders(problem, mover, pl, ev, buf, float(when[d]), d):
             for e in targets:
                 if not mover.can_go(unit, e):
                     continue
                 if stop():
-                    return None, None, None, evaluations, "stopped"
+                    return None, evaluations, "stopped"
                 if max_evaluations is not None and evaluations >= max_evaluations:
-                    return None, None, None, evaluations, "evaluation budget spent"
+                    return None, evaluations, "evaluation budget spent"
                 trial = pl.copy()
                 trial[unit] = e
                 got = evaluate(problem, trial, order=device_orders(trial, sequence, k), memory_model="peak")
                 evaluations += 1
                 got_key = pressure(problem, got)
                 if got_key < key:
-                    return trial, got, got_key, evaluations, ""
-    return None, None, None, evaluations, "no single move lowers the peaks"
+                    return (trial, got, got_key), evaluations, ""
+    return None, evaluations, "no move of a peak holder lowers the peaks"
