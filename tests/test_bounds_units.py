@@ -6,7 +6,6 @@ import itertools
 import math
 import random
 
-import numpy as np
 import pytest
 
 from placement.bounds import infeasibility, lower_bounds, longest_path

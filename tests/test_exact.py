@@ -13,7 +13,7 @@ from formulations.common import canonical_placement, device_classes
 from formulations.cpsat import cpsat
 from formulations.mip import mip
 from heuristics.baselines import topo_fill
-from placement.evaluator import check, evaluate
+from placement.evaluator import evaluate
 from placement.problem import Problem, make_problem
 from placement.solution import Solution, SolveOptions
 from tests.conftest import assert_honest

@@ -6,7 +6,6 @@ under the peak model it never claims a fit the evaluator refutes, and skips a de
 memory lower bound is above the capacity; it stops when asked and is deterministic."""
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.evaluator import check, evaluate
+from placement.evaluator import check
 from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import Solution, SolveOptions

@@ -20,8 +20,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import placement.incremental as incremental
-import solvers.refine as refine_mod
 from heuristics.list_scheduling import etf
 from placement import evaluator, kernels
 from placement.evaluator import Evaluation, MeasuredOnRead, evaluate, peak_memory

@@ -20,7 +20,7 @@ from placement.incremental import IncrementalSchedule, device_order, kept_order_
 from placement.problem import Link, make_problem
 from placement.solution import Solution, SolveOptions
 from solvers.pipeline import Incumbent, searched
-from solvers.refine import RefineStats, kept_waits, order_of, refine
+from solvers.refine import RefineStats, kept_waits, refine
 from solvers.run import verify
 from tests.conftest import random_problem
 from tests.test_kernels import kernel_mode
