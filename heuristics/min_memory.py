@@ -56,6 +56,9 @@ LEVEL_STEP = 1.06  # ratio between successive floors of min_memory's passes
 # to 80 s busier; the 50K LSTM: 2.5-7 s).
 PASS_SECONDS_PER_ELEMENT = 5e-5
 HURRY_PASSES = 4
+# The descents start only with time for this many evaluations of the graph (timed on the passes):
+# on the imported models (session 27) a descent made 2-116 moves with up to 9,600 evaluations.
+DESCENT_MIN_EVALUATIONS = 100
 ORDER_SLACK = 1.25  # an order whose single-device peak exceeds the best order's by more is not tried
 
 
@@ -255,6 +258,7 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
 
     hurried = False
     near: list[tuple] = []  # (peak / capacity, pass, placement, sequence, order name) of the passes that overflowed
+    eval_seconds = math.inf  # the quickest evaluation of a pass's placement: what one descent move costs
     left = opts.remaining()
     if left is not None and len(todo) > 1 and left < HURRY_PASSES * PASS_SECONDS_PER_ELEMENT * (problem.n + problem.m):
         hurried = True  # only a few passes fit: do not spend one on the makespan-minded first pass
@@ -273,7 +277,9 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
         got = place_along(problem, seq, floor, by_area=by_area, ratchet=ratchet, stop=opts.out_of_time)
         if got is None:
             break
+        t_eval = time.monotonic()
         ev = evaluate(problem, got.placement, order=got.order, memory_model=opts.memory_model)
+        eval_seconds = min(eval_seconds, time.monotonic() - t_eval)
         ok = ev.feasible(problem)
         over = float(np.max(ev.memory / problem.memory))
         tried.append({"order": name, "floor": round(floor, 4), "by_area": by_area, "ratchet": ratchet, "fits": ok,
@@ -288,7 +294,7 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
             todo.sort(key=hurry)  # stable
     info: dict = {"passes": tried}
     if found is None and near and opts.memory_model == "peak" and not opts.out_of_time():
-        return _descended(problem, opts, near, info, t0)
+        return _descended(problem, opts, near, info, t0, eval_seconds)
     if found is None:
         why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"
                else "its placement, built for the peak model, exceeds static memory")
@@ -300,14 +306,14 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
 
 
-def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: dict, t0: float) -> Solution:
+def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: dict, t0: float,
+               eval_seconds: float) -> Solution:
     """No pass fitted: the peak descent (heuristics/peak_descent.py) from each pass's placement,
     nearest to fitting first, each device in that pass's order, until one ends within the capacity.
     Why every pass: the nearest is not always the one that descends furthest (the imported MoE at
     K = 4 and 1.05 x its memory bound: the pass at 1.156 x the capacity ends at 1.032, one at 1.203
     fits)."""
     runs: list[dict] = []
-    info["descents"] = runs
     seen: set[bytes] = set()
     left, share = opts.remaining(), opts.extra.get("descent_share")
     until = None if left is None or share is None else time.monotonic() + float(share) * left
@@ -315,6 +321,14 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     def stop() -> bool:
         return opts.out_of_time() or (until is not None and time.monotonic() >= until)
 
+    if until is not None and until - time.monotonic() < DESCENT_MIN_EVALUATIONS * eval_seconds:
+        # a descent takes tens to thousands of evaluations: on a graph this large its time would
+        # buy nothing and the members after min-memory would lose it
+        return Solution("min-memory", "unknown", seconds=time.monotonic() - t0, info=info,
+                        reason=f"min-memory: no pass fitted the capacity (no time for a peak descent: "
+                               f"{DESCENT_MIN_EVALUATIONS} evaluations need about "
+                               f"{DESCENT_MIN_EVALUATIONS * eval_seconds:.3g} s)")
+    info["descents"] = runs
     for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2]):
         if stop():
             break
