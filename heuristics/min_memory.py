@@ -300,8 +300,16 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
                else "its placement, built for the peak model, exceeds static memory")
         return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
     got, ev, name = found
-    order, ev = fifo_if_better(problem, got.placement, got.order, ev, opts.memory_model)
-    info.update(order=name, floor=got.floor, by_area=got.by_area, ratchet=got.ratchet, accepted_peak=got.peak.tolist(), fifo=order is None)
+    info.update(order=name, floor=got.floor, by_area=got.by_area, ratchet=got.ratchet, accepted_peak=got.peak.tolist())
+    return _answer(problem, opts, got.placement, got.order, ev, info, t0)
+
+
+def _answer(problem: Problem, opts: SolveOptions, placement: np.ndarray, order: list[list[int]], ev: Evaluation,
+            info: dict, t0: float) -> Solution:
+    """min-memory's answer: the placement in its own order, or in FIFO when that also fits and is
+    shorter (:func:`fifo_if_better`)."""
+    order, ev = fifo_if_better(problem, placement, order, ev, opts.memory_model)
+    info["fifo"] = order is None
     return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
 
@@ -332,19 +340,18 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2]):
         if stop():
             break
-        if placement.tobytes() in seen:
+        placed = placement.tobytes()
+        if placed in seen:
             continue  # two orders that placed alike
-        seen.add(placement.tobytes())
+        seen.add(placed)
         t = time.monotonic()
         got = descend(problem, placement, seq, stop=stop)
         ev = got.evaluation
         runs.append({"order": name, "from": over, "to": float(np.max(ev.memory / problem.memory)), "moves": got.moves,
                      "evaluations": got.evaluations, "ended": got.reason, "seconds": round(time.monotonic() - t, 3)})
         if ev.feasible(problem):
-            order, ev = fifo_if_better(problem, got.placement, got.order, ev, opts.memory_model)
-            info.update(order=name, fifo=order is None)
-            return Solution("min-memory", "heuristic", placement=ev.placement, order=order, start=ev.start,
-                            objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
+            info["order"] = name
+            return _answer(problem, opts, got.placement, got.order, ev, info, t0)
     why = "out of time" if opts.out_of_time() else "no pass fitted the capacity"
     if runs:
         ended = "its time for them ended" if stop() else "none fitted"
