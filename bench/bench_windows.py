@@ -6,6 +6,13 @@
         with --every (default "out_relu" and "input/grad_sum", the CNN blocks' joins), the answer's
         finish time (the report's placement and device order, judged by the evaluator) beside the
         bound's lower bound on it ("fin"), and both spans since the previous such node.
+    python bench/bench_windows.py cases GRAPH.json REPORT.json [--memory-model peak] [--depth 2]
+        per group of windows (the name of the window's end node cut to --depth parts, and forward or
+        backward): how many windows there are, in how many the bypass bound's case B (the window's
+        two ends on two devices) is below cases A and C, in how many the answer keeps both ends on
+        one device, what B holds the bound back by (the sum of min(A, C) - B), and what the answer
+        loses against the bound along the chain there (the growth of its finish time less the
+        bound's "fin" over the group's chain nodes).
     python bench/bench_windows.py window GRAPH.json A B -o OUT.json
         the window between chain nodes A and B as a problem of its own: every node on a path
         A ~> B (their edges, their times), A pinned to device 0, memory unlimited, inputs from
@@ -73,6 +80,40 @@ def along(path: str, report_path: str, memory_model: str, every: list[str]) -> N
         last = j
 
 
+def cases(path: str, report_path: str, memory_model: str, depth: int) -> None:
+    problem = load_problem(path)
+    ev = judged(problem, json.loads(open(report_path).read()), memory_model)
+    chain = best_path(problem, problem.time, np.zeros(problem.m))
+    each: dict[tuple[int, int], tuple[float, float, float]] = {}
+    detail: dict[str, list[float]] = {}
+    bound = chain_bound(problem, chain, heads(problem), heads(problem, reverse=True), detail, cases=each)
+
+    def group(v: int) -> tuple[str, str]:
+        name = str(problem.names[v])
+        return "/".join(name.split("/")[:depth]), "backward" if "grad" in name else "forward"
+
+    groups: dict[tuple[str, str], list[float]] = {}
+    for (lo, hi), (w_a, w_b, w_c) in each.items():
+        a, b = chain[lo], chain[hi]
+        row = groups.setdefault(group(b), [0, 0, 0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += w_b < min(w_a, w_c)
+        row[2] += ev.placement[a] == ev.placement[b]
+        row[3] += max(0.0, min(w_a, w_c) - w_b)
+    behind = 0.0
+    for v, fin in zip(chain, detail["fin"]):
+        now = float(ev.finish[v]) - fin
+        groups.setdefault(group(v), [0, 0, 0, 0.0, 0.0])[4] += now - behind
+        behind = now
+    print(f"{problem.name}: answer {ev.makespan:.6g}, bypass bound {bound:.6g}, {len(each)} windows")
+    print("| windows ending in | pass | windows | B below A and C | answer's ends on one device | B holds back | the answer loses |")
+    print("|---|---|---|---|---|---|---|")
+    for (name, way), (count, b_low, same, held, over) in sorted(groups.items()):
+        if count == 0 and abs(over) < 1e-9:
+            continue
+        print(f"| {name} | {way} | {count} | {b_low} | {same} | {held:.3f} | {over:.3f} |")
+
+
 def window(path: str, a: str, b: str, out: str) -> None:
     problem = load_problem(path)
     ids = [str(i) for i in problem.ids]
@@ -114,6 +155,11 @@ def main() -> None:
     p.add_argument("report")
     p.add_argument("--memory-model", default="peak")
     p.add_argument("--every", action="append", help="chain node name endings to print (repeatable)")
+    c = sub.add_parser("cases")
+    c.add_argument("graph")
+    c.add_argument("report")
+    c.add_argument("--memory-model", default="peak")
+    c.add_argument("--depth", type=int, default=1)
     w = sub.add_parser("window")
     w.add_argument("graph")
     w.add_argument("a")
@@ -122,6 +168,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.mode == "along":
         along(args.graph, args.report, args.memory_model, args.every or ["out_relu", "input/grad_sum"])
+    elif args.mode == "cases":
+        cases(args.graph, args.report, args.memory_model, args.depth)
     else:
         window(args.graph, args.a, args.b, args.out)
 

@@ -331,14 +331,23 @@ def _subset_floor(full: float, c: float, times: list[float]) -> float:
 
 def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],
             items: list[tuple], k: int, kin_of: object = None) -> float:
-    """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C).
+    """W(a, b): a lower bound on S(p_b) - F(p_a) in every schedule (docs/scale.md, cases A, B, C):
+    the least of :func:`_window_cases`."""
+    return min(_window_cases(between, firsts, lasts, items, k, kin_of))
+
+
+def _window_cases(between: float, firsts: list[tuple[float, float, float, int]], lasts: list[tuple[float, float, int]],
+                  items: list[tuple], k: int, kin_of: object = None, every: bool = False) -> tuple[float, float, float]:
+    """Lower bounds on S(p_b) - F(p_a) in the schedules of each case (A, B, C; inf: the case
+    cannot happen), whose least is W(a, b).
     ``between``: the chain time strictly inside; ``firsts`` (never empty: a window holds a chain
     edge): per chain edge of the window that is cheaper than every edge before it, (its transfer,
     the chain time before it, the least transfer of the edges after it, the edge); ``lasts``: the same from the other end, (transfer, chain
     time after, edge);
     ``items``: per member (X, m_in, m_out, time, l_in, l_out): its witness paths' interior times
     and smallest transfers; ``kin_of()``: the members' pinned kin (placement/bypass_kin.py),
-    asked for only when they could raise W (None: leave that term out)."""
+    asked for only when they could raise W (None: leave that term out), or with ``every`` whenever
+    they are there (to name the case that binds: bench/bench_windows.py)."""
     x, into, out, tv, l_in, l_out = (list(col) for col in zip(*items))
     work = between + sum(tv)
     m_in, m_out = min(into), min(out)
@@ -388,13 +397,13 @@ def _window(between: float, firsts: list[tuple[float, float, float, int]], lasts
         twice = [(between + c + then, (before, ((before, between - before + c + then), None)))
                  for c, before, then, _ in firsts if then < np.inf]
     w_c = max(_cut_floor(twice, lambda c: _away(both, tv, into, out, c[0], k, pre=pre)), span_c)
-    if apart <= min(w_a, w_c):
-        return apart  # the kin only raise A and C
+    if apart <= min(w_a, w_c) and not every:
+        return w_a, apart, w_c  # the kin only raise A and C
     kin = _kin(kin_of, len(items), len(set(x)))
     if kin is not None:
         w_a = max(_away(both, tv, into, out, between, k, kin, pre), span_a)
         w_c = max(_cut_floor(twice, lambda c: _away(both, tv, into, out, c[0], k, kin, pre, c[1] if CHAIN_KIN else ())), span_c)
-    return min(w_a, apart, w_c)
+    return w_a, apart, w_c
 
 
 def _kin(kin_of: object, size: int, thresholds: int) -> list | None:
@@ -455,11 +464,14 @@ def _cuts(lo: int, hi: int, cc: list[float], cc_np: np.ndarray, ct: list[float],
 
 
 def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.ndarray,
-                detail: dict[str, list[float]] | None = None) -> float:
+                detail: dict[str, list[float]] | None = None,
+                cases: dict[tuple[int, int], tuple[float, float, float]] | None = None) -> float:
     """The bound of the module docstring for one chain (a path of the graph, in order).
 
     ``detail``: a dict to receive, per chain position j, "fin" (a lower bound on F(p_j)) and "rest"
-    (one on C - S(p_j)); bench/bench_windows.py lays them beside an answer's times."""
+    (one on C - S(p_j)); ``cases``: a dict to receive, per window (a, b) of chain positions, the
+    bounds of its cases A, B and C (the kin counted wherever they are, so it costs more).
+    bench/bench_windows.py lays both beside an answer's times."""
     n, L, k = problem.n, len(chain), problem.k
     if L == 0:
         return 0.0
@@ -500,8 +512,11 @@ def chain_bound(problem: Problem, chain: list[int], head: np.ndarray, tail: np.n
     cc_np, nxt, prv = np.asarray(cc), _smaller(cc, 1), _smaller(cc, -1)
     spans = ExactSpans(problem, chain, pos, a, b) if EXACT else None
     for (lo, hi), items in windows.items():
-        w = _window(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
-                    lambda lo=lo, hi=hi: kin_of(lo, hi))
+        each = _window_cases(ct[hi] - ct[lo + 1], *_cuts(lo, hi, cc, cc_np, ct, nxt, prv), items, k,
+                             lambda lo=lo, hi=hi: kin_of(lo, hi), every=cases is not None)
+        if cases is not None:
+            cases[lo, hi] = each
+        w = min(each)
         by_end.setdefault(hi, []).append((lo, max(w, spans.span(lo, hi, w)) if spans else w))
     if MERGE:
         for (lo, hi), items in _merged(windows, ct, cc):
