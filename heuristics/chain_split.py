@@ -51,6 +51,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .memory_order import lower_peak_order
+from .peak_descent import descend
 
 SLACK = 0.01  # nodes with less slack than this share of the critical path are placed before the others
 GAP_SCAN = 256  # idle gaps looked at past a node's ready time before it is appended at the end
@@ -298,6 +299,29 @@ def precedence_order(problem: Problem, dev: np.ndarray, planned: np.ndarray) -> 
     return order
 
 
+def _descended(problem: Problem, over: list[tuple[float, int, Evaluation]],
+               stop: Callable[[], bool], tried: list[dict]) -> tuple[Evaluation, list[list[int]], int] | None:
+    """No split fits under the peak model: the peak descent (heuristics/peak_descent.py) from each
+    split's placement, nearest to fitting first, each device in the order the split was timed in
+    (its memory-aware order where that was better), until one fits (or ``stop()``). Why: on a
+    160-block LLaMA-style decoder at 1.3 x its memory bound (K = 4, bench/results_scale.md, session
+    28) every split overflowed (1.35 x the capacity at 4 parts) while their makespans were
+    171.8-172.9; descending from the 4-part split fits in 97 moves and 3.4 s, at 174.4, where the
+    portfolio's best member fitted at 203.6. (Descending from the planned order instead, before
+    the memory-aware orders, saves their time but fitted nothing on a generated 300-node CNN
+    where descending from the memory-aware order fits.)"""
+    for _, parts, ev in sorted(over, key=lambda x: x[:2]):
+        if stop():
+            return None
+        sequence = np.lexsort((problem.topo_rank, ev.start))  # the split's timing, ties in topological order
+        got = descend(problem, ev.placement, sequence, stop=stop)
+        tried.append({"parts": parts, "descent": {"moves": got.moves, "evaluations": got.evaluations, "ended": got.reason},
+                      "makespan": got.evaluation.makespan, "feasible": got.evaluation.feasible(problem)})
+        if got.evaluation.feasible(problem):
+            return got.evaluation, got.order, parts
+    return None
+
+
 def _better(problem: Problem, a: Evaluation | None, b: Evaluation) -> bool:
     """Is b better than a: feasible first, then the shorter makespan."""
     if a is None:
@@ -314,6 +338,7 @@ def chain_split(problem: Problem, opts: SolveOptions) -> Solution:
     chain = critical_chain(problem)
     best: tuple[Evaluation, list[list[int]] | None, int] | None = None
     tried: list[dict] = []
+    over: list[tuple[float, int, Evaluation]] = []  # the splits that overflow: (largest peak / capacity, parts, timing)
     try:
         for parts in range(1, problem.k + 1):
             if parts > 1 and stop():
@@ -331,12 +356,16 @@ def chain_split(problem: Problem, opts: SolveOptions) -> Solution:
                 if _better(problem, ev, alt.evaluation):
                     ev, got = alt.evaluation, alt.order
             tried.append({"parts": parts, "makespan": ev.makespan, "feasible": ev.feasible(problem)})
+            if not ev.feasible(problem):
+                over.append((float(np.max(ev.memory / problem.memory)), parts, ev))
             if best is None or _better(problem, best[0], ev):
                 best = (ev, got, parts)
             elif best[0].feasible(problem):
                 break  # one more border made it longer: more parts only add borders
     except TimeoutError:
         pass
+    if model == "peak" and (best is None or not best[0].feasible(problem)):
+        best = _descended(problem, over, stop, tried) or best
     info = {"chain_nodes": int(chain.size), "tried": tried}
     if best is None or not best[0].feasible(problem):
         why = "stopped before a split was tried" if best is None else "no split of the chain fits the memory"

@@ -138,3 +138,38 @@ def test_in_the_portfolio_orders():
     assert "chain-split" in ORDER and sorted(PEAK_ORDER) == sorted(ORDER) and sorted(PEAK_TIGHT_ORDER) == sorted(ORDER)
     assert PEAK_ORDER.index("chain-split") < PEAK_ORDER.index("pardnn")
     assert PEAK_TIGHT_ORDER.index("chain-split") < PEAK_TIGHT_ORDER.index("etf")
+
+
+def _tight_cnn():
+    """A generated 300-node CNN training step at 1.3 x its peak-memory bound (K = 4): every split of
+    its chain overflows (the 4-part one by 1.07 x the capacity), and a descent from it fits."""
+    import math
+
+    from placement.generate import generate
+    from placement.memory_bounds import memory_lower_bound
+    base = generate("cnn", 300, seed=0, devices=4, memory_fraction=None)
+    return base.with_devices(4, 1.3 * memory_lower_bound(base.with_devices(4, math.inf), "peak", 4)["best"])
+
+
+def test_when_no_split_fits_the_peak_descent_makes_one_fit(monkeypatch):
+    import heuristics.chain_split as module
+    p = _tight_cnn()
+    opts = SolveOptions(memory_model="peak")
+    sol = chain_split(p, opts)
+    assert sol.status == "heuristic"
+    ev = check(p, sol.placement, sol.start, "peak")  # within capacity, precedence, one at a time
+    assert sol.objective == pytest.approx(ev.makespan, rel=1e-12)
+    descents = [t for t in sol.info["tried"] if "descent" in t]
+    assert descents and descents[-1]["feasible"] and descents[-1]["descent"]["moves"] > 0
+    assert not any(t.get("feasible") for t in sol.info["tried"] if "descent" not in t)  # no split fitted as it was
+    again = chain_split(p, opts)
+    assert np.array_equal(again.placement, sol.placement) and again.order == sol.order
+    monkeypatch.setattr(module, "_descended", lambda *args: None)
+    assert chain_split(p, opts).status == "unknown"  # the descent made the answer
+
+
+def test_no_descent_where_a_split_fits_or_under_the_static_model():
+    p = _tight_cnn()
+    for q, model in ((p.with_devices(4, float("inf")), "peak"), (p, "static")):
+        sol = chain_split(q, SolveOptions(memory_model=model))
+        assert not any("descent" in t for t in sol.info["tried"])
