@@ -91,8 +91,13 @@ def chain_home(problem: Problem, opts: SolveOptions) -> Solution:
     k = problem.k
     biggest = float(problem.out_bytes.max(initial=0.0))
     chains = accumulation_chains(problem, MIN_SHARE * biggest) if biggest > 0 and k >= 2 else []
+    if k < 2:
+        return unknown("one device: nothing to place")
     if not chains:
-        return unknown("no weight-gradient accumulation chain in the graph")
+        # chains of smaller tensors may exist (an unrolled GRU's, beside 204.8 MB of logits): say
+        # which were looked for
+        return unknown(f"no weight-gradient accumulation chain with tensors of {MIN_SHARE * biggest:.4g} bytes "
+                       f"or more ({MIN_SHARE:g} x the largest tensor)")
     homes = home_groups(problem, chains)
     work = [float(problem.time[c].sum()) for c, _ in chains]
     rank = sorted(range(len(chains)), key=lambda i: (-work[i], int(chains[i][0][0])))

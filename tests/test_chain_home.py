@@ -139,3 +139,12 @@ def test_gives_up_when_no_device_takes_the_longest_chain():
     p = restricted_chain({"s2": [1], "s5": [2]})
     sol = chain_home(p, STATIC)
     assert sol.status == "unknown" and sol.placement is None and "device restrictions" in sol.reason
+
+
+def test_the_refusal_names_the_tensor_size_it_looked_for():
+    p = generate("cnn", 2000, seed=0, devices=4, memory_fraction=None)
+    sol = get("chain-home").func(p, STATIC)
+    biggest = float(p.out_bytes.max())
+    assert f"{0.1 * biggest:.4g} bytes or more (0.1 x the largest tensor)" in sol.reason
+    one = get("chain-home").func(p.with_devices(1, float("inf")), STATIC)
+    assert one.status == "unknown" and "one device" in one.reason
