@@ -51,7 +51,7 @@ from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .memory_order import lower_peak_order
-from .peak_descent import descend
+from .peak_descent import descents
 
 SLACK = 0.01  # nodes with less slack than this share of the critical path are placed before the others
 GAP_SCAN = 256  # idle gaps looked at past a node's ready time before it is appended at the end
@@ -310,11 +310,11 @@ def _descended(problem: Problem, over: list[tuple[float, int, Evaluation]],
     portfolio's best member fitted at 203.6. (Descending from the planned order instead, before
     the memory-aware orders, saves their time but fitted nothing on a generated 300-node CNN
     where descending from the memory-aware order fits.)"""
-    for _, parts, ev in sorted(over, key=lambda x: x[:2]):
-        if stop():
-            return None
-        sequence = np.lexsort((problem.topo_rank, ev.start))  # the split's timing, ties in topological order
-        got = descend(problem, ev.placement, sequence, stop=stop)
+    ranked = sorted(over, key=lambda x: x[:2])
+    # each device in the split's timing, ties in topological order
+    starts = [(ev.placement, np.lexsort((problem.topo_rank, ev.start))) for _, _, ev in ranked]
+    for i, got, _ in descents(problem, starts, stop):
+        parts = ranked[i][1]
         tried.append({"parts": parts, "descent": {"moves": got.moves, "evaluations": got.evaluations, "ended": got.reason},
                       "makespan": got.evaluation.makespan, "feasible": got.evaluation.feasible(problem)})
         if got.evaluation.feasible(problem):

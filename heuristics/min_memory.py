@@ -46,7 +46,7 @@ from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .peak_descent import descend
+from .peak_descent import descents
 from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
@@ -322,7 +322,6 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     K = 4 and 1.05 x its memory bound: the pass at 1.156 x the capacity ends at 1.032, one at 1.203
     fits)."""
     runs: list[dict] = []
-    seen: set[bytes] = set()
     left, share = opts.remaining(), opts.extra.get("descent_share")
     until = None if left is None or share is None else time.monotonic() + float(share) * left
 
@@ -337,18 +336,11 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
                                f"{DESCENT_MIN_EVALUATIONS} evaluations need about "
                                f"{DESCENT_MIN_EVALUATIONS * eval_seconds:.3g} s)")
     info["descents"] = runs
-    for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2]):
-        if stop():
-            break
-        placed = placement.tobytes()
-        if placed in seen:
-            continue  # two orders that placed alike
-        seen.add(placed)
-        t = time.monotonic()
-        got = descend(problem, placement, seq, stop=stop)
-        ev = got.evaluation
+    ranked = sorted(near, key=lambda x: x[:2])
+    for i, got, seconds in descents(problem, [(placement, seq) for _, _, placement, seq, _ in ranked], stop):
+        over, name, ev = ranked[i][0], ranked[i][4], got.evaluation
         runs.append({"order": name, "from": over, "to": float(np.max(ev.memory / problem.memory)), "moves": got.moves,
-                     "evaluations": got.evaluations, "ended": got.reason, "seconds": round(time.monotonic() - t, 3)})
+                     "evaluations": got.evaluations, "ended": got.reason, "seconds": round(seconds, 3)})
         if ev.feasible(problem):
             info["order"] = name
             return _answer(problem, opts, got.placement, got.order, ev, info, t0)

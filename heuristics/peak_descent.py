@@ -25,8 +25,9 @@ Deterministic: no randomness; ties go to the lower device and to the order of th
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -124,3 +125,23 @@ def _better_move(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation,
                 if got_key < key:
                     return (trial, got, got_key), evaluations, ""
     return None, evaluations, "no move of a peak holder lowers the peaks"
+
+
+def descents(problem: Problem, starts: Sequence[tuple[np.ndarray, np.ndarray]],
+             stop: Callable[[], bool] | None = None) -> Iterator[tuple[int, Descended, float]]:
+    """The descent from each start (placement, sequence) in the order given, nearest to fitting
+    first by the caller's measure, skipping a placement already descended from (two orders that
+    placed alike), until ``stop()``: yields (the start's index, where it ended, its seconds). The
+    caller stops at the first that fits (min-memory's passes, chain-split's splits)."""
+    stop = stop or (lambda: False)
+    seen: set[bytes] = set()
+    for i, (placement, sequence) in enumerate(starts):
+        if stop():
+            return
+        placed = np.asarray(placement, dtype=np.int64).tobytes()
+        if placed in seen:
+            continue
+        seen.add(placed)
+        t = time.monotonic()
+        got = descend(problem, placement, sequence, stop=stop)
+        yield i, got, time.monotonic() - t
