@@ -33,7 +33,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -60,6 +60,7 @@ from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
 from .relist_sweep import RelistStats, RelistSweep
 from .reschedule import reschedule, reschedule_seconds
+from .restarts import RESTART_MIN_GAP, RESTART_MIN_SLICES, STALL_GAIN, STALL_SLICES, StallWatch, restart_starts
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -110,6 +111,9 @@ LNS_SELECT = "critical"  # how windows are chosen (formulations/window_lns.py SE
 # slices); "phases" runs LNS, then refine with REFINE_SHARE (before session 7).
 # opts.extra["big_search"] overrides (bench/results_scale.md, "Session 7").
 BIG_SEARCH = "alternate"
+# The alternating search starts over elsewhere when it has stalled (solvers/restarts.py);
+# opts.extra["restarts"] = False keeps one track.
+RESTARTS = True
 SEARCH_SLICES = 10  # slices of the search's budget, at least SEARCH_SLICE_SECONDS each
 SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # A waiting search's last rate grows by this per slice it waits: on the 10K CNN refine's second
@@ -204,10 +208,12 @@ class PipelineResult:
 @dataclass
 class Probe:
     """The leading probe (see :func:`_probe_phase`): its refine search, which the alternating search
-    goes on with, and that search's rate (makespan fraction gained per second of refine)."""
+    goes on with, that search's rate (makespan fraction gained per second of refine), and the index
+    of its start among the candidates."""
     search: RefineSearch | None  # None: the probe did not refine, or its refine was bounded by evaluations
     stats: RefineStats
     rate: float | None
+    lead: int = 0
 
 
 class Incumbent:
@@ -239,6 +245,20 @@ class Incumbent:
             if self.publish is not None:
                 self.publish(self.best)
         return ev
+
+    def take(self, best: tuple[Solution, Evaluation]) -> None:
+        """An answer another incumbent of the same problem and model has already judged: kept when better."""
+        if self.best is None or best[1].makespan < self.best[1].makespan - 1e-12:
+            self.best = best
+            if self.publish is not None:
+                self.publish(self.best)
+
+    def track(self) -> "Incumbent":
+        """A fresh incumbent for a search restarted elsewhere (solvers/restarts.py): its own best,
+        every new best of it handed on to this one (:meth:`take`)."""
+        child = Incumbent(self.problem, self.memory_model, self.verify, publish=self.take, stop=self.stop)
+        child.deadline, child.check_seconds = self.deadline, self.check_seconds
+        return child
 
     def _stopped(self) -> bool:
         return (self.stop is not None and self.stop.is_set()) or (self.deadline is not None and time.monotonic() >= self.deadline)
@@ -376,7 +396,13 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     if alternate and not proved and not opts.stop.is_set() and inc.best is not None:
         # 2+3. Window LNS and refine in turns until the end (docs/scale.md, "Alternating search").
         budget = until(None if end is None else end - inc.check_seconds)
-        done = _alternate_phase(problem, opts, inc, bound, budget, hb, probed)
+        restarts = None
+        if opts.extra.get("restarts", RESTARTS):
+            led = 0 if probed is None else probed.lead  # the portfolio's best leads without a probe
+            others = [c for i, c in enumerate(candidates) if i != led]
+            restarts = restart_starts(problem, opts, others, [_method_name(c) for c in others],
+                                      lambda: until(None if end is None else end - inc.check_seconds))
+        done = _alternate_phase(problem, opts, inc, bound, budget, hb, probed, restarts)
         used_exact = any(ph.name == "exact-lns" and ph.status == "feasible" for ph in done)
         phases.extend(done)
         progress("search")
@@ -598,8 +624,8 @@ def _probe_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, candidate
                         note=f"{len(runs)} starts, {what}: {notes}; " + (f"fits: {', '.join(fits)}; " if fits else "")
                         + f"on from {lead[2]}"))
     if lead[4] is None or evals is not None:  # a search bounded by evaluations would stay bounded
-        return Probe(None, lead[5], None)
-    return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6])
+        return Probe(None, lead[5], None, lead[1])
+    return Probe(lead[4], lead[5], 0.0 if lead[5].stopped == "converged" else lead[6], lead[1])
 
 
 def _windows(problem: Problem, opts: SolveOptions) -> Windows | None:
@@ -794,7 +820,8 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 
 
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
-                     hb: Heartbeat, probed: Probe | None = None) -> list[Phase]:
+                     hb: Heartbeat, probed: Probe | None = None,
+                     restarts: Iterator[tuple[str, Solution]] | None = None) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on graphs of
     SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py) takes
@@ -814,7 +841,12 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     takes over the incumbent when another improved it.
     A search that stops early (refine converged, a sweep that kept nothing) hands the rest of
     its slice back. Every answer is offered to the incumbent, so the result is never worse than
-    it. ``probed``: the leading probe's refine (:func:`_probe_phase`), which counts as refine's first slice."""
+    it. ``probed``: the leading probe's refine (:func:`_probe_phase`), which counts as refine's first slice.
+
+    When the current track has stalled (solvers/restarts.py StallWatch: less than STALL_GAIN over
+    the last STALL_SLICES slices) with RESTART_MIN_SLICES slices left, the search starts over from
+    the next of ``restarts`` (a label and an answer) that fits: a new track, with its own incumbent
+    and fresh searches; every new best of a track is the pipeline's too when it is better."""
     t0 = time.monotonic()
     end = t0 + (budget if budget is not None else 60.0)
     slice_s = max(min(SEARCH_SLICE_SECONDS, (end - t0) / 4), (end - t0) / SEARCH_SLICES)  # short budgets: 4 slices
@@ -835,9 +867,15 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     rate: dict[str, float] = {} if probed is None or probed.search is None else {"refine": probed.rate}
     log: list[str] = []
     start_makespan = inc.makespan
+    cur = inc  # the current track's incumbent (after a restart a fresh one: Incumbent.track)
+    watch = StallWatch(float(opts.extra.get("stall_slices", STALL_SLICES)) * slice_s,
+                       float(opts.extra.get("stall_gain", STALL_GAIN)))
+    restart_left = float(opts.extra.get("restart_min_slices", RESTART_MIN_SLICES)) * slice_s  # a restart needs this left
+    restart_gap = float(opts.extra.get("restart_min_gap", RESTART_MIN_GAP))  # and a gap above this
+    watch.restart(t0, inc.makespan)
 
     def build(name: str) -> Any:
-        sol, ev = inc.best
+        sol, ev = cur.best
         if name == "refine":
             keep = True if problem.n > multilevel_nodes else "auto"
             return RefineSearch(problem, ev.placement, opts, memory_model=opts.memory_model, stats=ref_stats,
@@ -873,14 +911,14 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
 
     while not opts.stop.is_set():
         left = end - time.monotonic()
-        if left < 1.0 + inc.check_seconds:
+        if left < 1.0 + cur.check_seconds:
             break  # each arm runs until its slice's end minus a check: none would run (nor stop spinning)
         name = pick()
         if name == "exact-lns" and left < 1.0 + window_seconds:
             name = "refine"  # no time for a window
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
-        before = inc.makespan
+        before = cur.makespan
         stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats, "joins": join_stats,
                  "relist": relist_stats}[name]
         moves = {"refine": lambda: ref_stats.evaluations, "exact-lns": lambda: lns_stats.windows,
@@ -890,29 +928,29 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         if name not in arms:
             arms[name] = build(name)
         else:
-            ev = inc.best[1]
+            ev = cur.best[1]
             if name == "refine":
-                arms[name].adopt(ev.placement, ev, inc.waits)
+                arms[name].adopt(ev.placement, ev, cur.waits)
             elif name in ("exact-lns", "joins", "relist"):
-                arms[name].adopt(ev, inc.waits)
+                arms[name].adopt(ev, cur.waits)
             else:
                 arms[name].adopt(ev)
         t_run = time.monotonic()
         if name == "refine":
-            placement, ev = arms[name].run(this_end - inc.check_seconds)
+            placement, ev = arms[name].run(this_end - cur.check_seconds)
         else:
-            ev = arms[name].run(this_end - inc.check_seconds)
+            ev = arms[name].run(this_end - cur.check_seconds)
             placement = ev.placement
         run_s = time.monotonic() - t_run
         if ev.makespan < before * (1 - 1e-12):
             method = {"refine": "refine", "exact-lns": "lns", "segments": "segments", "joins": "joins",
                       "relist": "relist"}[name]
-            inc.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
+            cur.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
         took = time.monotonic() - t
         spent[name] += took
         for other in waited:
             waited[other] = 0 if other == name else waited[other] + 1
-        gain = (before - inc.makespan) / before
+        gain = (before - cur.makespan) / before
         rate[name] = gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
         log.append(f"{name} {took:.0f}s {100 * gain:.2f}%")
         if name in ("joins", "relist") and arms[name].converged:
@@ -921,6 +959,21 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
             if end - time.monotonic() < 1.0 + window_seconds:
                 break  # and LNS has no time for a window
+        watch.record(time.monotonic(), cur.makespan)
+        if restarts is not None and watch.stalled(time.monotonic()) and end - time.monotonic() >= restart_left and \
+                inc.makespan > bound * (1 + restart_gap):
+            hb.enter("restart")
+            track = _next_track(inc, restarts, stop=lambda: opts.stop.is_set() or end - time.monotonic() < restart_left)
+            if track is None:
+                restarts = None  # none left (or no time for one): the current track goes on
+                continue
+            cur, label = track
+            arms.clear()
+            rate.clear()
+            for k in waited:
+                waited[k] = 0
+            watch.restart(time.monotonic(), cur.makespan)
+            log.append(f"restart from {label} {cur.makespan:.6g}")
     phases = []
     if "exact-lns" in arms:
         phases.append(Phase("exact-lns", spent["exact-lns"], inc.makespan, bound, "feasible",
@@ -945,6 +998,19 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
     return phases
+
+
+def _next_track(inc: Incumbent, restarts: Iterator[tuple[str, Solution]],
+                stop: Callable[[], bool]) -> tuple[Incumbent, str] | None:
+    """The first of ``restarts`` that fits, on a fresh track of ``inc`` (:meth:`Incumbent.track`),
+    with its label; None when none is left or ``stop()`` says there is no time for one."""
+    for label, sol in restarts:
+        if stop():
+            return None
+        child = inc.track()
+        if child.offer(sol) is not None:
+            return child, label
+    return None
 
 
 def stale_estimate(rate: float, waited: int) -> float:

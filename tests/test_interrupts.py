@@ -132,7 +132,7 @@ DEAF_COMMAND = """
 import sys
 from solvers.early_signals import install_early_handlers
 install_early_handlers()
-import heuristics.portfolio, placement.bounds, solvers.pipeline, solvers.run
+import heuristics.portfolio, placement.bounds, solvers.pipeline, solvers.restarts, solvers.run
 from solvers.cli import run_as_program
 
 def deaf(*args, **kwargs):
@@ -158,6 +158,10 @@ elif target == "refine":
     solvers.pipeline._lns_phase = lambda *args: solvers.pipeline.Phase("exact-lns", status="skipped")  # refine sooner
     solvers.pipeline.refine = deaf
     solvers.pipeline.RefineSearch = deaf  # big_search="alternate": the first slice
+elif target == "restart":
+    solvers.pipeline.STALL_SLICES = solvers.pipeline.STALL_GAIN = 1.0  # stalled after a slice's seconds
+    solvers.pipeline.RESTART_MIN_GAP = 0.0  # however close to the bound
+    solvers.restarts.band_start = deaf  # the first start of the next track
 run_as_program()
 """
 
@@ -165,7 +169,8 @@ run_as_program()
 # exact-lns and refine come after a warm start and more (12-22 s each): they run with the slow tests
 @pytest.mark.parametrize("phase", ["bounds", "warm-start", "exact-coarse: coarsening",
                                    pytest.param("exact-lns", marks=pytest.mark.slow),
-                                   pytest.param("refine", marks=pytest.mark.slow)])
+                                   pytest.param("refine", marks=pytest.mark.slow),
+                                   pytest.param("restart", marks=pytest.mark.slow)])
 def test_sigint_unwinds_a_phase_deaf_to_the_stop_flag(phase: str, mid_graph: Path, tmp_path: Path) -> None:
     """The first Ctrl-C in any phase, however deaf: the computation is unwound (not left running
     beside the report), one line on stderr, the best answer so far in a complete report that names
