@@ -60,7 +60,7 @@ from .progress import HEARTBEAT_SECONDS, Heartbeat
 from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multilevel
 from .relist_sweep import RelistStats, RelistSweep
 from .reschedule import reschedule, reschedule_seconds
-from .restarts import RESTART_MIN_GAP, RESTART_MIN_SLICES, STALL_GAIN, STALL_SLICES, StallWatch, restart_starts
+from .restarts import RESTART_MAX_ABOVE, RESTART_MIN_GAP, RESTART_MIN_SLICES, STALL_GAIN, STALL_SLICES, StallWatch, restart_starts
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -963,7 +963,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         if restarts is not None and watch.stalled(time.monotonic()) and end - time.monotonic() >= restart_left and \
                 inc.makespan > bound * (1 + restart_gap):
             hb.enter("restart")
-            track = _next_track(inc, restarts, stop=lambda: opts.stop.is_set() or end - time.monotonic() < restart_left)
+            track = _next_track(inc, restarts, stop=lambda: opts.stop.is_set() or end - time.monotonic() < restart_left,
+                                max_above=float(opts.extra.get("restart_max_above", RESTART_MAX_ABOVE)))
             if track is None:
                 restarts = None  # none left (or no time for one): the current track goes on
                 continue
@@ -1000,15 +1001,17 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     return phases
 
 
-def _next_track(inc: Incumbent, restarts: Iterator[tuple[str, Solution]],
-                stop: Callable[[], bool]) -> tuple[Incumbent, str] | None:
-    """The first of ``restarts`` that fits, on a fresh track of ``inc`` (:meth:`Incumbent.track`),
-    with its label; None when none is left or ``stop()`` says there is no time for one."""
+def _next_track(inc: Incumbent, restarts: Iterator[tuple[str, Solution]], stop: Callable[[], bool],
+                max_above: float = RESTART_MAX_ABOVE) -> tuple[Incumbent, str] | None:
+    """The first of ``restarts`` that fits and is at most ``max_above`` (a fraction) above the
+    incumbent, on a fresh track of ``inc`` (:meth:`Incumbent.track`), with its label; None when
+    none is left or ``stop()`` says there is no time for one."""
     for label, sol in restarts:
         if stop():
             return None
         child = inc.track()
-        if child.offer(sol) is not None:
+        ev = child.offer(sol)
+        if ev is not None and ev.makespan <= inc.makespan * (1 + max_above):
             return child, label
     return None
 

@@ -35,6 +35,10 @@ RESTART_MIN_SLICES = 3
 # Nor when the pipeline's answer is within this fraction of the lower bound: no start can gain more
 # (the 10K transformer stalled at a gap of 0.44%, and its restart gained nothing).
 RESTART_MIN_GAP = 0.01
+# A start more than this fraction above the pipeline's answer is passed over: from ETF's 591.98 the
+# 50K LSTM (K = 8) restarted 28% above its 461.7 and never came back; the decoder's band start,
+# 41% above, searched to 5.9% above (the GRU's band start was 1.3% above).
+RESTART_MAX_ABOVE = 0.1
 # The band start's capacity: this times the peak memory lower bound of the problem on its devices,
 # where the user's own capacity is looser (else the portfolio's band-repair has run at it).
 BAND_RATIO = 1.3

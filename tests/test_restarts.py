@@ -11,7 +11,7 @@ from heuristics.baselines import single
 from placement.evaluator import check, evaluate
 from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
-from placement.solution import Solution, SolveOptions
+from placement.solution import SolveOptions
 from solvers.pipeline import Incumbent, _next_track
 from solvers.restarts import BAND_RATIO, StallWatch, band_start, restart_starts
 from solvers.run import run, verify
@@ -67,6 +67,16 @@ def test_the_next_track_skips_starts_that_do_not_fit():
     assert got is not None and got[1] == "fits"
     assert _next_track(inc, iter([("over", over)]), stop=lambda: False) is None
     assert _next_track(inc, iter([("fits", fits)]), stop=lambda: True) is None
+    # a start far above the incumbent is passed over
+    answers = [fits, run(prob, "greedy-fill", SolveOptions()).solution]
+    (fast_ms, fast), (slow_ms, slow) = sorted(((verify(prob, a, "static").makespan, a) for a in answers),
+                                              key=lambda x: x[0])
+    ratio = slow_ms / fast_ms - 1
+    assert ratio > 0.01
+    inc = _inc(prob)
+    inc.offer(fast)
+    assert _next_track(inc, iter([("slow", slow)]), stop=lambda: False, max_above=ratio / 2) is None
+    assert _next_track(inc, iter([("slow", slow)]), stop=lambda: False, max_above=2 * ratio)[1] == "slow"
 
 
 def test_band_start_fits_its_made_up_capacity_and_defers_to_a_tighter_real_one():
@@ -97,7 +107,8 @@ def test_auto_restarts_when_stalled_and_answers_the_best_track():
     than any start offered."""
     prob = generate("cnn", 400, seed=3, devices=3).with_devices(3, math.inf)
     extra = {"exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5, "stall_gain": 1.0,
-             "stall_slices": 1, "restart_min_slices": 1, "restart_min_gap": 0.0}
+             "stall_slices": 1, "restart_min_slices": 1, "restart_min_gap": 0.0,
+             "restart_max_above": 10.0}
     res = run(prob, "auto", SolveOptions(time_limit=10, workers=2, extra=extra))
     note = next(p["note"] for p in res.history if p.get("name") == "search")
     assert "restart from band-repair" in note
