@@ -859,6 +859,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     arms: dict[str, Any] = {}
     if probed is not None and probed.search is not None:
         arms["refine"], ref_stats = probed.search, probed.stats
+    made = dict(arms)  # every search built on any track, by name (the last of each): the phases' notes
     names = ["joins", "relist", "refine", "exact-lns"]  # the order of their first slices
     seg_nodes = int(opts.extra.get("segment_graph_nodes", SEGMENT_GRAPH_NODES))
     if problem.n >= seg_nodes:
@@ -926,7 +927,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                  "relist": lambda: relist_stats.windows}[name]
         hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
         if name not in arms:
-            arms[name] = build(name)
+            arms[name] = made[name] = build(name)
         else:
             ev = cur.best[1]
             if name == "refine":
@@ -976,25 +977,25 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             watch.restart(time.monotonic(), cur.makespan)
             log.append(f"restart from {label} {cur.makespan:.6g}")
     phases = []
-    if "exact-lns" in arms:
+    if "exact-lns" in made:
         phases.append(Phase("exact-lns", spent["exact-lns"], inc.makespan, bound, "feasible",
                             f"{lns_stats.windows} windows of {window} nodes ({select}), {lns_stats.closed} closed, "
                             f"{lns_stats.improved} improved; {lns_stats.targeted} targeted, "
                             f"{lns_stats.targets_improved} of them improved"))
-    if "refine" in arms:
+    if "refine" in made:
         phases.append(Phase("refine", spent["refine"], inc.makespan, bound, "heuristic",
                             f"{ref_stats.evaluations} moves, {ref_stats.accepted} accepted, judged by {ref_stats.judged_by}"))
-    if "joins" in arms:
+    if "joins" in made:
         phases.append(Phase("joins", spent["joins"], inc.makespan, bound, "heuristic",
                             f"{join_stats.sweeps} sweeps, {join_stats.tried} join moves, {join_stats.improved} kept"))
-    if "relist" in arms:
+    if "relist" in made:
         phases.append(Phase("relist", spent["relist"], inc.makespan, bound, "heuristic",
                             f"{relist_stats.sweeps} sweeps, {relist_stats.windows} windows ({relist_stats.forks} from a "
-                            f"fork, the others of {arms['relist'].size} nodes), {relist_stats.promising} "
+                            f"fork, the others of {made['relist'].size} nodes), {relist_stats.promising} "
                             f"promising, {relist_stats.kept} kept"))
-    if "segments" in arms:
+    if "segments" in made:
         phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
-                            f"{seg_stats.segments} segments of {arms['segments'].size} nodes, {seg_stats.improved} "
+                            f"{seg_stats.segments} segments of {made['segments'].size} nodes, {seg_stats.improved} "
                             f"improved, {seg_stats.sub_evaluations} moves in them"))
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))

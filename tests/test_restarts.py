@@ -12,7 +12,8 @@ from placement.evaluator import check, evaluate
 from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
 from placement.solution import SolveOptions
-from solvers.pipeline import Incumbent, _next_track
+from solvers.pipeline import Incumbent, _alternate_phase, _next_track
+from solvers.progress import Heartbeat
 from solvers.restarts import BAND_RATIO, StallWatch, band_start, restart_starts
 from solvers.run import run, verify
 
@@ -118,3 +119,23 @@ def test_auto_restarts_when_stalled_and_answers_the_best_track():
     check(prob, res.evaluation.placement, res.evaluation.start, "static")
     off = run(prob, "auto", SolveOptions(time_limit=10, workers=2, extra={**extra, "restarts": False}))
     assert "restart" not in next(p["note"] for p in off.history if p.get("name") == "search")
+
+
+def test_searches_of_an_earlier_track_keep_their_phases():
+    """The first track runs every search, then restarts with little time left, so the new track
+    (fresh searches) may never reach window LNS: the phases still report every search that ran."""
+    prob = generate("cnn", 300, seed=5, devices=3).with_devices(3, math.inf)
+    start = run(prob, "etf", SolveOptions()).solution
+    inc = _inc(prob)
+    inc.offer(start)
+    opts = SolveOptions(workers=1, extra={"lns_window": 60, "lns_window_seconds": 0.5, "stall_gain": 1.0,
+                                          "stall_slices": 2.5, "restart_min_slices": 0.5, "restart_min_gap": 0.0,
+                                          "restart_max_above": 10.0})
+    with Heartbeat(None, lambda: inc.makespan, 0.0) as hb:
+        phases = _alternate_phase(prob, opts, inc, 0.0, 6.0, hb, None, iter([("etf again", start)]))
+    by_name = {ph.name: ph for ph in phases}
+    note = by_name["search"].note
+    assert "restart from etf again" in note
+    assert "exact-lns" in note.split("restart from")[0]  # the first track ran LNS
+    assert {"joins", "relist", "refine", "exact-lns"} <= set(by_name)
+    assert inc.makespan <= verify(prob, start, "static").makespan + 1e-9
