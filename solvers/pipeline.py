@@ -240,14 +240,11 @@ class Incumbent:
             if got is None:
                 return None
             sol, ev = got
-        if self.best is None or ev.makespan < self.best[1].makespan - 1e-12:
-            self.best = (sol, ev)
-            if self.publish is not None:
-                self.publish(self.best)
+        self.take((sol, ev))
         return ev
 
     def take(self, best: tuple[Solution, Evaluation]) -> None:
-        """An answer another incumbent of the same problem and model has already judged: kept when better."""
+        """An answer judged on this problem and model (by :meth:`offer`, or by another incumbent's): kept when better."""
         if self.best is None or best[1].makespan < self.best[1].makespan - 1e-12:
             self.best = best
             if self.publish is not None:
