@@ -61,6 +61,7 @@ from .refine import RefineSearch, RefineStats, kept_waits, refine, refine_multil
 from .relist_sweep import RelistStats, RelistSweep
 from .reschedule import reschedule, reschedule_seconds
 from .restarts import RESTART_MAX_ABOVE, RESTART_MIN_GAP, RESTART_MIN_SLICES, STALL_GAIN, STALL_SLICES, StallWatch, restart_starts
+from .echo_sweep import EchoStats, EchoSweep
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
@@ -114,6 +115,10 @@ BIG_SEARCH = "alternate"
 # The alternating search starts over elsewhere when it has stalled (solvers/restarts.py);
 # opts.extra["restarts"] = False keeps one track.
 RESTARTS = True
+# After a slice that improved the schedule, the echo sweep (solvers/echo_sweep.py) tries its fixes
+# in the graph's repeated blocks for up to this share of a slice; opts.extra["echo"] = False skips it.
+ECHO = True
+ECHO_SHARE = 0.5
 SEARCH_SLICES = 10  # slices of the search's budget, at least SEARCH_SLICE_SECONDS each
 SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # A waiting search's last rate grows by this per slice it waits: on the 10K CNN refine's second
@@ -871,6 +876,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     restart_left = float(opts.extra.get("restart_min_slices", RESTART_MIN_SLICES)) * slice_s  # a restart needs this left
     restart_gap = float(opts.extra.get("restart_min_gap", RESTART_MIN_GAP))  # and a gap above this
     watch.restart(t0, inc.makespan)
+    echoes = bool(opts.extra.get("echo", ECHO))
+    echo: EchoSweep | None = None  # made at the first gain; a restart's track makes its own
+    echo_stats = EchoStats()
+    colors: np.ndarray | None = None  # the graph's repeat classes, made once
 
     def build(name: str) -> Any:
         sol, ev = cur.best
@@ -917,6 +926,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
         before = cur.makespan
+        before_ev = cur.best[1]
         stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats, "joins": join_stats,
                  "relist": relist_stats}[name]
         moves = {"refine": lambda: ref_stats.evaluations, "exact-lns": lambda: lns_stats.windows,
@@ -957,6 +967,16 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
             if end - time.monotonic() < 1.0 + window_seconds:
                 break  # and LNS has no time for a window
+        if echoes and cur.makespan < before * (1 - 1e-12):
+            hb.enter("echo", moves=lambda: echo_stats.tried, best=lambda: echo_stats.best_makespan)
+            echo, (echo_s, echo_gain) = _echo_phase(problem, opts, cur, echo, echo_stats, before_ev, colors,
+                                                    min(end, time.monotonic() + ECHO_SHARE * slice_s) - cur.check_seconds)
+            if echo is None:
+                echoes = False  # no block of the graph repeats
+            else:
+                made["echo"], colors = echo, echo.col
+                spent["echo"] = spent.get("echo", 0.0) + echo_s
+                log.append(f"echo {echo_s:.0f}s {100 * echo_gain:.2f}%")
         watch.record(time.monotonic(), cur.makespan)
         if restarts is not None and watch.stalled(time.monotonic()) and end - time.monotonic() >= restart_left and \
                 inc.makespan > bound * (1 + restart_gap):
@@ -968,6 +988,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                 continue
             cur, label = track
             arms.clear()
+            echo = None
             rate.clear()
             for k in waited:
                 waited[k] = 0
@@ -990,6 +1011,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                             f"{relist_stats.sweeps} sweeps, {relist_stats.windows} windows ({relist_stats.forks} from a "
                             f"fork, the others of {made['relist'].size} nodes), {relist_stats.promising} "
                             f"promising, {relist_stats.kept} kept"))
+    if "echo" in made:
+        phases.append(Phase("echo", spent["echo"], inc.makespan, bound, "heuristic",
+                            f"{echo_stats.patterns} patterns, {echo_stats.tried} echoes tried, {echo_stats.kept} kept, "
+                            f"{echo_stats.copies} block copies changed"))
     if "segments" in made:
         phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
                             f"{seg_stats.segments} segments of {made['segments'].size} nodes, {seg_stats.improved} "
@@ -997,6 +1022,27 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
     return phases
+
+
+def _echo_phase(problem: Problem, opts: SolveOptions, cur: Incumbent, echo: "EchoSweep | None", stats: EchoStats,
+                before: Evaluation, colors: np.ndarray | None, until: float) -> tuple["EchoSweep | None", tuple[float, float]]:
+    """After a slice that improved ``cur`` from ``before``: the echo sweep (solvers/echo_sweep.py)
+    tries that slice's fixes in the graph's other copies of their blocks until ``until``; what it
+    finds goes to ``cur``. The sweep (made here the first time, None when the graph has no
+    repeats), and (seconds, relative gain)."""
+    t = time.monotonic()
+    ms = cur.makespan
+    sol, ev = cur.best
+    if echo is None:
+        echo = EchoSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=stats,
+                         waits=cur.waits, colors=colors)
+        if not echo.repeats:
+            return None, (time.monotonic() - t, 0.0)
+    echo.learn(before, ev)
+    got = echo.run(until)
+    if got.makespan < ms * (1 - 1e-12):
+        cur.offer(searched("echo", problem, got.placement, got, echo.waits))
+    return echo, (time.monotonic() - t, (ms - cur.makespan) / ms)
 
 
 def _next_track(inc: Incumbent, restarts: Iterator[tuple[str, Solution]], stop: Callable[[], bool],
