@@ -118,7 +118,8 @@ RESTARTS = True
 # After a slice that improved the schedule, the echo sweep (solvers/echo_sweep.py) tries its fixes
 # in the graph's repeated blocks for up to this share of a slice; opts.extra["echo"] = False skips it.
 ECHO = True
-ECHO_SHARE = 0.5
+ECHO_SHARE = 0.5  # of ECHO_EVERY: the most one echo may take
+ECHO_EVERY = 10.0  # seconds: a slice runs its search in pieces this long, each gain echoed at once
 SEARCH_SLICES = 10  # slices of the search's budget, at least SEARCH_SLICE_SECONDS each
 SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
 # A waiting search's last rate grows by this per slice it waits: on the 10K CNN refine's second
@@ -926,57 +927,69 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         this_end = end if left < 1.5 * slice_s else time.monotonic() + slice_s
         t = time.monotonic()
         before = cur.makespan
-        before_ev = cur.best[1]
         stats = {"refine": ref_stats, "exact-lns": lns_stats, "segments": seg_stats, "joins": join_stats,
                  "relist": relist_stats}[name]
         moves = {"refine": lambda: ref_stats.evaluations, "exact-lns": lambda: lns_stats.windows,
                  "segments": lambda: seg_stats.sub_evaluations, "joins": lambda: join_stats.tried,
                  "relist": lambda: relist_stats.windows}[name]
-        hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
         if name not in arms:
+            hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
             arms[name] = made[name] = build(name)
-        else:
-            ev = cur.best[1]
+        run_s = arm_gain = echo_s = echo_gain = 0.0
+        while True:  # the slice, in pieces of ECHO_EVERY seconds while the echo sweep is on
+            hb.enter(name, moves=moves, best=lambda s=stats: s.best_makespan)
+            _adopt(arms[name], name, cur)
+            # a relist sweep visits the joins latest first: cut short, it would never reach the early ones
+            piece_end = min(this_end, time.monotonic() + ECHO_EVERY) if echoes and name != "relist" else this_end
+            piece_ms, piece_ev = cur.makespan, cur.best[1]
+            t_run = time.monotonic()
             if name == "refine":
-                arms[name].adopt(ev.placement, ev, cur.waits)
-            elif name in ("exact-lns", "joins", "relist"):
-                arms[name].adopt(ev, cur.waits)
+                placement, ev = arms[name].run(piece_end - cur.check_seconds)
+            elif name == "relist":
+                ev = arms[name].run(piece_end - cur.check_seconds, once=echoes)
+                placement = ev.placement
             else:
-                arms[name].adopt(ev)
-        t_run = time.monotonic()
-        if name == "refine":
-            placement, ev = arms[name].run(this_end - cur.check_seconds)
-        else:
-            ev = arms[name].run(this_end - cur.check_seconds)
-            placement = ev.placement
-        run_s = time.monotonic() - t_run
-        if ev.makespan < before * (1 - 1e-12):
-            method = {"refine": "refine", "exact-lns": "lns", "segments": "segments", "joins": "joins",
-                      "relist": "relist"}[name]
-            cur.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
+                ev = arms[name].run(piece_end - cur.check_seconds)
+                placement = ev.placement
+            run_s += time.monotonic() - t_run
+            if ev.makespan < piece_ms * (1 - 1e-12):
+                method = {"refine": "refine", "exact-lns": "lns", "segments": "segments", "joins": "joins",
+                          "relist": "relist"}[name]
+                cur.offer(searched(method, problem, placement, ev, getattr(arms[name], "waits", None)))
+            arm_gain += (piece_ms - cur.makespan) / before
+            if echoes and cur.makespan < piece_ms * (1 - 1e-12):
+                hb.enter("echo", moves=lambda: echo_stats.tried, best=lambda: echo_stats.best_makespan)
+                echo_ms = cur.makespan
+                echo, (seconds, _) = _echo_phase(problem, opts, cur, echo, echo_stats, piece_ev, colors,
+                                                 min(this_end, time.monotonic() + ECHO_SHARE * ECHO_EVERY)
+                                                 - cur.check_seconds)
+                echo_s += seconds
+                echo_gain += (echo_ms - cur.makespan) / before
+                if echo is None:
+                    echoes = False  # no block of the graph repeats
+                else:
+                    made["echo"], colors = echo, echo.col
+            dry = (name in ("joins", "relist") and arms[name].converged) or \
+                (name == "refine" and ref_stats.stopped == "converged")
+            idle = time.monotonic() - t_run < 0.05 and cur.makespan >= piece_ms  # returned at once, with nothing
+            if not echoes or dry or idle or opts.stop.is_set() or this_end - time.monotonic() < 1.0 + cur.check_seconds:
+                break
         took = time.monotonic() - t
-        spent[name] += took
+        spent[name] += took - echo_s
+        if echo_s:
+            spent["echo"] = spent.get("echo", 0.0) + echo_s
         for other in waited:
             waited[other] = 0 if other == name else waited[other] + 1
-        gain = (before - cur.makespan) / before
-        rate[name] = gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
-        log.append(f"{name} {took:.0f}s {100 * gain:.2f}%")
+        rate[name] = arm_gain / max(run_s, 1e-3)  # the set-up of a search's first slice is not its rate
+        log.append(f"{name} {took - echo_s:.0f}s {100 * arm_gain:.2f}%")
+        if echo_s:
+            log.append(f"echo {echo_s:.0f}s {100 * echo_gain:.2f}%")
         if name in ("joins", "relist") and arms[name].converged:
             rate[name] = 0.0  # a sweep kept nothing: the rest of its slice goes to the others
         if name == "refine" and ref_stats.stopped == "converged":
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
             if end - time.monotonic() < 1.0 + window_seconds:
                 break  # and LNS has no time for a window
-        if echoes and cur.makespan < before * (1 - 1e-12):
-            hb.enter("echo", moves=lambda: echo_stats.tried, best=lambda: echo_stats.best_makespan)
-            echo, (echo_s, echo_gain) = _echo_phase(problem, opts, cur, echo, echo_stats, before_ev, colors,
-                                                    min(end, time.monotonic() + ECHO_SHARE * slice_s) - cur.check_seconds)
-            if echo is None:
-                echoes = False  # no block of the graph repeats
-            else:
-                made["echo"], colors = echo, echo.col
-                spent["echo"] = spent.get("echo", 0.0) + echo_s
-                log.append(f"echo {echo_s:.0f}s {100 * echo_gain:.2f}%")
         watch.record(time.monotonic(), cur.makespan)
         if restarts is not None and watch.stalled(time.monotonic()) and end - time.monotonic() >= restart_left and \
                 inc.makespan > bound * (1 + restart_gap):
@@ -1022,6 +1035,18 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     phases.append(Phase("search", time.monotonic() - t0, inc.makespan, bound, "heuristic",
                         f"{start_makespan:.6g} -> {inc.makespan:.6g} in slices: " + ", ".join(log)))
     return phases
+
+
+def _adopt(arm: Any, name: str, cur: Incumbent) -> None:
+    """Hand the track's incumbent to a search of the alternating phase (each takes it only when it
+    is better than its own best)."""
+    ev = cur.best[1]
+    if name == "refine":
+        arm.adopt(ev.placement, ev, cur.waits)
+    elif name in ("exact-lns", "joins", "relist"):
+        arm.adopt(ev, cur.waits)
+    else:
+        arm.adopt(ev)
 
 
 def _echo_phase(problem: Problem, opts: SolveOptions, cur: Incumbent, echo: "EchoSweep | None", stats: EchoStats,

@@ -91,11 +91,11 @@ class RelistSweep(ScheduleSweep):
         self.failed: dict[int, int] = {}  # join -> its fork window's layout when the plans found nothing there
         self.forks = False  # fork windows are tried once a sweep of the plain ones gained under PLAIN_GAIN
 
-    def run(self, deadline: float) -> Evaluation:
-        """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep; the best
-        schedule so far."""
+    def run(self, deadline: float, once: bool = False) -> Evaluation:
+        """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep (``once``:
+        after one sweep); the best schedule so far."""
         while not self.dry and not self.opts.stop.is_set() and time.monotonic() < deadline:
-            if not self._sweep(deadline):
+            if not self._sweep(deadline) or once:
                 break
         return self.best_ev
 
