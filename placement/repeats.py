@@ -54,6 +54,11 @@ def repeat_classes(problem: Problem, rounds: int = ROUNDS) -> np.ndarray:
     return col
 
 
+def repeats(col: np.ndarray) -> bool:
+    """Whether any colour has two or more nodes (else no block repeats)."""
+    return bool(col.size) and int(np.bincount(col).max()) >= 2
+
+
 def class_members(col: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes grouped by colour, each group in topological rank order, as (ptr, nodes): colour c's
     members are ``nodes[ptr[c]:ptr[c + 1]]``."""

@@ -209,11 +209,6 @@ class EchoSweep(ScheduleSweep):
         self.seen: set[tuple] = set()  # signatures of patterns tried already
         self.templated = False  # the fastest blocks of the best schedule were tried
 
-    @property
-    def repeats(self) -> bool:
-        """Whether any colour has two or more members (else there is nothing to echo)."""
-        return bool(np.any(np.diff(self.ptr) >= 2))
-
     def learn(self, before: Evaluation, after: Evaluation) -> int:
         """Queue the patterns of the change from ``before`` to ``after`` (a better schedule another
         search found, which this sweep adopts); the count queued."""

@@ -51,6 +51,7 @@ from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
+from placement.repeats import repeat_classes, repeats
 from placement.solution import Solution, SolveOptions
 
 from .join_sweep import JoinStats, JoinSweep
@@ -1059,10 +1060,11 @@ def _echo_phase(problem: Problem, opts: SolveOptions, cur: Incumbent, echo: "Ech
     ms = cur.makespan
     sol, ev = cur.best
     if echo is None:
+        colors = repeat_classes(problem) if colors is None else colors
+        if not repeats(colors):
+            return None, (time.monotonic() - t, 0.0)
         echo = EchoSweep(problem, ev.placement, ev.start, opts, memory_model=opts.memory_model, stats=stats,
                          waits=cur.waits, colors=colors)
-        if not echo.repeats:
-            return None, (time.monotonic() - t, 0.0)
     echo.learn(before, ev)
     got = echo.run(until)
     if got.makespan < ms * (1 - 1e-12):

@@ -9,7 +9,7 @@ import numpy as np
 from placement.evaluator import check, evaluate
 from placement.generate import generate
 from placement.problem import make_problem
-from placement.repeats import class_members, images, repeat_classes
+from placement.repeats import class_members, images, repeat_classes, repeats
 from placement.solution import SolveOptions
 from solvers.echo_sweep import EchoStats, EchoSweep, changed_nodes, device_map, patterns
 from solvers.pipeline import Incumbent, _echo_phase, searched
@@ -151,10 +151,10 @@ def test_the_fastest_block_is_copied_into_the_slower_ones():
     assert check(prob, got.placement, got.start, "static").makespan == got.makespan
 
 
-def test_no_repeats_no_sweep_work():
-    prob = generate("cnn", 300, seed=2, devices=2).with_devices(2, math.inf)
-    ev = evaluate(prob, np.zeros(prob.n, dtype=np.int64))
-    assert not EchoSweep(prob, ev.placement, ev.start, SolveOptions()).repeats
+def test_generated_graphs_have_no_repeats_and_the_chain_has():
+    prob = generate("cnn", 300, seed=2, devices=2).with_devices(2, math.inf)  # random times: no two blocks alike
+    assert not repeats(repeat_classes(prob))
+    assert repeats(repeat_classes(chain_of_blocks()))
 
 
 def test_the_pipeline_hands_the_echo_to_the_incumbent():
