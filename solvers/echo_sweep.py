@@ -40,9 +40,10 @@ from .schedule_search import ScheduleSweep
 MAX_CHANGED = 0.25  # share of the nodes: a change this big is a new schedule, not a pattern to copy
 MAX_TRIES = 15  # evaluations a pattern may take (all copies, the halves, ..., down to eighths)
 MAX_REGION = 400  # nodes in a pattern's region: a larger one is a schedule-wide change
+MAX_QUEUE = 50  # patterns waiting for an echo
 TEMPLATES = 4  # colours whose fastest block is tried in the other copies once a schedule
 MIN_COPIES = 8  # copies a colour needs for that
-SETTLE_PASSES = 200  # passes making the copied start times consistent with the graph
+SETTLE_PASSES = 64  # passes making the copied start times consistent with the graph
 
 
 @dataclass
@@ -213,14 +214,15 @@ class EchoSweep(ScheduleSweep):
         """Queue the patterns of the change from ``before`` to ``after`` (a better schedule another
         search found, which this sweep adopts); the count queued."""
         self.adopt(after, self.waits)
-        got = 0
+        fresh = []
         for pat in patterns(self.p, before, after, self.graph.rank):
             sig = tuple(sorted((int(self.col[v]), int(before.placement[v] != after.placement[v])) for v in pat.changed))
             if sig in self.seen or self.ptr[self.col[pat.root] + 1] - self.ptr[self.col[pat.root]] < 2:
                 continue
             self.seen.add(sig)
-            self.queue.append(pat)
-            got += 1
+            fresh.append(pat)
+        got = len(fresh)
+        self.queue = (fresh + self.queue)[:MAX_QUEUE]  # the latest fixes first; the oldest left waiting are dropped
         self.stats.patterns += got
         self.dry = not self.queue
         return got

@@ -120,6 +120,7 @@ RESTARTS = True
 # in the graph's repeated blocks for up to this share of a slice; opts.extra["echo"] = False skips it.
 ECHO = True
 ECHO_SHARE = 0.5  # of ECHO_EVERY: the most one echo may take
+ECHO_MIN_SECONDS = 0.5  # the least, after echoes that gained nothing (on the decoder they took 13% of 600 s)
 ECHO_EVERY = 10.0  # seconds: a slice runs its search in pieces this long, each gain echoed at once
 SEARCH_SLICES = 10  # slices of the search's budget, at least SEARCH_SLICE_SECONDS each
 SEARCH_SLICE_SECONDS = 8.0  # a few LNS windows or refine rounds at 50K nodes
@@ -882,6 +883,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     echo: EchoSweep | None = None  # made at the first gain; a restart's track makes its own
     echo_stats = EchoStats()
     colors: np.ndarray | None = None  # the graph's repeat classes, made once
+    echo_allow = ECHO_SHARE * ECHO_EVERY  # seconds the next echo may take
 
     def build(name: str) -> Any:
         sol, ev = cur.best
@@ -962,10 +964,12 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                 hb.enter("echo", moves=lambda: echo_stats.tried, best=lambda: echo_stats.best_makespan)
                 echo_ms = cur.makespan
                 echo, (seconds, _) = _echo_phase(problem, opts, cur, echo, echo_stats, piece_ev, colors,
-                                                 min(this_end, time.monotonic() + ECHO_SHARE * ECHO_EVERY)
-                                                 - cur.check_seconds)
+                                                 min(this_end, time.monotonic() + echo_allow) - cur.check_seconds)
                 echo_s += seconds
                 echo_gain += (echo_ms - cur.makespan) / before
+                # an echo that gained nothing halves the next one's time; one that gained restores it
+                echo_allow = ECHO_SHARE * ECHO_EVERY if cur.makespan < echo_ms * (1 - 1e-12) else \
+                    max(ECHO_MIN_SECONDS, echo_allow / 2)
                 if echo is None:
                     echoes = False  # no block of the graph repeats
                 else:
