@@ -41,8 +41,6 @@ MAX_CHANGED = 0.25  # share of the nodes: a change this big is a new schedule, n
 MAX_TRIES = 15  # evaluations a pattern may take (all copies, the halves, ..., down to eighths)
 MAX_REGION = 400  # nodes in a pattern's region: a larger one is a schedule-wide change
 MAX_QUEUE = 50  # patterns waiting for an echo
-TEMPLATES = 4  # colours whose fastest block is tried in the other copies once a schedule
-MIN_COPIES = 8  # copies a colour needs for that
 SETTLE_PASSES = 64  # passes making the copied start times consistent with the graph
 
 
@@ -52,7 +50,6 @@ class EchoStats:
     patterns: int = 0  # patterns taken from improvements
     tried: int = 0  # schedules with echoes judged
     kept: int = 0  # of them, kept
-    templates: int = 0  # fastest blocks tried as patterns
     copies: int = 0  # block copies changed by the kept ones
     start_makespan: float = float("nan")
     best_makespan: float = float("nan")
@@ -135,47 +132,6 @@ def patterns(problem: Problem, before: Evaluation, after: Evaluation, rank: np.n
     return found
 
 
-def fastest_block(problem: Problem, col: np.ndarray, members: np.ndarray, ev: Evaluation) -> Pattern | None:
-    """The copy of a repeated block that ``ev`` runs fastest, as a pattern to put into the others.
-
-    ``members``: a colour's nodes (one per copy). The copy is the member with the shortest time to
-    the next member's start (not the first or last: their neighbours differ); its block is the
-    nodes reached from it through nodes of colours with at least half as many members, started
-    within one and a half such periods of it (a block's backward half, much later, stays out),
-    until the block holds the graph's share of one copy."""
-    if members.size < 4:
-        return None
-    seq = members[np.argsort(ev.start[members], kind="stable")]
-    gaps = np.diff(ev.start[seq])
-    i = int(np.argmin(gaps[1:-1])) + 1 if gaps.size > 2 else 0
-    root, period = int(seq[i]), float(np.median(gaps))
-    if period <= 0:
-        return None
-    counts = np.bincount(col)
-    near = (counts[col] * 2 >= members.size) & (np.abs(ev.start - ev.start[root]) <= 1.5 * period)
-    size = problem.n // members.size
-    sp, sn, _ = problem.succ_ptr
-    pp, pn, _ = problem.pred_ptr
-    block, frontier = {root}, [root]
-    while frontier and len(block) < size:
-        nxt = []
-        for v in frontier:
-            for u in np.concatenate([sn[sp[v]:sp[v + 1]], pn[pp[v]:pp[v + 1]]]).tolist():
-                if u not in block and near[u]:
-                    block.add(u)
-                    nxt.append(u)
-        frontier = nxt
-    region = set(block)
-    for v in block:
-        region.update(sn[sp[v]:sp[v + 1]].tolist())
-        region.update(pn[pp[v]:pp[v + 1]].tolist())
-    if len(region) > MAX_REGION:
-        return None
-    edge = [x for x in region if x not in block]
-    anchor = min(edge, key=lambda x: (ev.start[x], x)) if edge else root
-    return Pattern(sorted(block), region, root, anchor, ev, ev)
-
-
 def device_map(k: int, pairs: list[tuple[int, int]]) -> np.ndarray:
     """A one-to-one map of K devices that agrees with as many (from, to) pairs as a greedy pass by
     count finds; the devices no pair settles map to the free ones in order."""
@@ -208,7 +164,6 @@ class EchoSweep(ScheduleSweep):
         self.mask = problem.allowed_mask()
         self.queue: list[Pattern] = []
         self.seen: set[tuple] = set()  # signatures of patterns tried already
-        self.templated = False  # the fastest blocks of the best schedule were tried
 
     def learn(self, before: Evaluation, after: Evaluation) -> int:
         """Queue the patterns of the change from ``before`` to ``after`` (a better schedule another
@@ -229,33 +184,10 @@ class EchoSweep(ScheduleSweep):
 
     def run(self, deadline: float) -> Evaluation:
         """Echo the queued patterns until ``deadline`` or a stop; the best schedule so far."""
-        while not self.opts.stop.is_set() and time.monotonic() + self.eval_seconds < deadline:
-            if not self.queue and not self.templated:
-                self.templated = True
-                self.queue = self._templates()
-            if not self.queue:
-                break
+        while self.queue and not self.opts.stop.is_set() and time.monotonic() + self.eval_seconds < deadline:
             self._echo(self.queue.pop(0), deadline)
         self.dry = not self.queue
         return self.best_ev
-
-    def _adopted(self) -> None:
-        self.templated = False
-
-    def _templates(self) -> list[Pattern]:
-        """:func:`fastest_block` of the TEMPLATES colours with the most work (members x time) among
-        those with MIN_COPIES members or more."""
-        sizes = np.diff(self.ptr)
-        heads = self.members[self.ptr[:-1]]
-        work = np.where(sizes >= MIN_COPIES, sizes * self.p.time[heads], 0.0)
-        out = []
-        for c in np.argsort(-work, kind="stable")[:TEMPLATES].tolist():
-            if work[c] > 0:
-                pat = fastest_block(self.p, self.col, self.members[self.ptr[c]:self.ptr[c + 1]], self.best_ev)
-                if pat is not None:
-                    out.append(pat)
-        self.stats.templates += len(out)
-        return out
 
     def _copies(self, pat: Pattern) -> list[dict[int, int]]:
         """The pattern's region mapped onto each other copy (placement/repeats.py ``images``), in

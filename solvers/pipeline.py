@@ -1032,7 +1032,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     if "echo" in made:
         phases.append(Phase("echo", spent["echo"], inc.makespan, bound, "heuristic",
                             f"{echo_stats.patterns} patterns, {echo_stats.tried} echoes tried, {echo_stats.kept} kept, "
-                            f"{echo_stats.copies} block copies changed; {echo_stats.templates} fastest blocks tried"))
+                            f"{echo_stats.copies} block copies changed"))
     if "segments" in made:
         phases.append(Phase("segments", spent["segments"], inc.makespan, bound, "heuristic",
                             f"{seg_stats.segments} segments of {made['segments'].size} nodes, {seg_stats.improved} "

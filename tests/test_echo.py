@@ -128,27 +128,8 @@ def test_an_echo_that_does_not_pay_is_not_kept():
     sweep = EchoSweep(prob, after.placement, after.start, SolveOptions())
     sweep.learn(before, after)
     got = sweep.run(math.inf)
-    # the bad pattern reached no other block; the fastest-block template then mended block 5
-    assert all(got.placement[idx[f"s{i}"]] == 1 for i in range(BLOCKS) if i != 5)
-    assert got.makespan == 6.0 * BLOCKS - _side_moved(prob, got.placement) < after.makespan
-    assert sweep.stats.tried >= 2
-
-
-def test_the_fastest_block_is_copied_into_the_slower_ones():
-    """No fix learnt: the sweep's template (the copy that runs fastest) goes into the others."""
-    blocks = 24  # colours with 8 copies or more (MIN_COPIES) in the middle
-    prob = chain_of_blocks(blocks)
-    idx = prob.index
-    pl = np.zeros(prob.n, dtype=np.int64)
-    pl[idx["s12"]] = 1
-    ev = _ordered(prob, pl)
-    assert ev.makespan == 6.0 * blocks - 1
-    sweep = EchoSweep(prob, ev.placement, ev.start, SolveOptions())
-    got = sweep.run(math.inf)
-    moved = _side_moved(prob, got.placement)
-    assert moved >= blocks // 2 and got.makespan == 6.0 * blocks - moved
-    assert sweep.stats.templates >= 1 and sweep.stats.kept >= 1
-    assert check(prob, got.placement, got.start, "static").makespan == got.makespan
+    assert got.makespan == after.makespan and sweep.stats.kept == 0 and sweep.stats.tried >= 1
+    assert all(got.placement[idx[f"s{i}"]] == 1 for i in range(BLOCKS) if i != 5)  # reached no other block
 
 
 def test_generated_graphs_have_no_repeats_and_the_chain_has():
