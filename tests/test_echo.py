@@ -43,6 +43,14 @@ def _ordered(prob, placement):
     return evaluate(prob, placement, order=order)
 
 
+def _one_fix(prob):
+    """Schedules of the chain before and after a fix in block 5: all on device 0, then s5 on device 1."""
+    pl = np.zeros(prob.n, dtype=np.int64)
+    fixed = pl.copy()
+    fixed[prob.index["s5"]] = 1
+    return _ordered(prob, pl), _ordered(prob, fixed)
+
+
 def _side_moved(prob, placement) -> int:
     """Blocks whose s runs on another device than its m."""
     idx = prob.index
@@ -83,12 +91,7 @@ def test_device_map_agrees_with_the_most_pairs_and_is_one_to_one():
 
 def test_a_fix_in_one_block_is_one_pattern():
     prob = chain_of_blocks()
-    idx = prob.index
-    pl = np.zeros(prob.n, dtype=np.int64)
-    before = _ordered(prob, pl)
-    fixed = pl.copy()
-    fixed[idx["s5"]] = 1
-    after = _ordered(prob, fixed)
+    before, after = _one_fix(prob)
     assert after.makespan == before.makespan - 1.0
     changed = {prob.ids[v] for v in changed_nodes(prob, before, after, prob.topo_rank)}
     assert changed == {"s5", "j5"}  # s5 left device 0, and j5 now follows m5 there
@@ -99,12 +102,7 @@ def test_a_fix_in_one_block_is_one_pattern():
 
 def test_the_echo_puts_the_fix_into_the_copies_and_the_evaluator_agrees():
     prob = chain_of_blocks()
-    idx = prob.index
-    pl = np.zeros(prob.n, dtype=np.int64)
-    before = _ordered(prob, pl)
-    fixed = pl.copy()
-    fixed[idx["s5"]] = 1
-    after = _ordered(prob, fixed)
+    before, after = _one_fix(prob)
     sweep = EchoSweep(prob, after.placement, after.start, SolveOptions())
     assert sweep.learn(before, after) == 1
     got = sweep.run(math.inf)
@@ -120,7 +118,7 @@ def test_an_echo_that_does_not_pay_is_not_kept():
     prob = chain_of_blocks()
     idx = prob.index
     good = np.zeros(prob.n, dtype=np.int64)
-    good[[idx[f"s{i}"] for i in range(BLOCKS)]] = 1  # the optimum: 5 a block
+    good[[idx[f"s{i}"] for i in range(BLOCKS)]] = 1  # s away in every block: 5 a block
     before = _ordered(prob, good)
     worse = good.copy()
     worse[idx["s5"]] = 0  # a "fix" that costs 1: echoing it everywhere would cost 1 a block
@@ -142,12 +140,7 @@ def test_the_pipeline_hands_the_echo_to_the_incumbent():
     """The glue in solvers/pipeline.py: after a slice's fix, ``_echo_phase`` makes the sweep (the
     graph repeats), echoes the fix, and the incumbent takes the result, checked by its verifier."""
     prob = chain_of_blocks()
-    idx = prob.index
-    pl = np.zeros(prob.n, dtype=np.int64)
-    before = _ordered(prob, pl)
-    fixed = pl.copy()
-    fixed[idx["s5"]] = 1
-    after = _ordered(prob, fixed)
+    before, after = _one_fix(prob)
     inc = Incumbent(prob, "static", verify)
     inc.offer(searched("refine", prob, after.placement, after, None))
     stats = EchoStats()
