@@ -848,6 +848,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     its slice back. Every answer is offered to the incumbent, so the result is never worse than
     it. ``probed``: the leading probe's refine (:func:`_probe_phase`), which counts as refine's first slice.
 
+    When the graph repeats its blocks (placement/repeats.py), a slice runs its search in pieces of
+    ECHO_EVERY seconds (relist: one sweep), and after each piece that improved the schedule the
+    echo sweep (solvers/echo_sweep.py) tries the piece's fixes in the other copies of their blocks.
+
     When the current track has stalled (solvers/restarts.py StallWatch: less than STALL_GAIN over
     the last STALL_SLICES slices) with RESTART_MIN_SLICES slices left, the search starts over from
     the next of ``restarts`` (a label and an answer) that fits: a new track, with its own incumbent
