@@ -192,15 +192,17 @@ class EchoSweep(ScheduleSweep):
         self.dry = not self.queue
         return self.best_ev
 
-    def _copies(self, pat: Pattern) -> list[dict[int, int]]:
+    def _copies(self, pat: Pattern, deadline: float) -> list[dict[int, int]]:
         """The pattern's region mapped onto each other copy (placement/repeats.py ``images``), in
-        topological order, none overlapping the region or another."""
+        topological order, none overlapping the region or another; those mapped by ``deadline``."""
         c = int(self.col[pat.root])
         taken = set(pat.region)
         out = []
         for t in self.members[self.ptr[c]:self.ptr[c + 1]].tolist():
             if t in pat.region:
                 continue
+            if self.opts.stop.is_set() or time.monotonic() >= deadline:
+                break
             img = images(self.p, self.col, pat.region, pat.root, t)
             if img is None or any(img[v] in taken for v in pat.changed):
                 continue
@@ -210,7 +212,7 @@ class EchoSweep(ScheduleSweep):
 
     def _echo(self, pat: Pattern, deadline: float) -> None:
         """Try the pattern in its copies: all at once, then halves, ... (MAX_TRIES evaluations)."""
-        groups = [self._copies(pat)]
+        groups = [self._copies(pat, deadline - self.eval_seconds)]
         tries = 0
         while groups and tries < MAX_TRIES and not self.opts.stop.is_set() and \
                 time.monotonic() + self.eval_seconds < deadline:
