@@ -116,8 +116,9 @@ BIG_SEARCH = "alternate"
 # The alternating search starts over elsewhere when it has stalled (solvers/restarts.py);
 # opts.extra["restarts"] = False keeps one track.
 RESTARTS = True
-# After a slice that improved the schedule, the echo sweep (solvers/echo_sweep.py) tries its fixes
-# in the graph's repeated blocks for up to this share of a slice; opts.extra["echo"] = False skips it.
+# On a graph that repeats its blocks, the echo sweep (solvers/echo_sweep.py) tries each fix the search
+# finds in the other copies of its block, after every piece of a slice that gained; opts.extra["echo"]
+# = False skips it (docs/scale.md, "Echoes in repeated blocks").
 ECHO = True
 ECHO_SHARE = 0.5  # of ECHO_EVERY: the most one echo may take
 ECHO_MIN_SECONDS = 0.5  # the least, after echoes that gained nothing (on the decoder they took 13% of 600 s)
