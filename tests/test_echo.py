@@ -18,11 +18,12 @@ from solvers.run import run, verify
 BLOCKS = 12
 
 
-def chain_of_blocks(blocks: int = BLOCKS, devices: int = 2):
+def chain_of_blocks(blocks: int = BLOCKS, devices: int = 2, pinned: tuple[str, ...] = ()):
     """Blocks f -> (m, s) -> j in a chain, every edge 0.5 of transfer. On one device a block takes
     1 + 2 + 2 + 1 = 6; with s alone on another device 1 + max(2, 0.5 + 2 + 0.5) + 1 = 5. No block
     takes less than 4.5: f, a branch and j run one after another, and unless both branches share
-    a device (6), one of them is not on f's device or not on j's (0.5)."""
+    a device (6), one of them is not on f's device or not on j's (0.5). ``pinned``: nodes allowed
+    on device 0 only."""
     nodes, edges = [], []
     for i in range(blocks):
         nodes += [{"id": f"f{i}", "time": 1.0, "out_bytes": 8, "param_bytes": 0},
@@ -33,6 +34,9 @@ def chain_of_blocks(blocks: int = BLOCKS, devices: int = 2):
                   {"src": f"m{i}", "dst": f"j{i}", "comm": 0.5}, {"src": f"s{i}", "dst": f"j{i}", "comm": 0.5}]
         if i:
             edges.append({"src": f"j{i - 1}", "dst": f"f{i}", "comm": 0.5})
+    for rec in nodes:
+        if rec["id"] in pinned:
+            rec["devices"] = [0]
     return make_problem(nodes, edges, devices=devices, memory=math.inf, name="blocks")
 
 
@@ -112,6 +116,25 @@ def test_the_echo_puts_the_fix_into_the_copies_and_the_evaluator_agrees():
     again = check(prob, got.placement, got.start, "static")
     assert again.makespan == got.makespan
     assert sweep.stats.kept >= 1 and sweep.stats.copies == moved - 1
+
+
+def _echoed(prob):
+    before, after = _one_fix(prob)
+    sweep = EchoSweep(prob, after.placement, after.start, SolveOptions())
+    sweep.learn(before, after)
+    return sweep.run(math.inf), sweep.stats
+
+
+def test_a_copy_whose_node_may_not_move_keeps_its_block_and_the_others_move():
+    free, _ = _echoed(chain_of_blocks())
+    prob = chain_of_blocks(pinned=("s7",))
+    got, stats = _echoed(prob)
+    assert got.placement[prob.index["s7"]] == 0  # its allowed device
+    moved = _side_moved(prob, got.placement)
+    assert moved == _side_moved(prob, free.placement) - 1  # every other copy still moved
+    assert stats.kept == 1  # in the first try: the pinned copy left out, not the whole group failed
+    assert got.makespan == 6.0 * BLOCKS - moved
+    assert check(prob, got.placement, got.start, "static").makespan == got.makespan
 
 
 def test_an_echo_that_does_not_pay_is_not_kept():
