@@ -22,7 +22,8 @@ From two schedules of the search, before and after an improvement:
    evaluations a pattern. What is shorter and fits is kept at once. The latest patterns go first.
 
 On the decoder, the echo of relist's first sweep (8 s) gained 0.84% in 3 s; the 600 s answer went
-from 157.74 to 156.90 (bench/results_scale.md, session 30; docs/scale.md has the details).
+from 157.17-157.74 to 156.85-156.92 in three runs of four (157.60 in the fourth; bench/results_scale.md,
+session 30; docs/scale.md has the details).
 """
 from __future__ import annotations
 
