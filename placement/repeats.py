@@ -67,6 +67,13 @@ def class_members(col: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.nda
     return ptr, seq
 
 
+def neighbours(problem: Problem, v: int) -> list[int]:
+    """The inputs and outputs of node ``v``."""
+    sp, sn, _ = problem.succ_ptr
+    pp, pn, _ = problem.pred_ptr
+    return sn[sp[v]:sp[v + 1]].tolist() + pn[pp[v]:pp[v + 1]].tolist()
+
+
 def images(problem: Problem, col: np.ndarray, region: set[int], root: int, target: int) -> dict[int, int] | None:
     """The nodes of ``region`` (connected around ``root`` through its own edges) mapped onto the
     copy around ``target`` (a node of root's colour): a breadth-first walk from (root, target) that

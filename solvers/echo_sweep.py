@@ -35,7 +35,7 @@ import numpy as np
 from formulations.window_lns import timed
 from placement.evaluator import Evaluation, ScheduleError
 from placement.problem import Problem
-from placement.repeats import class_members, images, repeat_classes
+from placement.repeats import class_members, images, neighbours, repeat_classes
 from placement.solution import SolveOptions
 
 from .refine import order_of
@@ -125,8 +125,7 @@ def patterns(problem: Problem, before: Evaluation, after: Evaluation, rank: np.n
     for nodes in groups.values():
         region = set(nodes)
         for v in nodes:
-            region.update(problem.succ_ptr[1][problem.succ_ptr[0][v]:problem.succ_ptr[0][v + 1]].tolist())
-            region.update(problem.pred_ptr[1][problem.pred_ptr[0][v]:problem.pred_ptr[0][v + 1]].tolist())
+            region.update(neighbours(problem, v))
         if len(region) > MAX_REGION:
             continue
         root = min(nodes, key=lambda v: rank[v])

@@ -1062,8 +1062,8 @@ def _adopt(arm: Any, name: str, cur: Incumbent) -> None:
 
 def _echo_phase(problem: Problem, opts: SolveOptions, cur: Incumbent, echo: "EchoSweep | None", stats: EchoStats,
                 before: Evaluation, colors: np.ndarray | None, until: float) -> tuple["EchoSweep | None", tuple[float, float]]:
-    """After a slice that improved ``cur`` from ``before``: the echo sweep (solvers/echo_sweep.py)
-    tries that slice's fixes in the graph's other copies of their blocks until ``until``; what it
+    """After a piece of a slice that improved ``cur`` from ``before``: the echo sweep (solvers/echo_sweep.py)
+    tries that piece's fixes in the graph's other copies of their blocks until ``until``; what it
     finds goes to ``cur``. The sweep (made here the first time, None when the graph has no
     repeats), and (seconds, relative gain)."""
     t = time.monotonic()
