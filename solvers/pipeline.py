@@ -64,6 +64,7 @@ from .reschedule import reschedule, reschedule_seconds
 from .restarts import RESTART_MAX_ABOVE, RESTART_MIN_GAP, RESTART_MIN_SLICES, STALL_GAIN, STALL_SLICES, StallWatch, restart_starts
 from .echo_sweep import EchoStats, EchoSweep
 from .segments import SEGMENT_GRAPH_NODES, SEGMENT_NODES, SEGMENT_SECONDS, SegmentSearch, SegmentStats
+from .side_track import CLOSE_SECONDS, Post, Poster, SideTrack, bare, child_stop, cores, picklable_options, side_track_wanted
 
 # Budget shares of the usable time (the limit minus the finish reserve), chosen by measurement:
 # bench/results_pipeline.md. opts.extra["warm_share"] / ["refine_share"] override them.
@@ -116,6 +117,8 @@ BIG_SEARCH = "alternate"
 # The alternating search starts over elsewhere when it has stalled (solvers/restarts.py);
 # opts.extra["restarts"] = False keeps one track.
 RESTARTS = True
+# With a core to spare, those restarts run beside the first track instead, in a second process
+# (solvers/side_track.py); opts.extra["side_track"] = False keeps them in turn.
 # On a graph that repeats its blocks, the echo sweep (solvers/echo_sweep.py) tries each fix the search
 # finds in the other copies of its block, after every piece of a slice that gained; opts.extra["echo"]
 # = False skips it (docs/scale.md, "Echoes in repeated blocks").
@@ -402,13 +405,24 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     if alternate and not proved and not opts.stop.is_set() and inc.best is not None:
         # 2+3. Window LNS and refine in turns until the end (docs/scale.md, "Alternating search").
         budget = until(None if end is None else end - inc.check_seconds)
-        restarts = None
+        restarts = side = None
+        search_opts = opts
         if opts.extra.get("restarts", RESTARTS):
             led = 0 if probed is None else probed.lead  # the portfolio's best leads without a probe
             others = [c for i, c in enumerate(candidates) if i != led]
-            restarts = restart_starts(problem, opts, others, [_method_name(c) for c in others],
-                                      lambda: until(None if end is None else end - inc.check_seconds))
-        done = _alternate_phase(problem, opts, inc, bound, budget, hb, probed, restarts)
+            labels = [_method_name(c) for c in others]
+            if side_track_wanted(opts, budget):
+                fields = picklable_options(opts)
+                if opts.workers is None:  # CP-SAT's workers: half the cores each
+                    fields["workers"] = max(1, cores() // 2)
+                    search_opts = replace(opts, workers=fields["workers"])
+                side = SideTrack(f"{__name__}:side_track_main", problem, fields, [bare(c) for c in others], labels, inc.hint(),
+                                 bound, None if budget is None else time.monotonic() + budget - CLOSE_SECONDS,
+                                 inc.makespan, inc.verify)
+            else:
+                restarts = restart_starts(problem, opts, others, labels,
+                                          lambda: until(None if end is None else end - inc.check_seconds))
+        done = _alternate_phase(problem, search_opts, inc, bound, budget, hb, probed, restarts, side)
         used_exact = any(ph.name == "exact-lns" and ph.status == "feasible" for ph in done)
         phases.extend(done)
         progress("search")
@@ -827,7 +841,8 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
                      hb: Heartbeat, probed: Probe | None = None,
-                     restarts: Iterator[tuple[str, Solution]] | None = None) -> list[Phase]:
+                     restarts: Iterator[tuple[str, Solution]] | None = None,
+                     side: SideTrack | None = None) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on graphs of
     SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py) takes
@@ -856,7 +871,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     When the current track has stalled (solvers/restarts.py StallWatch: less than STALL_GAIN over
     the last STALL_SLICES slices) with RESTART_MIN_SLICES slices left, the search starts over from
     the next of ``restarts`` (a label and an answer) that fits: a new track, with its own incumbent
-    and fresh searches; every new best of a track is the pipeline's too when it is better."""
+    and fresh searches; every new best of a track is the pipeline's too when it is better.
+    With a ``side`` track (solvers/side_track.py: those restarts, searched in a second process for
+    the whole time), its answers are offered to ``inc`` after every piece, and a stalled track starts
+    over from the side track's best when that is better than its own."""
     t0 = time.monotonic()
     end = t0 + (budget if budget is not None else 60.0)
     slice_s = max(min(SEARCH_SLICE_SECONDS, (end - t0) / 4), (end - t0) / SEARCH_SLICES)  # short budgets: 4 slices
@@ -980,6 +998,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                     echoes = False  # no block of the graph repeats
                 else:
                     made["echo"] = echo
+            _side_posts(side, inc, side.poll() if side is not None else [])
             dry = (name in ("joins", "relist") and arms[name].converged) or \
                 (name == "refine" and ref_stats.stopped == "converged")
             idle = time.monotonic() - t_run < 0.05 and cur.makespan >= piece_ms  # returned at once, with nothing
@@ -1002,14 +1021,19 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             if end - time.monotonic() < 1.0 + window_seconds:
                 break  # and LNS has no time for a window
         watch.record(time.monotonic(), cur.makespan)
-        if restarts is not None and watch.stalled(time.monotonic()) and end - time.monotonic() >= restart_left and \
-                inc.makespan > bound * (1 + restart_gap):
+        if (restarts is not None or side is not None) and watch.stalled(time.monotonic()) and \
+                end - time.monotonic() >= restart_left and inc.makespan > bound * (1 + restart_gap):
             hb.enter("restart")
-            track = _next_track(inc, restarts, stop=lambda: opts.stop.is_set() or end - time.monotonic() < restart_left,
-                                max_above=float(opts.extra.get("restart_max_above", RESTART_MAX_ABOVE)))
-            if track is None:
-                restarts = None  # none left (or no time for one): the current track goes on
-                continue
+            if side is not None:
+                track = _side_start(inc, cur, side)
+                if track is None:
+                    continue  # the side track is behind: the current track goes on
+            else:
+                track = _next_track(inc, restarts, stop=lambda: opts.stop.is_set() or end - time.monotonic() < restart_left,
+                                    max_above=float(opts.extra.get("restart_max_above", RESTART_MAX_ABOVE)))
+                if track is None:
+                    restarts = None  # none left (or no time for one): the current track goes on
+                    continue
             cur, label = track
             arms.clear()
             echo = None
@@ -1019,6 +1043,11 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             watch.restart(time.monotonic(), cur.makespan)
             log.append(f"restart from {label} {cur.makespan:.6g}")
     phases = []
+    if side is not None:
+        _side_posts(side, inc, side.close())
+        note = f"{side.posts} answers posted, the best {side.best.makespan:.6g}" if side.best else "no answer posted"
+        phases.append(Phase("side-track", time.monotonic() - side.started, inc.makespan, bound, "heuristic",
+                            f"{note}; {side.summary or 'it did not end within its close'}"))
     if "exact-lns" in made:
         phases.append(Phase("exact-lns", spent["exact-lns"], inc.makespan, bound, "feasible",
                             f"{lns_stats.windows} windows of {window} nodes ({select}), {lns_stats.closed} closed, "
@@ -1082,17 +1111,74 @@ def _echo_phase(problem: Problem, opts: SolveOptions, cur: Incumbent, echo: "Ech
     return echo, (time.monotonic() - t, (ms - cur.makespan) / ms)
 
 
+def _side_posts(side: SideTrack | None, inc: Incumbent, posts: list[Post]) -> None:
+    """Offer the best of the side track's new ``posts`` to ``inc`` (the evaluator judges it there)."""
+    if side is not None and posts:
+        inc.offer(min(posts, key=lambda post: post.makespan).solution())
+
+
+def _side_start(inc: Incumbent, cur: Incumbent, side: SideTrack) -> tuple[Incumbent, str] | None:
+    """A fresh track of ``inc`` from the side track's best, when that is better than the current
+    track ``cur``'s own; with its label."""
+    best = side.best
+    if best is None or cur.makespan is None or best.makespan >= cur.makespan * (1 - 1e-9):
+        return None
+    child = inc.track()
+    return (child, "the side track's best") if child.offer(best.solution()) is not None else None
+
+
+def side_track_main(conn: Any, problem: Problem, fields: dict[str, Any], candidates: list[Solution], labels: list[str],
+                    warm: Solution, bound: float, deadline: float | None, answer: float,
+                    verify: Callable[[Problem, Solution, str], Evaluation]) -> None:
+    """The side track's process (solvers/side_track.py): the alternating search from the first
+    restart start (solvers/restarts.py ``restart_starts``, over ``candidates``) within
+    RESTART_MAX_ABOVE of ``answer`` (the pipeline's when the track began), restarting among the
+    others when it stalls; from ``warm`` with the next seed when none is that close. Every better
+    answer is posted to the parent; the last message is a summary of the search."""
+    stop = child_stop(conn)
+    poster = Poster(conn)
+    opts = SolveOptions(**fields, stop=stop, time_limit=None if deadline is None else max(0.0, deadline - time.monotonic()))
+    try:
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        label = ["none"]
+        root = Incumbent(problem, opts.memory_model, verify, stop=stop,
+                         publish=lambda best: poster.offer(Post(label[0], best[1].placement, best[1].start,
+                                                                kept_waits(problem, best[1], best[0].waits),
+                                                                best[1].makespan)))
+        root.deadline = deadline
+        starts = restart_starts(problem, opts, candidates, labels, left)
+        track = _next_track(root, starts, stop=lambda: stop.is_set() or left() == 0.0,
+                            max_above=float(opts.extra.get("restart_max_above", RESTART_MAX_ABOVE)), above=answer)
+        if track is None:
+            opts = replace(opts, seed=opts.seed + 1)
+            cur, label[0] = root.track(), f"the warm start, seed {opts.seed}"
+            cur.offer(warm)
+        else:
+            cur, label[0] = track
+        if stop.is_set() or cur.best is None:
+            poster.done(f"from {label[0]}: stopped before the search")
+            return
+        hb = Heartbeat(None, lambda: cur.makespan, bound)
+        done = _alternate_phase(problem, opts, cur, bound, left(), hb, None, starts)
+        poster.done(f"from {label[0]}: {done[-1].note}")
+    except Exception as exc:  # the parent's answer stands: tell it why this track has none
+        poster.done(f"failed: {type(exc).__name__}: {exc}")
+
+
 def _next_track(inc: Incumbent, restarts: Iterator[tuple[str, Solution]], stop: Callable[[], bool],
-                max_above: float = RESTART_MAX_ABOVE) -> tuple[Incumbent, str] | None:
+                max_above: float = RESTART_MAX_ABOVE, above: float | None = None) -> tuple[Incumbent, str] | None:
     """The first of ``restarts`` that fits and is at most ``max_above`` (a fraction) above the
-    incumbent, on a fresh track of ``inc`` (:meth:`Incumbent.track`), with its label; None when
-    none is left or ``stop()`` says there is no time for one."""
+    incumbent (or above ``above``, when given), on a fresh track of ``inc`` (:meth:`Incumbent.track`),
+    with its label; None when none is left or ``stop()`` says there is no time for one."""
     for label, sol in restarts:
         if stop():
             return None
+        limit = (inc.makespan if above is None else above) * (1 + max_above)
         child = inc.track()
         ev = child.offer(sol)
-        if ev is not None and ev.makespan <= inc.makespan * (1 + max_above):
+        if ev is not None and ev.makespan <= limit:
             return child, label
     return None
 

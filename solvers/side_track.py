@@ -1,0 +1,227 @@
+"""A second search track in a second process, on machines with a core to spare.
+
+Why: the alternating search (solvers/pipeline.py) is single-threaded but for CP-SAT's windows: on
+the 32K-operator decoder a 120 s run used 1.1 cores' worth of CPU time. Its restarts
+(solvers/restarts.py) search other starts only after the first track has stalled, so a deeper
+basin is reached only in runs where the stall comes early enough: the 30K GRU met issue 16's
+line in the four runs of five that restarted, and a decoder run whose first track stalled after
+a jump spent its last 300 s climbing back from a start 9% above (bench/results_scale.md,
+sessions 29-30). With a side track those starts are searched at the same time as the first track,
+on the second core, for the whole search.
+
+This module is the plumbing only: a child process runs a target that the caller names by module
+and function; the child posts its better answers through a socket pair, at most every
+POST_SECONDS, and a last one when it ends; :class:`SideTrack` reads them, and stops the child (a
+message, then a terminate) when the parent's search ends or is stopped. The child stops itself on
+Ctrl-C or SIGTERM (the terminal sends them to the whole process group), on the parent's message,
+and when the socket closes (the parent is gone).
+The child is a fresh interpreter (``python -c``), not a ``multiprocessing`` process: fork does not
+copy a process with threads safely, and spawn re-imports the caller's ``__main__``, which runs a
+script without a main guard a second time.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement.solution import Solution, SolveOptions
+
+SIDE_MIN_SECONDS = 30.0  # a search shorter than this runs no side track (the child's start costs 1-3 s)
+POST_SECONDS = 5.0  # the child posts its best answer at most this often (a 200K-node answer is 3 MB)
+CLOSE_SECONDS = 0.5  # how long the parent waits for the child's last answer once it is asked to stop
+
+
+def cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def side_track_wanted(opts: SolveOptions, budget: float | None) -> bool:
+    """True when a side track pays: two cores or more, more than one worker allowed (``--workers 1``
+    asks for one core), and a search of at least SIDE_MIN_SECONDS (``opts.extra["side_track"]``:
+    False turns it off; ``"side_min_seconds"`` moves the threshold)."""
+    if not opts.extra.get("side_track", True) or opts.workers == 1 or cores() < 2:
+        return False
+    return budget is None or budget >= float(opts.extra.get("side_min_seconds", SIDE_MIN_SECONDS))
+
+
+def picklable_options(opts: SolveOptions) -> dict[str, Any]:
+    """The fields of ``opts`` a child rebuilds its options from (not the stop event, the shared
+    best-so-far or the hint; the extras that cannot cross a pipe are left out)."""
+    extra = {}
+    for key, value in opts.extra.items():
+        try:
+            pickle.dumps(value)
+        except Exception:  # a callback or a lock: the child runs without it
+            continue
+        extra[key] = value
+    return {"memory_model": opts.memory_model, "workers": opts.workers, "seed": opts.seed, "reserve": opts.reserve,
+            "extra": extra}
+
+
+def bare(sol: Solution) -> Solution:
+    """``sol`` without its ``info`` (the portfolio's candidates nest there: the child needs only the schedule)."""
+    return Solution(sol.method, sol.status, placement=sol.placement, start=sol.start, order=sol.order, waits=sol.waits,
+                    objective=sol.objective, reason=sol.reason)
+
+
+@dataclass
+class Post:
+    """One answer of the side track: the start it came from, its schedule and makespan."""
+    label: str
+    placement: np.ndarray
+    start: np.ndarray
+    waits: list[tuple[int, int]] | None
+    makespan: float
+
+    def solution(self) -> Solution:
+        return Solution(f"side-track ({self.label})", "heuristic", placement=self.placement, start=self.start,
+                        objective=self.makespan, waits=self.waits)
+
+
+class Poster:
+    """The child's side of the pipe: ``offer`` the track's better answers as they come, ``flush``
+    the last one; ``done`` closes with the track's summary."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pending: Post | None = None
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def offer(self, post: Post) -> None:
+        with self.lock:
+            self.pending = post
+            if time.monotonic() - self.last >= POST_SECONDS:
+                self._send()
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.pending is not None:
+                self._send()
+
+    def done(self, summary: str) -> None:
+        self.flush()
+        self._put(("done", summary))
+
+    def _send(self) -> None:
+        assert self.pending is not None
+        self._put(("best", self.pending))
+        self.pending, self.last = None, time.monotonic()
+
+    def _put(self, message: tuple) -> None:
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, EOFError, OSError):
+            pass  # the parent is gone: nobody to tell
+
+
+def child_stop(conn: Connection) -> threading.Event:
+    """In the child: an event set on Ctrl-C, SIGTERM, any message of the parent, or the pipe's end."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    def listen() -> None:
+        try:
+            conn.recv()
+        except (EOFError, OSError):
+            pass
+        stop.set()
+
+    threading.Thread(target=listen, daemon=True).start()
+    return stop
+
+
+class SideTrack:
+    """The parent's side: start ``target(conn, *args)`` (``target``: "module:function") in a child
+    process, read its posts (:meth:`poll`), stop it (:meth:`close`). ``best`` is the best post so far."""
+
+    def __init__(self, target: str, *args: Any) -> None:
+        mine, theirs = socket.socketpair()
+        root = str(Path(__file__).resolve().parent.parent)  # where the packages are, installed or not
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        code = f"from solvers.side_track import child_main; child_main({theirs.fileno()})"
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
+                                     stdin=subprocess.DEVNULL)
+        theirs.close()
+        self.conn = Connection(mine.detach())
+        # the arguments (the whole problem) go while the child starts: sent here, they would hold
+        # the parent's search for that start
+        self.sender = threading.Thread(target=self._put, args=((target, args),), daemon=True)
+        self.sender.start()
+        self.best: Post | None = None
+        self.posts = 0
+        self.summary: str | None = None  # the child's summary once it has ended
+
+    def poll(self, wait: float = 0.0) -> list[Post]:
+        """The posts that arrived (waiting up to ``wait`` seconds for the first), best kept in ``best``."""
+        got: list[Post] = []
+        try:
+            while self.summary is None and self.conn.poll(wait if not got else 0.0):
+                kind, body = self.conn.recv()
+                if kind == "done":
+                    self.summary = body
+                    break
+                got.append(body)
+                self.posts += 1
+                if self.best is None or body.makespan < self.best.makespan:
+                    self.best = body
+        except (EOFError, OSError):
+            self.summary = self.summary or "ended without a summary"
+        return got
+
+    def _put(self, message: tuple) -> None:
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, EOFError, OSError):
+            pass  # the child is gone: close() reports it
+
+    def close(self, wait: float = CLOSE_SECONDS) -> list[Post]:
+        """Ask the child to stop, read what it sends within ``wait`` seconds, end it; its last posts."""
+        until = time.monotonic() + wait
+        self.sender.join(wait)
+        if not self.sender.is_alive():
+            self._put(("stop",))
+        got: list[Post] = []
+        while self.summary is None and time.monotonic() < until:
+            got += self.poll(max(0.0, until - time.monotonic()))
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.conn.close()
+        return got
+
+
+def child_main(fd: int) -> None:
+    """The child's entry (``python -c``): read the target and its arguments from the socket ``fd``,
+    run it with the connection first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the target's own handler: the parent stops it too
+    conn = Connection(fd)
+    target, args = conn.recv()
+    module, name = target.split(":")
+    getattr(importlib.import_module(module), name)(conn, *args)
