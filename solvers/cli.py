@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--coarse-size", type=int, metavar="N", help="target size of the coarsened graph for the exact phase of auto on big graphs")
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected from the content)")
     p.add_argument("--seed", type=int, default=0, help="seed for heuristics (default 0)")
-    p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores)")
+    p.add_argument("--workers", type=int, metavar="N", help="CP-SAT search workers (default: the machine's cores); 1 also keeps auto's search in one process (no side track)")
     p.add_argument("--split", metavar="FILE", help="--method expert: the split to evaluate (JSON: a device per node index, or node id -> device; CPU core c as -1 - c)")
     p.add_argument("--reserve", type=float, default=0.0, metavar="FRACTION", help="fraction of each device's memory to keep free (default 0): a soft target for heuristics; exact methods keep it and prove optimal/infeasible only for the stated capacities")
     p.add_argument("--frontier", action="store_true", help="sweep memory per device from the memory lower bound up: the makespan-memory curve (table, --report, --plot)")

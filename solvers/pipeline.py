@@ -1142,11 +1142,14 @@ def side_track_main(conn: Any, problem: Problem, fields: dict[str, Any], candida
         def left() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-        label = ["none"]
-        root = Incumbent(problem, opts.memory_model, verify, stop=stop,
-                         publish=lambda best: poster.offer(Post(label[0], best[1].placement, best[1].start,
-                                                                kept_waits(problem, best[1], best[0].waits),
-                                                                best[1].makespan)))
+        label: list[str | None] = [None]  # the start searched from; none chosen yet: nothing to post
+
+        def post(best: tuple[Solution, Evaluation]) -> None:
+            if label[0] is not None:
+                poster.offer(Post(label[0], best[1].placement, best[1].start, kept_waits(problem, best[1], best[0].waits),
+                                  best[1].makespan))
+
+        root = Incumbent(problem, opts.memory_model, verify, stop=stop, publish=post)
         root.deadline = deadline
         starts = restart_starts(problem, opts, candidates, labels, left)
         track = _next_track(root, starts, stop=lambda: stop.is_set() or left() == 0.0,
