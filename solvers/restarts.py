@@ -9,7 +9,8 @@ of 1.3 x the memory lower bound (70.46, the main line cut into bands over the fo
 same search reached 68.57 in 120 s (bench/results_scale.md, session 29). Which basin is deeper
 depends on the graph: on the 32K decoder the band start searched to 166.4 where PARDNN's reached
 158.7. So a restart happens only when the search has stalled (:class:`StallWatch`), and the
-answer is the best over every start.
+answer is the best over every start. With a core to spare, the same starts are searched beside
+the first track instead, from the beginning (solvers/side_track.py).
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import pytest
 
 from placement.formats.native import write_problem
 from placement.generate import generate
+from solvers.side_track import cores
 from tests.conftest import ROOT
 
 
@@ -279,3 +280,36 @@ def test_stop_watch_calls_nothing_without_a_stop() -> None:
     with stop_watch(opts, lambda: calls.append(1)):
         time.sleep(0.12)
     assert calls == []
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+@pytest.mark.skipif(cores() < 2, reason="a side track needs a second core")
+def test_sigint_to_the_solve_process_alone_ends_its_side_track(mid_graph: Path, tmp_path: Path) -> None:
+    """A signal sent to the solve process only (kill, not the terminal's whole process group):
+    the side track (solvers/side_track.py) is stopped with it, and the report names it."""
+    report = tmp_path / "r.json"
+    proc = spawn(mid_graph, report, "--time-limit", "120", "--workers", "2", quiet=False)
+    wait_for_line(proc, "refine:")  # the alternating search, with its side track beside it
+    kids = _children(proc.pid)
+    assert kids, "no side track was started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert not any(Path(f"/proc/{kid}").exists() for kid in kids)  # ended and reaped, not orphaned
+    rep = json.loads(report.read_text())
+    assert rep["interrupted"] is True
+    assert any(p["name"] == "side-track" for p in rep["phases"])
