@@ -415,11 +415,14 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                 fields = picklable_options(opts)
                 if opts.workers is None:  # CP-SAT's workers: half the cores each
                     fields["workers"] = max(1, cores() // 2)
+                try:
+                    side = SideTrack(f"{__name__}:side_track_main", problem, fields, [bare(c) for c in others], labels,
+                                     inc.hint(), bound, None if budget is None else time.monotonic() + budget - CLOSE_SECONDS,
+                                     inc.makespan, inc.verify)
                     search_opts = replace(opts, workers=fields["workers"])
-                side = SideTrack(f"{__name__}:side_track_main", problem, fields, [bare(c) for c in others], labels, inc.hint(),
-                                 bound, None if budget is None else time.monotonic() + budget - CLOSE_SECONDS,
-                                 inc.makespan, inc.verify)
-            else:
+                except OSError as exc:  # no process to be had: the restarts run in turn, as on one core
+                    say(f"side track: not started ({exc}); restarts run in turn")
+            if side is None:
                 restarts = restart_starts(problem, opts, others, labels,
                                           lambda: until(None if end is None else end - inc.check_seconds))
         done = _alternate_phase(problem, search_opts, inc, bound, budget, hb, probed, restarts, side)
@@ -1023,12 +1026,12 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         watch.record(time.monotonic(), cur.makespan)
         if (restarts is not None or side is not None) and watch.stalled(time.monotonic()) and \
                 end - time.monotonic() >= restart_left and inc.makespan > bound * (1 + restart_gap):
-            hb.enter("restart")
             if side is not None:
                 track = _side_start(inc, cur, side)
                 if track is None:
                     continue  # the side track is behind: the current track goes on
             else:
+                hb.enter("restart")
                 track = _next_track(inc, restarts, stop=lambda: opts.stop.is_set() or end - time.monotonic() < restart_left,
                                     max_above=float(opts.extra.get("restart_max_above", RESTART_MAX_ABOVE)))
                 if track is None:

@@ -92,7 +92,7 @@ class Post:
     makespan: float
 
     def solution(self) -> Solution:
-        return Solution(f"side-track ({self.label})", "heuristic", placement=self.placement, start=self.start,
+        return Solution("side-track", "heuristic", placement=self.placement, start=self.start,
                         objective=self.makespan, waits=self.waits)
 
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import solvers.pipeline as pipeline
 import solvers.side_track as side_track
 from placement.evaluator import check
 from placement.generate import generate
@@ -137,3 +138,20 @@ def test_auto_with_a_side_track_reports_it_and_answers_the_evaluators_best(monke
     assert ev.makespan <= best * (1 + 1e-6)  # the side track's best was offered, and the answer is no worse
     off = run(prob, "auto", SolveOptions(time_limit=4, extra={**extra, "side_track": False}))
     assert not any(p.get("name") == "side-track" for p in off.history)
+
+
+def test_auto_goes_on_without_a_side_track_it_cannot_start(monkeypatch):
+    monkeypatch.setattr(side_track, "cores", lambda: 2)
+
+    def no_process(*args, **kwargs):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(pipeline, "SideTrack", no_process)
+    prob = _problem(500, seed=3)
+    lines = []
+    res = run(prob, "auto", SolveOptions(time_limit=4, extra={"exact_max_nodes": 50, "lns_window": 60,
+                                                                "lns_window_seconds": 0.5, "side_min_seconds": 1.0}),
+              progress=lines.append)
+    assert any("side track: not started (no more processes)" in line for line in lines)
+    assert not any(p.get("name") == "side-track" for p in res.history)
+    check(prob, res.evaluation.placement, res.evaluation.start, "static")
