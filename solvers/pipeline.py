@@ -416,7 +416,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                 if opts.workers is None:  # CP-SAT's workers: half the cores each
                     fields["workers"] = max(1, cores() // 2)
                 try:
-                    side = SideTrack(f"{__name__}:side_track_main", problem, fields, [bare(c) for c in others], labels,
+                    side = SideTrack(side_track_main, problem, fields, [bare(c) for c in others], labels,
                                      inc.hint(), bound, None if budget is None else time.monotonic() + budget - CLOSE_SECONDS,
                                      inc.makespan, inc.verify)
                     search_opts = replace(opts, workers=fields["workers"])

@@ -9,10 +9,10 @@ a jump spent its last 300 s climbing back from a start 9% above (bench/results_s
 sessions 29-30). With a side track those starts are searched at the same time as the first track,
 on the second core, for the whole search.
 
-This module is the plumbing only: a child process runs a target that the caller names by module
-and function; the child posts its better answers through a socket pair, at most every
-POST_SECONDS, and a last one when it ends; :class:`SideTrack` reads them, and stops the child (a
-message, then a terminate) when the parent's search ends or is stopped. The child stops itself on
+This module is the plumbing only: a child process runs a module-level function the caller
+gives; the child posts its better answers through a socket pair, at most every POST_SECONDS, and
+a last one when it ends; :class:`SideTrack` reads them, and stops the child (a message, then a
+terminate) when the parent's search ends or is stopped. The child stops itself on
 Ctrl-C or SIGTERM (the terminal sends them to the whole process group), on the parent's message,
 and when the socket closes (the parent is gone).
 The child is a fresh interpreter (``python -c``), not a ``multiprocessing`` process: fork does not
@@ -21,7 +21,6 @@ script without a main guard a second time.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import signal
@@ -33,7 +32,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -155,14 +154,14 @@ def child_stop(conn: Connection) -> threading.Event:
 
 
 class SideTrack:
-    """The parent's side: start ``target(conn, *args)`` (``target``: "module:function") in a child
-    process, collect its posts (:meth:`poll`), stop it (:meth:`close`). ``best`` is the best post so far.
+    """The parent's side: start ``target(conn, *args)`` (``target``: a module-level function, which
+    crosses by its name) in a child process, collect its posts (:meth:`poll`), stop it (:meth:`close`). ``best`` is the best post so far.
 
     A thread reads the child's posts as they come: a post of a 30K-node answer is larger than the
     socket's buffer, and a child waiting for the parent's next look (up to a slice of the
     search) lost a third of its time in the first measured run."""
 
-    def __init__(self, target: str, *args: Any) -> None:
+    def __init__(self, target: Callable[..., None], *args: Any) -> None:
         mine, theirs = socket.socketpair()
         root = str(Path(__file__).resolve().parent.parent)  # where the packages are, installed or not
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -240,10 +239,9 @@ class SideTrack:
 
 
 def child_main(fd: int) -> None:
-    """The child's entry (``python -c``): read the target and its arguments from the socket ``fd``,
-    run it with the connection first."""
+    """The child's entry (``python -c``): read the target function and its arguments from the
+    socket ``fd``, run it with the connection first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the target's own handler: the parent stops it too
     conn = Connection(fd)
-    target, args = conn.recv()
-    module, name = target.split(":")
-    getattr(importlib.import_module(module), name)(conn, *args)
+    target, args = conn.recv()  # unpickling the target imports its module
+    target(conn, *args)

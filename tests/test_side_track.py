@@ -19,7 +19,7 @@ from solvers.pipeline import Incumbent, _side_start
 from solvers.run import run, verify
 from solvers.side_track import Post, SideTrack, bare, picklable_options, side_track_wanted
 
-TARGET = "solvers.pipeline:side_track_main"
+TARGET = pipeline.side_track_main
 
 
 def _problem(n: int = 300, seed: int = 4):
