@@ -96,14 +96,23 @@ class Post:
 
 
 class Poster:
-    """The child's side of the pipe: ``offer`` the track's better answers as they come, ``flush``
-    the last one; ``done`` closes with the track's summary."""
+    """The child's side of the pipe: ``offer`` the track's better answers as they come (one held
+    back by the rate limit goes out when its time comes, from a thread), ``flush`` the last one;
+    ``done`` closes with the track's summary."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.pending: Post | None = None
         self.last = 0.0
         self.lock = threading.Lock()
+        threading.Thread(target=self._due, daemon=True).start()
+
+    def _due(self) -> None:
+        while True:
+            time.sleep(POST_SECONDS / 5)
+            with self.lock:
+                if self.pending is not None and time.monotonic() - self.last >= POST_SECONDS:
+                    self._send()
 
     def offer(self, post: Post) -> None:
         with self.lock:

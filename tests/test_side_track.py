@@ -8,6 +8,7 @@ import os
 import socket
 import time
 
+import numpy as np
 import pytest
 
 import solvers.pipeline as pipeline
@@ -17,7 +18,7 @@ from placement.generate import generate
 from placement.solution import SolveOptions
 from solvers.pipeline import Incumbent, _side_start
 from solvers.run import run, verify
-from solvers.side_track import Post, SideTrack, bare, picklable_options, side_track_wanted
+from solvers.side_track import Post, Poster, SideTrack, bare, picklable_options, side_track_wanted
 
 TARGET = pipeline.side_track_main
 
@@ -155,3 +156,25 @@ def test_auto_goes_on_without_a_side_track_it_cannot_start(monkeypatch):
     assert any("side track: not started (no more processes)" in line for line in lines)
     assert not any(p.get("name") == "side-track" for p in res.history)
     check(prob, res.evaluation.placement, res.evaluation.start, "static")
+
+
+def test_a_held_back_post_goes_out_when_its_time_comes(monkeypatch):
+    """The child posts at most every POST_SECONDS; an answer held back by that limit is not kept
+    from the parent until the next one (a slice can pass without another)."""
+    monkeypatch.setattr(side_track, "POST_SECONDS", 0.2)
+    sent = []
+
+    class Conn:
+        send = staticmethod(sent.append)
+
+    poster = Poster(Conn())
+    one = np.zeros(3)
+    poster.offer(Post("start", one, one, None, 2.0))
+    poster.offer(Post("start", one, one, None, 1.5))
+    assert [body.makespan for _, body in sent] == [2.0]  # the second is held back
+    t = time.monotonic()
+    while len(sent) < 2 and time.monotonic() - t < 10.0:
+        time.sleep(0.05)
+    assert [body.makespan for _, body in sent] == [2.0, 1.5]
+    poster.done("over")
+    assert sent[-1] == ("done", "over") and len(sent) == 3  # nothing pending was sent twice
