@@ -1001,7 +1001,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                     echoes = False  # no block of the graph repeats
                 else:
                     made["echo"] = echo
-            _side_posts(side, inc, side.poll() if side is not None else [])
+            if side is not None:
+                _side_posts(inc, side.poll())
             dry = (name in ("joins", "relist") and arms[name].converged) or \
                 (name == "refine" and ref_stats.stopped == "converged")
             idle = time.monotonic() - t_run < 0.05 and cur.makespan >= piece_ms  # returned at once, with nothing
@@ -1047,7 +1048,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             log.append(f"restart from {label} {cur.makespan:.6g}")
     phases = []
     if side is not None:
-        _side_posts(side, inc, side.close())
+        _side_posts(inc, side.close())
         note = f"{side.posts} answers posted, the best {side.best.makespan:.6g}" if side.best else "no answer posted"
         phases.append(Phase("side-track", time.monotonic() - side.started, inc.makespan, bound, "heuristic",
                             f"{note}; {side.summary or 'it did not end within its close'}"))
@@ -1114,9 +1115,9 @@ def _echo_phase(problem: Problem, opts: SolveOptions, cur: Incumbent, echo: "Ech
     return echo, (time.monotonic() - t, (ms - cur.makespan) / ms)
 
 
-def _side_posts(side: SideTrack | None, inc: Incumbent, posts: list[Post]) -> None:
+def _side_posts(inc: Incumbent, posts: list[Post]) -> None:
     """Offer the best of the side track's new ``posts`` to ``inc`` (the evaluator judges it there)."""
-    if side is not None and posts:
+    if posts:
         inc.offer(min(posts, key=lambda post: post.makespan).solution())
 
 
@@ -1145,30 +1146,25 @@ def side_track_main(conn: Any, problem: Problem, fields: dict[str, Any], candida
         def left() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-        label: list[str | None] = [None]  # the start searched from; none chosen yet: nothing to post
-
-        def post(best: tuple[Solution, Evaluation]) -> None:
-            if label[0] is not None:
-                poster.offer(Post(label[0], best[1].placement, best[1].start, kept_waits(problem, best[1], best[0].waits),
-                                  best[1].makespan))
-
-        root = Incumbent(problem, opts.memory_model, verify, stop=stop, publish=post)
+        root = Incumbent(problem, opts.memory_model, verify, stop=stop)  # posts nothing until a start is chosen
         root.deadline = deadline
         starts = restart_starts(problem, opts, candidates, labels, left)
         track = _next_track(root, starts, stop=lambda: stop.is_set() or left() == 0.0,
                             max_above=float(opts.extra.get("restart_max_above", RESTART_MAX_ABOVE)), above=answer)
         if track is None:
             opts = replace(opts, seed=opts.seed + 1)
-            cur, label[0] = root.track(), f"the warm start, seed {opts.seed}"
+            cur, label = root.track(), f"the warm start, seed {opts.seed}"
             cur.offer(warm)
         else:
-            cur, label[0] = track
+            cur, label = track
+        root.publish = lambda best: poster.offer(Post(label, best[1].placement, best[1].start,
+                                                      kept_waits(problem, best[1], best[0].waits), best[1].makespan))
         if stop.is_set() or cur.best is None:
-            poster.done(f"from {label[0]}: stopped before the search")
+            poster.done(f"from {label}: stopped before the search")
             return
         hb = Heartbeat(None, lambda: cur.makespan, bound)
         done = _alternate_phase(problem, opts, cur, bound, left(), hb, None, starts)
-        poster.done(f"from {label[0]}: {done[-1].note}")
+        poster.done(f"from {label}: {done[-1].note}")
     except Exception as exc:  # the parent's answer stands: tell it why this track has none
         poster.done(f"failed: {type(exc).__name__}: {exc}")
 

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
@@ -77,8 +77,16 @@ def picklable_options(opts: SolveOptions) -> dict[str, Any]:
 
 def bare(sol: Solution) -> Solution:
     """``sol`` without its ``info`` (the portfolio's candidates nest there: the child needs only the schedule)."""
-    return Solution(sol.method, sol.status, placement=sol.placement, start=sol.start, order=sol.order, waits=sol.waits,
-                    objective=sol.objective, reason=sol.reason)
+    return replace(sol, info={})
+
+
+def send_quietly(conn: Connection, message: tuple) -> None:
+    """Send ``message``; nothing when the other end is gone (the parent: nobody to tell; the child:
+    :meth:`SideTrack.close` reports it)."""
+    try:
+        conn.send(message)
+    except (BrokenPipeError, EOFError, OSError):
+        pass
 
 
 @dataclass
@@ -127,18 +135,13 @@ class Poster:
 
     def done(self, summary: str) -> None:
         self.flush()
-        self._put(("done", summary))
+        send_quietly(self.conn, ("done", summary))
 
     def _send(self) -> None:
         assert self.pending is not None
-        self._put(("best", self.pending))
+        send_quietly(self.conn, ("best", self.pending))
         self.pending, self.last = None, time.monotonic()
 
-    def _put(self, message: tuple) -> None:
-        try:
-            self.conn.send(message)
-        except (BrokenPipeError, EOFError, OSError):
-            pass  # the parent is gone: nobody to tell
 
 
 def child_stop(conn: Connection) -> threading.Event:
@@ -187,7 +190,7 @@ class SideTrack:
         self._arrived = threading.Condition()
         # the arguments (the whole problem) go while the child starts: sent here, they would hold
         # the parent's search for that start
-        self.sender = threading.Thread(target=self._put, args=((target, args),), daemon=True)
+        self.sender = threading.Thread(target=send_quietly, args=(self.conn, (target, args)), daemon=True)
         self.sender.start()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -222,18 +225,12 @@ class SideTrack:
                 self.best = post
         return got
 
-    def _put(self, message: tuple) -> None:
-        try:
-            self.conn.send(message)
-        except (BrokenPipeError, EOFError, OSError):
-            pass  # the child is gone: close() reports it
-
     def close(self, wait: float = CLOSE_SECONDS) -> list[Post]:
         """Ask the child to stop, collect what it sends within ``wait`` seconds, end it; its last posts."""
         until = time.monotonic() + wait
         self.sender.join(wait)
         if not self.sender.is_alive():
-            self._put(("stop",))
+            send_quietly(self.conn, ("stop",))
         self.reader.join(max(0.0, until - time.monotonic()))
         if self.proc.poll() is None:
             self.proc.terminate()
