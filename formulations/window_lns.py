@@ -95,8 +95,9 @@ class LnsStats:
 
 
 def schedule_positions(base: IncrementalSchedule) -> tuple[np.ndarray, np.ndarray]:
-    """The base schedule's nodes in (start, topological rank) order, and each node's position in it."""
-    seq = np.lexsort((base.graph.rank, base.start))
+    """The base schedule's nodes in (start, tie) order (placement.incremental.start_ties), and each
+    node's position in it."""
+    seq = np.lexsort((base.graph.ties(base.problem, base.start), base.start))
     where = np.empty(seq.size, dtype=np.int64)
     where[seq] = np.arange(seq.size)
     return seq, where
@@ -341,7 +342,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         if solver.boolean_value(lit_v):
             new_pl[v] = d
     s_win = {v: solver.value(s_var[v]) for v in win.tolist()}
-    rank = tg.rank
+    rank = tg.rank + p.n * (p.time > 0)  # the model timed a zero-time node at a busy one's start before it
     order: list[list[int]] = []
     for d in range(k):
         nodes = np.asarray(base.order[d], dtype=np.int64)

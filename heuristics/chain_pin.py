@@ -59,7 +59,7 @@ from typing import Iterator
 
 import numpy as np
 
-from placement.evaluator import Evaluation, evaluate, wait_delay
+from placement.evaluator import Evaluation, evaluate, schedule_ties, wait_delay
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -619,7 +619,7 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
             continue
         tries += 1  # freed (the extra way): one move only, and no memory-aware order (60 s at 200K nodes, K = 4)
         ev = least_of[family][1]
-        sequence = np.lexsort((problem.topo_rank, ev.start))  # the schedule's order, a topological one
+        sequence = np.lexsort((schedule_ties(problem, ev.start), ev.start))  # the schedule's order, a topological one
         moved, done = move_params(problem, ev.placement, sequence, stop=opts.out_of_time)
         if done:
             moves += [{**m, "family": family} for m in done]

@@ -180,12 +180,12 @@ def merged_order(base: IncrementalSchedule, seq: np.ndarray, answers: list[tuple
     """The placement and per-device order of ``base`` with each answer (lo, hi, device per window
     node, start per window node) of disjoint windows [lo, hi) of ``seq`` put in: every node keeps
     its position in ``seq`` except the windows', which are sequenced inside their window by their
-    new starts (ties by topological rank)."""
+    new starts (ties: zero-time nodes first, then topological rank)."""
     p = base.problem
     placement = base.placement.copy()
     key = np.empty(p.n, dtype=float)
     key[seq] = np.arange(p.n, dtype=float)
-    rank = base.graph.rank
+    rank = base.graph.rank + p.n * (p.time > 0)  # a list schedule: a zero-time node at a busy one's start ran first
     for lo, hi, dev, start in answers:
         win = seq[lo:hi]
         placement[win] = dev

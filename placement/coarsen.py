@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .evaluator import as_placement, check_placement, evaluate
+from .evaluator import as_placement, check_placement, evaluate, schedule_ties
 from .problem import Problem, ProblemError
 
 EDGE_COMM = ("max", "sum")
@@ -83,13 +83,14 @@ class Coarsening:
 
     def project_order(self, coarse_placement: np.ndarray, coarse_start: np.ndarray | None = None) -> list[list[int]]:
         """Per-device order of original nodes that realises a coarse schedule: coarse nodes by
-        start time (ties: coarse topological rank), each expanded into its members in topological
+        start time (ties: placement.evaluator.schedule_ties), each expanded into its members in topological
         order. With this order the original makespan is at most the coarse schedule's (see
         docs/coarsening.md); ``coarse_start`` defaults to the coarse FIFO schedule."""
         cp = as_placement(self.coarse, coarse_placement)
         if coarse_start is None:
             coarse_start = evaluate(self.coarse, cp).start
-        seq = np.lexsort((self.coarse.topo_rank, np.asarray(coarse_start, dtype=float), cp))
+        cs = np.asarray(coarse_start, dtype=float)
+        seq = np.lexsort((schedule_ties(self.coarse, cs), cs, cp))
         order: list[list[int]] = [[] for _ in range(self.coarse.k)]
         for c in seq.tolist():
             order[int(cp[c])].extend(self.members[c].tolist())

@@ -8,13 +8,14 @@ the changed path: this module recomputes only that cone.
 What it computes, exactly: for a reference schedule ``ref`` (start times valid for placement
 ``pl``), the evaluator's ordered schedule (placement.evaluator.evaluate with ``order``) of the new
 placement ``pl'`` with the order ``order_of(pl', ref)``: each device runs its nodes by (ref start,
-topological rank), moved nodes slotting in where their reference start puts them. This is what
+tie), the tie zero-time nodes first, then topological rank (placement.evaluator.schedule_ties), moved nodes
+slotting in where their reference start puts them. This is what
 refine's ordered mode evaluates; the result is equal to the full evaluator bit for bit (same
 maxima of the same sums), which the tests check on random moves.
 
-How: sorting all nodes by (ref start, rank) is a topological order of the graph plus the device
+How: sorting all nodes by (ref start, tie) is a topological order of the graph plus the device
 chains of *any* placement ordered this way (a DAG edge u -> v has ref_start[v] >= ref_finish[u],
-and ties are broken by the topological rank), so the changed nodes can be re-timed in that order
+so at equal starts u takes no time and is ranked first), so the changed nodes can be re-timed in that order
 with a heap of positions: a node is recomputed (its earliest start: the latest input arrival and
 the finish of its predecessor in its device's chain) only when one of its inputs, its chain
 predecessor or its own device changed, and it passes the change on only if its start moved. The
@@ -45,7 +46,7 @@ import numpy as np
 
 from . import kernels
 from .evaluator import (Evaluation, MeasuredOnRead, ScheduleError, as_placement, as_waits, edge_delay, evaluate,
-                        static_memory, wait_delay)
+                        schedule_ties, static_memory, wait_delay)
 from .problem import Problem
 
 BOUND_VISITS = (4, 4096)  # the forward bound gives up after 4 * moved nodes + 4096 visits
@@ -61,8 +62,9 @@ class TimingGraph:
     the way the evaluator's ordered schedule does, whatever devices its ends move to; the memory
     is measured on the problem's own edges (a wait holds no tensor).
 
-    ``rank``: a topological rank of graph + waits that breaks ties of equal start times (the
-    problem's ``topo_rank`` when every wait goes forward in it, always so without waits).
+    ``rank``: a topological rank of graph + waits that breaks ties of equal start times after
+    zero-time nodes go first (placement.evaluator.schedule_ties; the problem's ``topo_rank`` when
+    every wait goes forward in it, always so without waits).
     ``edges``: the problem's edges, ``src.size - edges`` the waits after them."""
 
     src: np.ndarray
@@ -84,6 +86,11 @@ class TimingGraph:
     def wait_list(self) -> list[tuple[int, int]] | None:
         """The waits as pairs for a Solution or the evaluator (None without waits)."""
         return [(int(u), int(v)) for u, v in self.waits.tolist()] if self.waits.size else None
+
+    def ties(self, problem: Problem, start: np.ndarray) -> np.ndarray:
+        """The order of equal start times in ``start`` (placement.evaluator.schedule_ties over
+        graph + waits)."""
+        return schedule_ties(problem, start, self.rank, (self.src, self.dst))
 
 
 def _csr(a: np.ndarray, b: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,11 +146,13 @@ def _rank_with(problem: Problem, succ: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def device_order(problem: Problem, placement: np.ndarray, ref_start: np.ndarray,
-                 rank: np.ndarray | None = None) -> list[list[int]]:
-    """Per-device node order by (reference start, topological rank): the order the incremental
-    schedule keeps (the same as solvers.refine.order_of). ``rank``: a :class:`TimingGraph`'s, when
-    the schedule has waits."""
-    seq = np.lexsort((problem.topo_rank if rank is None else rank, ref_start, placement))
+                 rank: np.ndarray | None = None, graph: TimingGraph | None = None) -> list[list[int]]:
+    """Per-device node order by reference start, ties zero-time nodes first, then topological
+    rank (placement.evaluator.schedule_ties): the order the incremental schedule keeps
+    (solvers.refine.order_of). ``graph``: the schedule's :class:`TimingGraph` when it has waits
+    (``rank`` alone, a timing graph's, breaks ties by that rank only)."""
+    ties = graph.ties(problem, ref_start) if graph is not None else schedule_ties(problem, ref_start, rank)
+    seq = np.lexsort((ties, ref_start, placement))
     bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
     return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
 
@@ -186,23 +195,23 @@ def _chains_fixpoint(problem: Problem, placement: np.ndarray, start: np.ndarray,
 def kept_order_start(problem: Problem, placement: np.ndarray, ref_start: np.ndarray,
                      graph: TimingGraph | None = None) -> np.ndarray | None:
     """The start times of the evaluator's ordered schedule of ``placement`` with each device's
-    nodes in (``ref_start``, topological rank) order (``device_order``), in one pass.
+    nodes in (``ref_start``, tie) order (``device_order``), in one pass.
 
     Why: refine judges a batch move (tens to thousands of nodes) by this schedule; its cone is
     most of the graph, and the evaluator's ordered schedule (Kahn's algorithm over the graph and
     the chains, with the order validated node by node) costs 2-3x this pass. When ``ref_start``
-    is a schedule of any placement, sorting all nodes by (ref start, rank) is a topological order
+    is a schedule of any placement, sorting all nodes by (ref start, tie) is a topological order
     of the graph and of these chains (docs/scale.md, "Incremental evaluation"), so each node can
     be timed once, after its inputs and its device predecessor, with the evaluator's sums and
     maxima: the result equals it bit for bit (tests/test_incremental.py). None when the order is
     not topological (``ref_start`` was not a schedule): then ask the evaluator.
 
     ``graph``: with waits (:func:`timing_graph`), each wait times its node as an input does, ties
-    broken by the graph's rank: the evaluator's ordered schedule with those waits."""
+    broken by the graph's :meth:`TimingGraph.ties`: the evaluator's ordered schedule with those waits."""
     n = problem.n
     g = timing_graph(problem) if graph is None else graph
     ref = np.asarray(ref_start, dtype=float)
-    at = np.lexsort((g.rank, ref))
+    at = np.lexsort((g.ties(problem, ref), ref))
     pos = np.empty(n, dtype=np.int64)
     pos[at] = np.arange(n)
     if np.any(pos[g.src] >= pos[g.dst]):
@@ -479,12 +488,13 @@ class IncrementalSchedule:
         self._forget()
         pl = as_placement(p, placement)
         ref = np.asarray(ref_start, dtype=float)
-        # Positions in (ref start, rank) order: a topological order of the graph plus the chains of
+        # Positions in (ref start, tie) order: a topological order of the graph plus the chains of
         # any placement ordered this way; the cone is re-timed in it (a heap of positions).
-        at = np.lexsort((self.graph.rank, ref))
+        self._ties = self.graph.ties(p, ref)
+        at = np.lexsort((self._ties, ref))
         pos = np.empty(n, dtype=np.int64)
         pos[at] = np.arange(n)
-        # Each device's nodes by (ref start, rank): device_order's order (a stable sort of that by device).
+        # Each device's nodes by (ref start, tie): device_order's order (a stable sort of that by device).
         fast = kernels.for_size(n)
         self._off: np.ndarray | None = None  # the nodes whose start is not their reference start (_rebase)
         start = None
@@ -705,18 +715,20 @@ class IncrementalSchedule:
         """:meth:`reset` to (``pl``, ``ref``) after a move whose re-timed nodes are ``changed``
         (every node whose start differs from the base's).
 
-        The positions are by (reference start, rank): only the nodes whose key changed (the
+        The positions are by (reference start, tie): only the nodes whose key changed (the
         re-timed ones, and those whose base start was not their old reference start, ``_off``) are
         sorted, in the cone's order (nearly sorted already), and merged into the others' order; the
-        device chains are made by counting; the new order's schedule is ``ref`` except where a
-        zero-time node now waits behind a tie, re-timed from there (kernels.retime_order); the
+        device chains are made by counting; the new order's schedule is ``ref`` except where two
+        zero-time nodes at one start changed places, re-timed from there (kernels.retime_order); the
         finish order is merged likewise. O(n) passes instead of three sorts and a full re-timing.
         False, nothing changed, if the positions are not topological (not reached for a trial's
         schedule; the caller then resets in full)."""
         p = self.problem
         n = p.n
         start = np.array(ref, dtype=np.float64)
-        rank = np.ascontiguousarray(self.graph.rank, dtype=np.int64)  # graph + waits
+        rank = np.ascontiguousarray(self.graph.ties(p, start), dtype=np.int64)
+        if not np.array_equal(rank, self._ties):
+            return False  # the base's order broke its ties otherwise (its reference was no schedule)
         flag = np.zeros(n, dtype=np.bool_)
         flag[changed] = True
         extra = self._off[~flag[self._off]]
@@ -796,7 +808,7 @@ class IncrementalSchedule:
                 prev_o[b] = a
                 seeds.add(b)
         bridged = [b for b in seeds if b not in moves]
-        # Link them into their new chains by (ref start, rank), in increasing order of that key.
+        # Link them into their new chains by (ref start, tie), in increasing order of that key.
         pos = self._pos
         in_order = sorted(moves, key=pos.__getitem__)
         last: dict[int, tuple[int, int]] = {}  # device -> (last inserted node, its left anchor)
@@ -831,7 +843,7 @@ class IncrementalSchedule:
                 return Trial(self, moves, {}, bound, visited, complete=False)
         else:
             t_lb = {}
-        # Re-time the cone in (ref start, rank) order: a heap of positions. Working copies of the
+        # Re-time the cone in (ref start, tie) order: a heap of positions. Working copies of the
         # devices and finish times (two list copies) keep the loop to plain indexing.
         dev = pl.copy()
         for v, d in moves.items():

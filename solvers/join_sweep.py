@@ -92,7 +92,7 @@ class JoinSweep(ScheduleSweep):
                 for u, d in zip(units, devs):
                     pl[self.units.members[u]] = d
                 t = time.monotonic()
-                ev = timed(p, pl, order_of(p, pl, base.start, self.graph.rank), self.mm, self.waits)
+                ev = timed(p, pl, order_of(p, pl, base.start, graph=self.graph), self.mm, self.waits)
                 self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
                 st.tried += 1
                 if ev is not None and ev.makespan < base.makespan * (1 - 1e-12) and ev.feasible(p):

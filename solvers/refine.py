@@ -56,7 +56,7 @@ from placement.pieces import connected_pieces
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
-from placement.incremental import (IncrementalSchedule, TimingGraph, Trial, kept_order_start, ordered_evaluation,
+from placement.incremental import (IncrementalSchedule, TimingGraph, Trial, device_order, kept_order_start, ordered_evaluation,
                                    ordered_start, timing_graph)
 
 from .reschedule import bottom_levels, list_schedule_start, priority_order
@@ -127,13 +127,13 @@ class Units:
         self.mask = mask[[m[0] for m in self.members]] if self.count else np.zeros((0, problem.k), dtype=bool)
 
 
-def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray, rank: np.ndarray | None = None) -> list[list[int]]:
-    """Per-device node order of a schedule: by start time, ties by topological rank (an order the
-    evaluator accepts for any valid schedule, and for any placement re-using its start times).
-    ``rank``: a TimingGraph's (graph + waits), for a schedule with waits."""
-    seq = np.lexsort((problem.topo_rank if rank is None else rank, start, placement))
-    bounds = np.searchsorted(placement[seq], np.arange(problem.k + 1))
-    return [seq[bounds[d]:bounds[d + 1]].tolist() for d in range(problem.k)]
+def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray, rank: np.ndarray | None = None,
+             graph: TimingGraph | None = None) -> list[list[int]]:
+    """Per-device node order of a schedule: by start time, ties zero-time nodes first, then by
+    topological rank (placement.incremental.device_order: an order the evaluator accepts for any
+    valid schedule, and for any placement re-using its start times, which keeps the schedule's own
+    order). ``graph``: the schedule's TimingGraph (graph + waits), for a schedule with waits."""
+    return device_order(problem, placement, start, rank, graph)
 
 
 def kept_waits(problem: Problem, ev: Evaluation, waits: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
@@ -521,7 +521,7 @@ class _Search:
         if ref_start is None:
             ev = evaluate(self.p, pl, memory_model=self.mm)
         else:
-            ev = evaluate(self.p, pl, order=order_of(self.p, pl, ref_start, self.graph.rank), memory_model=self.mm,
+            ev = evaluate(self.p, pl, order=order_of(self.p, pl, ref_start, graph=self.graph), memory_model=self.mm,
                           waits=self.waits)
             if self.keep_order == "both":
                 fifo = evaluate(self.p, pl, memory_model=self.mm)
@@ -848,7 +848,7 @@ class _Search:
             if start is not None:
                 ev = None
                 if self.p.n and float((start + self.p.time).max()) < need:
-                    ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref, self.graph.rank), start, self.mm,
+                    ev = ordered_evaluation(self.p, pl, order_of(self.p, pl, ref, graph=self.graph), start, self.mm,
                                             self.graph)
                 if ev is not None or self.p.n == 0 or float((start + self.p.time).max()) >= need:
                     self.eval_seconds += time.monotonic() - t0
@@ -1018,7 +1018,7 @@ def refine(problem: Problem, placement: np.ndarray, opts: SolveOptions, *, deadl
     (u, v) every schedule of the search keeps (docs/model.md, "Waits"; chain-pin's held gradients).
     Moves are then judged by the kept order with these waits only (never FIFO, which takes none),
     and the returned Evaluation is the evaluator's schedule of ``order_of(problem, placement,
-    ev.start, timing_graph(problem, waits).rank)`` with the same waits, which meets them."""
+    ev.start, graph=timing_graph(problem, waits))`` with the same waits, which meets them."""
     pl = as_placement(problem, placement)
     check_placement(problem, pl)
     search = _Search(problem, pl, opts, deadline, memory_model, max_evals, patience, stats or RefineStats(),

@@ -221,3 +221,24 @@ def test_a_trials_peak_memory_is_the_evaluators_measured_when_read(seed, n, k, m
         assert got.peak_memory.tobytes() == expected.peak_memory.tobytes()
         assert got.feasible(prob) == expected.feasible(prob)
         assert np.array_equal(got.overflow(prob), expected.overflow(prob))
+
+
+def test_a_zero_time_node_tied_with_a_busy_one_keeps_its_place():
+    """A zero-time node z that starts with a busy node m on its device ran before m. Reading the
+    order off the start times by rank alone put m first (m is ranked before z), which delayed z and
+    the long node it feeds: a search's copy of its incumbent was longer than the incumbent."""
+    from placement.problem import make_problem
+
+    nodes = [{"id": v, "time": t, "out_bytes": 0, "param_bytes": 0} for v, t in (("m", 1), ("a", 1), ("z", 0), ("c", 5))]
+    edges = [{"src": "a", "dst": "z", "comm": 0}, {"src": "z", "dst": "c", "comm": 0}]
+    prob = make_problem(nodes, edges, devices=2)
+    m, a, z, c = (prob.index[v] for v in "mazc")
+    assert prob.topo_rank[m] < prob.topo_rank[z]  # the tie rank alone would break the wrong way
+    pl = np.array([0, 0, 0, 1])
+    ev = evaluate(prob, pl, order=[[a, z, m], [c]])
+    assert ev.start[z] == ev.start[m] == 1.0 and ev.makespan == 6.0
+    assert device_order(prob, pl, ev.start) == [[a, z, m], [c]]
+    inc = IncrementalSchedule(prob, pl, ev.start)
+    assert inc.makespan == 6.0 and np.array_equal(inc.start, ev.start)
+    # all-zero references are no schedule: ties stay topological (each device in rank order)
+    assert device_order(prob, pl, np.zeros(4)) == [[m, a, z], [c]]

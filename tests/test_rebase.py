@@ -93,7 +93,8 @@ def test_the_rebase_of_the_moved_part_is_taken_and_a_stale_trial_is_rebased_in_f
         prob = random_problem(seed, n, k, zero_time_p=0.4)
         rng = np.random.default_rng(seed)
         pl = rng.integers(0, k, size=n)
-        inc = IncrementalSchedule(prob, pl, evaluate(prob, pl).start)  # FIFO: often not its own order's fixpoint
+        other = rng.integers(0, k, size=n)  # a schedule of another placement: not its order's fixpoint here
+        inc = IncrementalSchedule(prob, pl, evaluate(prob, other).start)
         for _ in range(3):
             moves = {int(rng.integers(n)): int(rng.integers(k))}
             trial = inc.try_move(moves)

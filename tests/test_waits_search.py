@@ -116,7 +116,7 @@ def test_incremental_with_waits_equals_the_evaluator(seed, n, k, count, link, ke
             new_pl = inc.placement.copy()
             for v, d in moves.items():
                 new_pl[v] = d
-            order = device_order(prob, new_pl, ref, g.rank)
+            order = device_order(prob, new_pl, ref, graph=g)
             want = evaluate(prob, new_pl, order=order, memory_model=memory_model, waits=waits)
             lat = wait_delay(prob)
             brute = brute_earliest(prob, new_pl, order, waits, lat)
@@ -133,7 +133,7 @@ def test_incremental_with_waits_equals_the_evaluator(seed, n, k, count, link, ke
                     assert want.makespan >= cutoff - 1e-9 and trial.makespan <= want.makespan + 1e-9
             if commit:  # the new base: the evaluator's schedule in the order of the trial's start times
                 inc.commit(inc.try_move(moves))
-                again = evaluate(prob, new_pl, order=device_order(prob, new_pl, want.start, g.rank), waits=waits)
+                again = evaluate(prob, new_pl, order=device_order(prob, new_pl, want.start, graph=g), waits=waits)
                 assert np.array_equal(inc.start, again.start)
                 ref = want.start
 
@@ -208,7 +208,7 @@ def test_refine_is_deterministic_with_waits():
 def test_refine_never_loses_a_wait_on_random_problems(seed, model):
     rng = random.Random(seed)
     prob, pl, waits, g, ref = waited_case(seed, rng.randint(6, 14), rng.randint(2, 3), 4, seed % 2 == 0)
-    start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, g.rank), memory_model=model, waits=waits)
+    start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, graph=g), memory_model=model, waits=waits)
     prob = prob.with_devices(prob.k, float(start_ev.memory.max()))  # the start just fits: memory binds
     got_pl, got = refine(prob, pl, SolveOptions(memory_model=model, seed=seed), deadline=time.monotonic() + 60,
                          memory_model=model, max_evals=80, start=ref, keep_order=True, waits=waits)
@@ -221,7 +221,7 @@ def test_refine_never_loses_a_wait_on_random_problems(seed, model):
 def test_window_lns_keeps_the_waits(seed):
     rng = random.Random(100 + seed)
     prob, pl, waits, g, ref = waited_case(100 + seed, rng.randint(6, 12), 2, 4, seed % 2 == 1)
-    start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, g.rank), memory_model="peak", waits=waits)
+    start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, graph=g), memory_model="peak", waits=waits)
     got_pl, got = lns(prob, pl, ref, SolveOptions(memory_model="peak", seed=seed, workers=1),
                       deadline=time.monotonic() + 3.0, memory_model="peak", window=prob.n, window_seconds=1.0,
                       waits=waits)

@@ -39,7 +39,7 @@ def test_refine_with_waits_claims_what_the_evaluator_measures(seed, n, k, count,
         require_compiled()
     with kernel_mode(mode):
         prob, pl, waits, g, ref = waited_case(seed, n, k, count, link)
-        start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, g.rank), memory_model=model, waits=waits)
+        start_ev = evaluate(prob, pl, order=device_order(prob, pl, ref, graph=g), memory_model=model, waits=waits)
         if tight:
             prob = prob.with_devices(prob.k, float(start_ev.memory.max()))
         got_pl, got = refine(prob, pl, SolveOptions(memory_model=model, seed=seed), deadline=time.monotonic() + 60,
@@ -87,7 +87,7 @@ def test_trials_and_commits_with_waits_and_ties_equal_the_evaluator(seed, n, k, 
             new_pl = inc.placement.copy()
             for v, d in moves.items():
                 new_pl[v] = d
-            want = evaluate(prob, new_pl, order=device_order(prob, new_pl, ref, g.rank), memory_model="peak",
+            want = evaluate(prob, new_pl, order=device_order(prob, new_pl, ref, graph=g), memory_model="peak",
                             waits=waits)
             inc._prepare_bounds()
             for cutoff in (float("inf"), inc.makespan, want.makespan, want.makespan * 1.01 + 1e-6):
