@@ -357,11 +357,12 @@ def settled(before: Evaluation, after: Evaluation, cap: np.ndarray) -> bool:
     return all(abs(a - b) <= SETTLED * max(abs(a), abs(b)) for a, b in pairs)
 
 
-def fifo_order(ev: Evaluation, k: int) -> list[list[int]]:
-    """The order each of the ``k`` devices ran in a schedule (by start time, then node index); a
-    device with no node gets an empty list."""
-    order: list[list[int]] = [[] for _ in range(k)]
-    for v in np.lexsort((np.arange(ev.start.size), ev.start)).tolist():
+def fifo_order(problem: Problem, ev: Evaluation) -> list[list[int]]:
+    """The order each device ran in a schedule (by start time, ties: placement.evaluator.schedule_ties,
+    where node index could run a zero-time node behind its own successor); a device with no node
+    gets an empty list."""
+    order: list[list[int]] = [[] for _ in range(problem.k)]
+    for v in np.lexsort((schedule_ties(problem, ev.start), ev.start)).tolist():
         order[int(ev.placement[v])].append(v)
     return order
 
@@ -632,7 +633,7 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
     if best is None and model == "peak" and least is not None and least[0] <= REPAIR and not opts.out_of_time() \
             and not free_shared:
         got = lower_peak_order(problem, least[1].placement, fifo=None, stop=opts.out_of_time)
-        consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(got.evaluation, problem.k),
+        consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(problem, got.evaluation),
                  got.evaluation)
     if best is not None and model == "peak" and opts.extra.get("chain_pin_waits", True):
         held_rounds(best[0], top)

@@ -16,8 +16,9 @@ From two schedules of the search, before and after an improvement:
    colour) gets the pattern: each changed node's counterpart takes its new device, through the
    device map that best matches the region's old devices to the copy's, and a start relative to
    the copy's anchor (the region's earliest unchanged node) as in the improved schedule; the
-   search's schedule order is re-made from those start times (kept consistent with the graph),
-   and the evaluator times it.
+   search's schedule order is re-made from those start times (raised until each node starts no
+   earlier than its inputs finish, so that at equal starts zero-time nodes go first, as in the
+   schedule they come from: placement.evaluator.schedule_ties), and the evaluator times it.
 4. All copies at once first; if not shorter (or not fitting), each half, down to MAX_TRIES
    evaluations a pattern. What is shorter and fits is kept at once. The latest patterns go first.
 
@@ -45,7 +46,7 @@ MAX_CHANGED = 0.25  # share of the nodes: a change this big is a new schedule, n
 MAX_TRIES = 15  # evaluations a pattern may take (all copies, the halves, ..., down to eighths)
 MAX_REGION = 400  # nodes in a pattern's region: a larger one is a schedule-wide change
 MAX_QUEUE = 50  # patterns waiting for an echo
-SETTLE_PASSES = 64  # passes making the copied start times consistent with the graph
+SETTLE_PASSES = 64  # passes making the copied start times consistent with the graph and the node times
 
 
 @dataclass
@@ -240,16 +241,17 @@ class EchoSweep(ScheduleSweep):
                 for w, d, s in copy:
                     pl[w], prio[w] = d, s
         g = self.graph
+        dur = p.time[g.src]
         for _ in range(SETTLE_PASSES):  # each pass settles one more link of a chain of raised starts
-            if np.all(prio[g.dst] >= prio[g.src]):
+            if np.all(prio[g.dst] >= prio[g.src] + dur):
                 break
-            np.maximum.at(prio, g.dst, prio[g.src])
+            np.maximum.at(prio, g.dst, prio[g.src] + dur)
         else:
             return False  # a raised start runs down a long chain: not a local change
         t = time.monotonic()
         self.stats.tried += 1
         try:
-            ev = timed(p, pl, order_of(p, pl, prio, g.rank), self.mm, self.waits)
+            ev = timed(p, pl, order_of(p, pl, prio, graph=g), self.mm, self.waits)
         except ScheduleError:
             ev = None
         self.eval_seconds = max(self.eval_seconds, time.monotonic() - t)
