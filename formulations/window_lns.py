@@ -43,7 +43,7 @@ from ortools.sat.python import cp_model
 
 from placement.bypass_bound import chain_bound
 from placement.comm_bound import heads
-from placement.evaluator import Evaluation, ScheduleError, check, evaluate
+from placement.evaluator import Evaluation, ScheduleError, check, evaluate, zero_time_first
 from placement.incremental import IncrementalSchedule, TimingGraph, timing_graph
 from placement.memory_path_bound import best_path
 from placement.problem import Problem
@@ -95,7 +95,7 @@ class LnsStats:
 
 
 def schedule_positions(base: IncrementalSchedule) -> tuple[np.ndarray, np.ndarray]:
-    """The base schedule's nodes in (start, tie) order (placement.incremental.start_ties), and each
+    """The base schedule's nodes in (start, tie) order (placement.evaluator.schedule_ties), and each
     node's position in it."""
     seq = np.lexsort((base.graph.ties(base.problem, base.start), base.start))
     where = np.empty(seq.size, dtype=np.int64)
@@ -342,7 +342,7 @@ def solve_window(problem: Problem, base: IncrementalSchedule, lo: int, hi: int, 
         if solver.boolean_value(lit_v):
             new_pl[v] = d
     s_win = {v: solver.value(s_var[v]) for v in win.tolist()}
-    rank = tg.rank + p.n * (p.time > 0)  # the model timed a zero-time node at a busy one's start before it
+    rank = zero_time_first(p, tg.rank)  # the model timed a zero-time node at a busy one's start before it
     order: list[list[int]] = []
     for d in range(k):
         nodes = np.asarray(base.order[d], dtype=np.int64)

@@ -28,6 +28,7 @@ from time import monotonic
 
 import numpy as np
 
+from placement.evaluator import zero_time_first
 from placement.incremental import IncrementalSchedule
 from placement.problem import Problem
 from placement.window_boundary import Boundary
@@ -185,7 +186,7 @@ def merged_order(base: IncrementalSchedule, seq: np.ndarray, answers: list[tuple
     placement = base.placement.copy()
     key = np.empty(p.n, dtype=float)
     key[seq] = np.arange(p.n, dtype=float)
-    rank = base.graph.rank + p.n * (p.time > 0)  # a list schedule: a zero-time node at a busy one's start ran first
+    rank = zero_time_first(p, base.graph.rank)  # a list schedule: a zero-time node at a busy one's start ran first
     for lo, hi, dev, start in answers:
         win = seq[lo:hi]
         placement[win] = dev

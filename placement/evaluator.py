@@ -320,8 +320,14 @@ def schedule_ties(problem: Problem, start: np.ndarray, rank: np.ndarray | None =
     src, dst = (problem.src, problem.dst) if edges is None else edges
     s = np.asarray(start, dtype=float)
     if s.shape == (problem.n,) and bool(np.all(s[dst] >= s[src] + problem.time[src])):
-        return rank + problem.n * (problem.time > 0)
+        return zero_time_first(problem, rank)
     return rank
+
+
+def zero_time_first(problem: Problem, rank: np.ndarray) -> np.ndarray:
+    """``rank`` with every zero-time node ranked before every busy one (the order of equal starts
+    in a schedule: :func:`schedule_ties`), for callers that know their start times are one."""
+    return rank + problem.n * (problem.time > 0)
 
 
 def wait_delay(problem: Problem) -> float:
