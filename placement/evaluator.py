@@ -311,12 +311,13 @@ def schedule_ties(problem: Problem, start: np.ndarray, rank: np.ndarray | None =
     When ``start`` is a schedule (each edge's head starts no earlier than its tail finishes, over
     ``edges``: the problem's, or a timing graph's with its waits), an edge between equal starts
     leaves a zero-time node, so (start, tie) is a topological order. When it is not (priorities,
-    or all zeros for "each device in topological order"), or when ``rank`` is a timing graph's
-    and its ``edges`` are not given, the ties are ``rank`` alone."""
+    or all zeros for "each device in topological order"), or when ``rank`` is given without its
+    ``edges`` (a timing graph's rank: even when it equals ``topo_rank`` its waits are unknown
+    here, and the start times may not meet them), the ties are ``rank`` alone."""
     if rank is None:
         rank = problem.topo_rank
-    elif edges is None and rank is not problem.topo_rank:
-        return rank  # the waits that ranked it are unknown here: the schedule may not meet them
+    elif edges is None:
+        return rank
     src, dst = (problem.src, problem.dst) if edges is None else edges
     s = np.asarray(start, dtype=float)
     if s.shape == (problem.n,) and bool(np.all(s[dst] >= s[src] + problem.time[src])):
