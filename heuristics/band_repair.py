@@ -50,7 +50,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from placement.evaluator import Evaluation, buffers, evaluate, peak_profile, schedule_ties
+from placement.evaluator import Evaluation, buffers, evaluate, peak_profile, schedule_order
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -327,7 +327,7 @@ def _fast_starts(problem: Problem, opts: SolveOptions) -> Iterator[tuple[str, np
             continue
         pl = np.asarray(sol.placement, dtype=np.int64)
         ev = evaluate(free, pl, order=sol.order, memory_model="static")
-        yield name, pl, np.lexsort((schedule_ties(problem, ev.start), ev.start))
+        yield name, pl, schedule_order(problem, ev.start)
 
 
 def split_repaired(problem: Problem, name: str, pl: np.ndarray, seq: np.ndarray, pos: np.ndarray, pivot: int,

@@ -59,7 +59,8 @@ from typing import Iterator
 
 import numpy as np
 
-from placement.evaluator import Evaluation, evaluate, schedule_ties, wait_delay
+from placement.evaluator import Evaluation, evaluate, schedule_order, wait_delay
+from placement.incremental import device_order
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -357,16 +358,6 @@ def settled(before: Evaluation, after: Evaluation, cap: np.ndarray) -> bool:
     return all(abs(a - b) <= SETTLED * max(abs(a), abs(b)) for a, b in pairs)
 
 
-def fifo_order(problem: Problem, ev: Evaluation) -> list[list[int]]:
-    """The order each device ran in a schedule (by start time, ties: placement.evaluator.schedule_ties,
-    where node index could run a zero-time node behind its own successor); a device with no node
-    gets an empty list."""
-    order: list[list[int]] = [[] for _ in range(problem.k)]
-    for v in np.lexsort((schedule_ties(problem, ev.start), ev.start)).tolist():
-        order[int(ev.placement[v])].append(v)
-    return order
-
-
 def chain_pin(problem: Problem, opts: SolveOptions) -> Solution:
     """``chain-pin`` (module docstring): step 2 both ways, a shared device's second chain with its
     gradients free first, then all pinned; the faster answer (the first on a tie).
@@ -620,7 +611,7 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
             continue
         tries += 1  # freed (the extra way): one move only, and no memory-aware order (60 s at 200K nodes, K = 4)
         ev = least_of[family][1]
-        sequence = np.lexsort((schedule_ties(problem, ev.start), ev.start))  # the schedule's order, a topological one
+        sequence = schedule_order(problem, ev.start)  # the schedule's order, a topological one
         moved, done = move_params(problem, ev.placement, sequence, stop=opts.out_of_time)
         if done:
             moves += [{**m, "family": family} for m in done]
@@ -633,7 +624,9 @@ def way_stages(problem: Problem, opts: SolveOptions, free_shared: bool) -> Itera
     if best is None and model == "peak" and least is not None and least[0] <= REPAIR and not opts.out_of_time() \
             and not free_shared:
         got = lower_peak_order(problem, least[1].placement, fifo=None, stop=opts.out_of_time)
-        consider(f"memory-order:{got.rule}", got.order if got.order is not None else fifo_order(problem, got.evaluation),
+        fifo = got.evaluation
+        consider(f"memory-order:{got.rule}",
+                 got.order if got.order is not None else device_order(problem, fifo.placement, fifo.start),
                  got.evaluation)
     if best is not None and model == "peak" and opts.extra.get("chain_pin_waits", True):
         held_rounds(best[0], top)

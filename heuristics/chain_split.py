@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from placement.bounds import bottom_levels, longest_path
-from placement.evaluator import Evaluation, evaluate, schedule_ties
+from placement.evaluator import Evaluation, evaluate, schedule_order
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -312,7 +312,7 @@ def _descended(problem: Problem, over: list[tuple[float, int, Evaluation]],
     where descending from the memory-aware order fits.)"""
     ranked = sorted(over, key=lambda x: x[:2])
     # each device in the split's timing, ties in topological order
-    starts = [(ev.placement, np.lexsort((schedule_ties(problem, ev.start), ev.start))) for _, _, ev in ranked]
+    starts = [(ev.placement, schedule_order(problem, ev.start)) for _, _, ev in ranked]
     for i, got, _ in descents(problem, starts, stop):
         parts = ranked[i][1]
         tried.append({"parts": parts, "descent": {"moves": got.moves, "evaluations": got.evaluations, "ended": got.reason},

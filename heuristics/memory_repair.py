@@ -37,7 +37,7 @@ from typing import Callable
 
 import numpy as np
 
-from placement.evaluator import Evaluation, buffers, evaluate, peak_profile, schedule_ties
+from placement.evaluator import Evaluation, buffers, evaluate, peak_profile, schedule_order
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
@@ -265,7 +265,7 @@ def fast_schedule(problem: Problem, stop: Callable[[], bool] | None = None) -> t
         return None
     pl = np.asarray(dev, dtype=np.int64)
     ev = evaluate(free, pl, order=order, memory_model="static")
-    return pl, np.lexsort((schedule_ties(problem, ev.start), ev.start))
+    return pl, schedule_order(problem, ev.start)
 
 
 def memory_repair(problem: Problem, opts: SolveOptions) -> Solution:

@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from placement.evaluator import evaluate, schedule_ties
+from placement.evaluator import evaluate, schedule_order
 from placement.light_order import net_sequence
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
@@ -57,7 +57,7 @@ def fast_sequence(problem: Problem, stop: Callable[[], bool] | None = None) -> n
     except Stopped:
         return None
     ev = evaluate(free, dev, order=order, memory_model="static")
-    return np.lexsort((schedule_ties(problem, ev.start), ev.start))
+    return schedule_order(problem, ev.start)
 
 
 def blend(problem: Problem, fast: np.ndarray, light: np.ndarray, alpha: float) -> np.ndarray:

@@ -325,6 +325,12 @@ def schedule_ties(problem: Problem, start: np.ndarray, rank: np.ndarray | None =
     return rank
 
 
+def schedule_order(problem: Problem, start: np.ndarray) -> np.ndarray:
+    """Every node by ``start``, ties by :func:`schedule_ties`: a schedule's own order (per device,
+    the order it ran its nodes in), and a topological order of the graph."""
+    return np.lexsort((schedule_ties(problem, start), start))
+
+
 def zero_time_first(problem: Problem, rank: np.ndarray) -> np.ndarray:
     """``rank`` with every zero-time node ranked before every busy one (the order of equal starts
     in a schedule: :func:`schedule_ties`), for callers that know their start times are one."""

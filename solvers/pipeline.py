@@ -49,7 +49,7 @@ from heuristics.layer_bands import loss_pivot
 from heuristics.window_gather import FILL as GATHER_FILL, Windows, find_windows, gather_windows
 from formulations.window_lns import LnsStats, WindowSearch, lns
 from placement.coarsen import coarsen
-from placement.evaluator import Evaluation, evaluate, schedule_ties
+from placement.evaluator import Evaluation, evaluate, schedule_order
 from placement.problem import Problem
 from placement.repeats import repeat_classes, repeats
 from placement.solution import Solution, SolveOptions
@@ -745,7 +745,7 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
     pivot = loss_pivot(problem)
     if pivot is None:
         return []
-    seq = np.lexsort((schedule_ties(problem, over.start), over.start))  # each device in the schedule's start order
+    seq = schedule_order(problem, over.start)  # each device in the schedule's start order
     rep, _ = split_repaired(problem, label, over.placement, seq, positions(problem, pivot), pivot,
                             lambda: opts.stop.is_set() or time.monotonic() > until, first_fit=True,
                             more=lambda: time.monotonic() < more_until)
@@ -758,7 +758,7 @@ def _fitted(problem: Problem, opts: SolveOptions, inc: Incumbent, over: Evaluati
     if again and again[0].makespan < min(e.makespan for e in out) and time.monotonic() < until:
         # the faster priority schedule overflows again (50K CNN, K = 8: 1208.25 against the fit's
         # 1281.65, a little over on one device): repaired once more on its own order
-        rep = repair(problem, again[0].placement, np.lexsort((schedule_ties(problem, again[0].start), again[0].start)),
+        rep = repair(problem, again[0].placement, schedule_order(problem, again[0].start),
                      stop=lambda: opts.stop.is_set() or time.monotonic() > until)
         if rep.evaluation.feasible(problem):
             out.append(rep.evaluation)

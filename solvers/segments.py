@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 
 from formulations.window_lns import timed
-from placement.evaluator import Evaluation, check, schedule_ties
+from placement.evaluator import Evaluation, check, schedule_order
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -209,7 +209,7 @@ class SegmentSearch:
             if left < min(SEGMENT_MIN_SECONDS, self.seconds):
                 break
             base = self.best_ev
-            seq = np.lexsort((schedule_ties(p, base.start), base.start))
+            seq = schedule_order(p, base.start)
             lo = self.pos
             hi = min(p.n, lo + self.size)
             if p.n - hi < self.size // 4:
