@@ -228,3 +228,47 @@ def test_chain_pin_with_unlimited_memory_gives_up_without_chains(kind):
     free = generate(kind, 1500, seed=0, devices=4, memory_fraction=None).with_devices(4, math.inf)
     sol = chain_pin(free, STATIC)
     assert sol.placement is None and "no weight-gradient accumulation chain" in sol.reason
+
+
+def test_the_probe_keeps_each_candidates_best_schedule_for_the_later_tracks():
+    # C = {a, b} on device 0, x on device 1: makespan 6 in any order; B = {x, a} on 0, b on 1 in
+    # the member's order x then a: 12, re-scheduled (a first) 7. C leads; B's later track starts
+    # from its 7, not from the member's 12.
+    nodes = [{"id": x, "time": t, "out_bytes": 0.0, "param_bytes": 0.0} for x, t in (("x", 5.0), ("a", 1.0), ("b", 5.0))]
+    prob = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 1.0}], devices=2)
+    c, b = np.array([1, 0, 0]), np.array([0, 0, 1])
+    cands = [Solution("c-member", "heuristic", placement=c, objective=6.0),
+             Solution("b-member", "heuristic", placement=b, order=[[0, 1], [2]], objective=12.0)]
+    inc = Incumbent(prob, "static", verify)
+    inc.offer(cands[0])
+    with Heartbeat(None, lambda: inc.makespan, 0.0) as hb:
+        probe = _probe_phase(prob, STATIC, inc, cands, [], None, hb)
+    assert probe is not None and probe.lead == 0 and set(probe.answers) == {0, 1}
+    label, sol = probe.answers[1]
+    assert label == "b-member" and sol.method == "b-member" and list(sol.placement) == [0, 0, 1]
+    assert check(prob, sol.placement, sol.start).makespan == 7.0 == sol.objective
+
+
+def test_later_tracks_start_where_the_probe_left_each_candidate(monkeypatch):
+    """The restarts (here in turn: one worker) get the probe's schedule of every candidate it
+    judged, each never above the member's own answer, and no candidate twice."""
+    prob = generate("cnn", 400, seed=3, devices=3).with_devices(3, math.inf)
+    got: list[tuple[list[str], list[Solution]]] = []
+    real = pipeline_mod.restart_starts
+    monkeypatch.setattr(pipeline_mod, "restart_starts",
+                        lambda problem, opts, cands, labels, left: got.append((labels, cands)) or real(problem, opts, cands, labels, left))
+    extra = {"exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5}
+    res = run(prob, "auto", SolveOptions(time_limit=8, workers=1, extra=extra))
+    probe = next(p["note"] for p in res.history if p.get("name") == "probe")
+    (labels, starts), = got
+    members = {c.method: c for c in portfolio(prob, SolveOptions(time_limit=20, memory_model="static")).info["candidates"]}
+    assert len(labels) == len(starts) == len(members) - 1 and len({s.method for s in starts}) == len(starts)
+    lower = 0
+    for label, s in zip(labels, starts):
+        own = evaluate(prob, members[s.method].placement, order=members[s.method].order).makespan
+        assert label.split()[0] in probe or label == s.method
+        if s.start is not None:
+            ms = check(prob, s.placement, s.start).makespan
+            assert ms <= own + 1e-9
+            lower += ms < own - 1e-9
+    assert lower >= 1
