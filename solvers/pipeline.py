@@ -52,7 +52,7 @@ from placement.coarsen import coarsen
 from placement.evaluator import Evaluation, evaluate, schedule_order
 from placement.problem import Problem
 from placement.repeats import repeat_classes, repeats
-from placement.solution import Solution, SolveOptions
+from placement.solution import BestSoFar, Solution, SolveOptions
 
 from .join_sweep import JoinStats, JoinSweep
 from .multilevel import MultilevelStats, multilevel
@@ -298,6 +298,18 @@ def finish_reserve(problem: Problem, total: float) -> float:
     return min(0.2 * total, FINISH_SECONDS + FINISH_SECONDS_PER_ELEMENT * (problem.n + problem.m))
 
 
+def known_makespan(inc: Incumbent, best_so_far: BestSoFar) -> float | None:
+    """What the progress lines show as the incumbent: ``inc``'s makespan, or before it has one (the
+    portfolio's members answer one after another: 57 s on the 200K CNN), the best answer a member
+    published for the same problem (None: none yet)."""
+    if inc.makespan is not None:
+        return inc.makespan
+    answer, _ = best_so_far.get()
+    if answer is None or answer[0] is not inc.problem or answer[1].objective is None:
+        return None
+    return float(answer[1].objective)
+
+
 def pipeline(
     problem: Problem,
     opts: SolveOptions,
@@ -310,7 +322,7 @@ def pipeline(
     inc = Incumbent(problem, opts.memory_model, verify,
                     publish=lambda best: opts.best_so_far.publish_answer(problem, best[0], best[1]), stop=opts.stop)
     interval = float(opts.extra.get("progress_seconds", HEARTBEAT_SECONDS))
-    with Heartbeat(say, lambda: inc.makespan, lower_bound, started=min(opts.started, time.monotonic()), interval=interval,
+    with Heartbeat(say, lambda: known_makespan(inc, opts.best_so_far), lower_bound, started=min(opts.started, time.monotonic()), interval=interval,
                    on_enter=opts.best_so_far.enter) as hb:
         return _pipeline(problem, opts, lower_bound, inc, hb)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 
@@ -99,3 +100,43 @@ def test_cli_keeps_speaking_outside_autos_heartbeat(tmp_path, capsys, monkeypatc
     alive = [ln for ln in lines[1:] if ln.startswith("cpsat: incumbent=")]
     assert len(alive) >= 3, lines
     assert all(re.search(r"bound=[0-9.e+]+ elapsed=[0-9.]+s$", ln) for ln in alive), alive
+
+
+def test_the_warm_start_shows_a_members_published_answer_until_the_incumbent_has_one(monkeypatch):
+    """While the portfolio's members answer one after another the pipeline's incumbent is empty;
+    the lines show the best answer a member published for this problem, never "-" after a value."""
+    from heuristics import portfolio as portfolio_mod
+    prob = generate("transformer", 400, seed=3, devices=3, memory_fraction=0.5)
+    real = portfolio_mod.MEMBERS["etf"]
+
+    def slow_etf(problem, opts):  # a member that takes a while, after the quick ones published
+        time.sleep(1.0)
+        return real(problem, opts)
+
+    monkeypatch.setitem(portfolio_mod.MEMBERS, "etf", slow_etf)
+    lines: list[str] = []
+    extra = {"progress_seconds": 0.1, "exact_max_nodes": 50, "lns_window": 60, "lns_window_seconds": 0.5}
+    res = run(prob, "auto", SolveOptions(time_limit=6, workers=1, extra=extra), progress=lines.append)
+    warm = [m["inc"] for m in map(LINE.match, lines) if m and m["phase"] == "warm-start"]
+    # ETF's second alone gives ten lines; the quick members (single first) answered before it
+    assert len(warm) >= 10 and warm.count("-") <= 2
+    shown = [i for i, v in enumerate(warm) if v != "-"]
+    assert all(v != "-" for v in warm[shown[0]:])
+    assert all(float(v) >= res.evaluation.makespan - 1e-9 for v in warm[shown[0]:])
+
+
+def test_known_makespan_is_the_incumbents_else_a_published_answer_for_the_same_problem():
+    from placement.solution import BestSoFar
+    from solvers.pipeline import Incumbent, known_makespan
+    from solvers.run import verify
+    prob, other = generate("cnn", 60, seed=1, devices=2), generate("cnn", 60, seed=2, devices=2)
+    inc, best = Incumbent(prob, "static", verify), BestSoFar()
+    assert known_makespan(inc, best) is None
+    single = run(prob, "single", SolveOptions()).solution
+    best.publish_answer(other, single)
+    assert known_makespan(inc, best) is None  # another problem's answer is not shown
+    best.publish_answer(prob, single)
+    assert known_makespan(inc, best) == single.objective
+    etf = run(prob, "etf", SolveOptions()).solution
+    ev = inc.offer(etf)
+    assert known_makespan(inc, best) == ev.makespan != single.objective
