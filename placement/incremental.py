@@ -420,7 +420,7 @@ class Trial:
 
 def _graph_lists(s: IncrementalSchedule) -> None:
     """The graph as Python lists, for the Python path: per node its (input, transfer) pairs, its
-    successors and their transfers, and the node times and ranks."""
+    successors and their transfers, and the node times."""
     p = s.problem
     pptr, pnbr, pcomm, sptr, snbr, scomm = (a.tolist() for a in s._csr)
     d = s.__dict__
@@ -428,10 +428,9 @@ def _graph_lists(s: IncrementalSchedule) -> None:
     d["_succs"] = [snbr[sptr[v]:sptr[v + 1]] for v in range(p.n)]
     d["_succ_comm"] = [scomm[sptr[v]:sptr[v + 1]] for v in range(p.n)]
     d["_dur"] = p.time.tolist()
-    d["_rank"] = s.graph.rank.tolist()
 
 
-_GRAPH = ("_preds", "_succs", "_succ_comm", "_dur", "_rank")  # made once, by _graph_lists, on first use
+_GRAPH = ("_preds", "_succs", "_succ_comm", "_dur")  # made once, by _graph_lists, on first use
 
 _LAZY = {  # IncrementalSchedule's Python lists of its base, made from its arrays on first use
     "_pl": lambda s: s.placement.tolist(),
