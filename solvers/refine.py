@@ -127,13 +127,13 @@ class Units:
         self.mask = mask[[m[0] for m in self.members]] if self.count else np.zeros((0, problem.k), dtype=bool)
 
 
-def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray, rank: np.ndarray | None = None,
+def order_of(problem: Problem, placement: np.ndarray, start: np.ndarray,
              graph: TimingGraph | None = None) -> list[list[int]]:
     """Per-device node order of a schedule: by start time, ties zero-time nodes first, then by
     topological rank (placement.incremental.device_order: an order the evaluator accepts for any
     valid schedule, and for any placement re-using its start times, which keeps the schedule's own
     order). ``graph``: the schedule's TimingGraph (graph + waits), for a schedule with waits."""
-    return device_order(problem, placement, start, rank, graph)
+    return device_order(problem, placement, start, graph=graph)
 
 
 def kept_waits(problem: Problem, ev: Evaluation, waits: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
