@@ -238,6 +238,10 @@ class SideTrack:
             self.proc.wait(KILL_SECONDS)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            try:  # SIGKILL cannot be caught: reap it, so no zombie is left and poll() tells the truth
+                self.proc.wait(KILL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
         self.reader.join(0.5)  # the child is gone: the socket's end wakes the reader
         got = self.poll()
         self.conn.close()

@@ -92,6 +92,22 @@ def test_the_side_track_stops_when_asked_and_when_its_parent_is_gone():
     orphan.close()
 
 
+def test_a_child_that_answers_nothing_is_killed_and_reaped_within_the_close_budget():
+    """A child deaf to the stop message and to SIGTERM (here: stopped by SIGSTOP, as a child
+    busy in a long native call is for a moment) is killed, and close() returns only once it is
+    reaped: no zombie is left and poll() tells the truth (CI once saw the kill without the reap
+    under load)."""
+    import signal
+
+    prob = _problem(300, seed=5)
+    etf = run(prob, "etf", SolveOptions()).solution
+    side = _start(prob, [etf], 300.0)
+    side.poll(3.0)
+    os.kill(side.proc.pid, signal.SIGSTOP)
+    side.close()
+    assert side.proc.poll() == -signal.SIGKILL  # killed, and reaped
+
+
 def test_a_failing_side_track_says_why():
     fields = picklable_options(SolveOptions(workers=1))
     side = SideTrack(TARGET, None, fields, [], [], None, 0.0, time.monotonic() + 30.0, 1.0, verify)
