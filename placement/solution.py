@@ -42,6 +42,8 @@ class BestSoFar:
         self._answer: tuple[Any, "Solution", Any] | None = None
         self._bound: float | None = None
         self.phase = "starting"  # what the run is doing (the report names the phase a stop landed in)
+        # (problem, placement.memory_bounds' parts) once the run has them: a watchdog's report carries them
+        self.memory_bound: tuple[Any, dict[str, float]] | None = None
         self._entered: list[tuple[str, float, float | None]] = []  # (phase, when, best makespan then)
 
     def enter(self, phase: str) -> None:

@@ -178,13 +178,15 @@ def interrupted_result(problem: Problem, opts: SolveOptions, method: str, why: s
         if ev is not None and ev.feasible(problem):
             found = (sol, ev)
     history = opts.best_so_far.phase_history()
+    known = opts.best_so_far.memory_bound
+    mem_lb = dict(known[1]) if known is not None and known[0] is problem and objective == "makespan" else {}
     if found is None:
         return RunResult("unknown", method, None, None, lb, seconds, reason=why, interrupted=True, objective_name=objective,
-                         history=history)
+                         history=history, memory_bound=mem_lb)
     sol, ev = found
     status = "optimal" if ev.makespan <= lb * (1 + 1e-9) else "heuristic"
     return RunResult(status, f"{method}:{sol.method}" if method == "auto" else sol.method, sol, ev, min(lb, ev.makespan),
-                     seconds, reason=why, interrupted=True, history=history)
+                     seconds, reason=why, interrupted=True, history=history, memory_bound=mem_lb)
 
 
 def _call(name: str, problem: Problem, opts: SolveOptions) -> Solution:
@@ -218,6 +220,7 @@ def run(
     lb = lbs.best
     opts.best_so_far.publish_bound(lb)
     mem_lb = memory_lower_bound(problem, opts.memory_model)
+    opts.best_so_far.memory_bound = (problem, mem_lb)
     why = infeasibility(problem, opts.memory_model) or memory_infeasibility(problem, mem_lb)
     if why:
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict(),

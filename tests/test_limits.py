@@ -158,3 +158,33 @@ def test_list_schedulers_obey_a_stop(name):
     sol = get(name).func(problem, opts)
     assert sol.status == "unknown" and sol.placement is None and "stopped" in sol.reason
     assert get(name).func(problem, SolveOptions()).status == "heuristic"
+
+
+def test_a_report_answered_by_the_watchdog_keeps_the_memory_lower_bound(monkeypatch):
+    """A run cut by the watchdog once it has its bounds still reports the memory lower bound (the
+    report of an interrupted peak run on an imported GNN had none)."""
+    import solvers.run as run_module
+    from placement.memory_bounds import memory_lower_bound
+
+    problem = random_problem(8, 10, 3, memory=400.0)
+    release = threading.Event()
+
+    def deaf(problem_, method, opts_, say, lbs, t0):  # the search after the bounds ignores every stop
+        opts_.best_so_far.publish_answer(problem_, hint_of(problem_))
+        release.wait(60)
+        raise AssertionError("the watchdog should not have waited for this")
+
+    monkeypatch.setattr(run_module, "_run_makespan", deaf)
+    for model in ("static", "peak"):
+        opts = SolveOptions(time_limit=1.0, memory_model=model)
+        command = Command()
+        opts.stop = command.stop
+        try:
+            result = command._solve(lambda: run_module.run(problem, "auto", opts), problem, opts, _args(1.0))
+        finally:
+            release.set()
+        release.clear()
+        assert result.interrupted and command.abandoned
+        expected = memory_lower_bound(problem, model)
+        assert expected["best"] > 0 and result.memory_bound == expected
+        assert result.report(problem, model)["memory_lower_bound"] == expected["best"]
