@@ -250,7 +250,7 @@ def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callab
         hist = [p.as_dict() for p in res.phases]
         if res.best is None:
             return RunResult("infeasible" if res.infeasible else "unknown", "auto", None, None, res.bound, seconds,
-                             reason="; ".join(res.reasons) or "no feasible placement found", bounds=lbs.as_dict(), history=hist)
+                             reason="; ".join(dict.fromkeys(res.reasons)) or "no feasible placement found", bounds=lbs.as_dict(), history=hist)
         sol, ev = res.best
         _check_bound(res.bound, ev.makespan)
         status = "optimal" if res.proved_optimal else ("feasible" if res.used_exact else "heuristic")

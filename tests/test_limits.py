@@ -188,3 +188,15 @@ def test_a_report_answered_by_the_watchdog_keeps_the_memory_lower_bound(monkeypa
         expected = memory_lower_bound(problem, model)
         assert expected["best"] > 0 and result.memory_bound == expected
         assert result.report(problem, model)["memory_lower_bound"] == expected["best"]
+
+
+def test_an_unknown_answer_names_each_reason_once(monkeypatch):
+    """The portfolio runs in the warm start and again for the members it skipped: when neither
+    finds a placement that fits, the report said the same reason twice."""
+    import solvers.run as run_module
+    from solvers.pipeline import PipelineResult
+
+    same = "portfolio: no member found a memory-feasible placement"
+    monkeypatch.setattr(run_module, "pipeline", lambda *a, **k: PipelineResult(None, 1.0, False, [], [same, "held-split: x", same]))
+    result = run_module.run(random_problem(9, 6, 2), "auto", SolveOptions(time_limit=5.0))
+    assert result.status == "unknown" and result.reason == f"{same}; held-split: x"
