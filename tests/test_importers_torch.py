@@ -436,6 +436,19 @@ def nonzero():
 
 def mismatch():
     return torch.nn.Linear(4, 4), (torch.randn(3, 5),)  # the batch does not fit the model
+
+class Ctc(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 6)
+
+    def forward(self, x):  # x: (time 10, batch 2, 4); CTC's output size depends on the targets' values
+        logp = self.lin(x).log_softmax(-1)
+        return torch.nn.functional.ctc_loss(logp, torch.ones(2, 5, dtype=torch.long), torch.full((2,), 10, dtype=torch.long),
+                                            torch.full((2,), 5, dtype=torch.long))
+
+def ctc():
+    return Ctc(), (torch.randn(10, 2, 4),)
 '''
 
 
@@ -446,6 +459,7 @@ def mismatch():
     (["{mod}:frozen"], "Linear has no trainable parameter"),
     (["{mod}:nonzero"], "cannot trace Nonzero: nonzero (aten.nonzero) has an output whose size depends on the data"),
     (["{mod}:mismatch"], "cannot trace Linear: RuntimeError: a and b must have same reduction dim"),
+    (["{mod}:ctc"], "cannot trace Ctc: aten._ctc_loss.Tensor has an output whose size depends on the data"),
     (["{mod}:missing"], "no function 'missing'"),
     (["{dir}/nope.py:f"], "no such file"),
     (["no_such_module_xyz:f"], "cannot import"),

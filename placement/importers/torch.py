@@ -258,6 +258,10 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         raise
     except Exception as exc:  # tracing failures come in many types; name the model and the cause
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if type(exc).__name__ == "DynamicOutputShapeException":  # torch names the op (e.g. aten._ctc_loss.Tensor)
+            raise ProblemError(f"cannot trace {type(model).__name__}: {first} has an output whose size depends on the "
+                               "data, which PyTorch cannot trace: every tensor needs a static size; compute that op "
+                               "outside the step or use one whose output size is fixed") from None
         raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
     finally:
         fake_log.disabled = was_disabled
