@@ -1071,7 +1071,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             log.append(f"restart from {label} {cur.makespan:.6g}")
     phases = []
     if side is not None:
-        _side_posts(inc, side.close())
+        _side_posts(inc, side.close(hurry=opts.stop.is_set()))
         note = f"{side.posts} answers posted, the best {side.best.makespan:.6g}" if side.best else "no answer posted"
         phases.append(Phase("side-track", time.monotonic() - side.started, inc.makespan, bound, "heuristic",
                             f"{note}; {side.summary or 'it did not end within its close'}"))

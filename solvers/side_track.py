@@ -225,8 +225,21 @@ class SideTrack:
                 self.best = post
         return got
 
-    def close(self, wait: float = CLOSE_SECONDS) -> list[Post]:
-        """Ask the child to stop, collect what it sends within ``wait`` seconds, end it; its last posts."""
+    def close(self, wait: float = CLOSE_SECONDS, hurry: bool = False) -> list[Post]:
+        """Ask the child to stop, collect what it sends within ``wait`` seconds, end it; its last posts.
+        ``hurry`` (the parent itself was asked to stop: Ctrl-C, SIGTERM): the ``solve`` command
+        answers a quarter second after a stop whether or not the run has returned, so the child is
+        killed at once and only the posts already read are kept."""
+        if hurry:
+            self.proc.kill()
+            try:
+                self.proc.wait(KILL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            self.reader.join(0.05)
+            got = self.poll()
+            self.conn.close()
+            return got
         until = time.monotonic() + wait
         self.sender.join(wait)
         if not self.sender.is_alive():

@@ -108,6 +108,27 @@ def test_a_child_that_answers_nothing_is_killed_and_reaped_within_the_close_budg
     assert side.proc.poll() == -signal.SIGKILL  # killed, and reaped
 
 
+def test_a_parent_that_is_stopping_kills_its_child_at_once_and_keeps_what_arrived():
+    """On Ctrl-C the command answers STOP_GRACE (0.25 s) after the stop: the side track's close
+    then kills the child instead of asking it and waiting up to half a second (a Ctrl-C run was
+    answered by the watchdog, without the pipeline's report, while close waited)."""
+    import signal
+
+    prob = _problem()
+    heft = run(prob, "heft", SolveOptions()).solution
+    side = _start(prob, [heft], 300.0)
+    posts = []
+    t = time.monotonic()
+    while not posts and time.monotonic() - t < 60:
+        posts += side.poll(1.0)
+    assert posts  # it has searched and posted
+    posts += side.close(hurry=True)
+    assert side.proc.poll() == -signal.SIGKILL  # killed, not asked (asked, it ends with 0)
+    for post in posts:
+        ev = check(prob, post.placement, post.start, "static")
+        assert ev.makespan == pytest.approx(post.makespan)
+
+
 def test_a_failing_side_track_says_why():
     fields = picklable_options(SolveOptions(workers=1))
     side = SideTrack(TARGET, None, fields, [], [], None, 0.0, time.monotonic() + 30.0, 1.0, verify)
