@@ -41,6 +41,7 @@ from placement.solution import Solution, SolveOptions
 SIDE_MIN_SECONDS = 30.0  # a search shorter than this runs no side track (the child's start costs 1-3 s)
 POST_SECONDS = 5.0  # the child posts its best answer at most this often (a 200K-node answer is 3 MB)
 CLOSE_SECONDS = 0.5  # how long the parent waits for the child's last answer once it is asked to stop
+NO_SUMMARY = "ended without a summary"  # the child's socket closed before it said how it ended
 KILL_SECONDS = 0.3  # then how long a terminated child may take before it is killed (Ctrl-C: a second in all)
 
 
@@ -196,7 +197,7 @@ class SideTrack:
         self.reader.start()
 
     def _read(self) -> None:
-        summary = "ended without a summary"
+        summary = NO_SUMMARY
         try:
             while True:
                 kind, body = self.conn.recv()
@@ -209,7 +210,7 @@ class SideTrack:
         except (EOFError, OSError, TypeError):  # TypeError: the connection was closed under the read
             pass
         with self._arrived:
-            self.summary = summary
+            self.summary = self.summary or summary  # a hurried close has named the end already
             self._arrived.notify_all()
 
     def poll(self, wait: float = 0.0) -> list[Post]:
@@ -236,6 +237,9 @@ class SideTrack:
                 self.proc.wait(KILL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
+            with self._arrived:  # the reader may have seen the socket close first
+                if self.summary in (None, NO_SUMMARY):
+                    self.summary = "killed: the run was asked to stop"
             self.reader.join(0.05)
             got = self.poll()
             self.conn.close()

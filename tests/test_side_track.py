@@ -124,6 +124,7 @@ def test_a_parent_that_is_stopping_kills_its_child_at_once_and_keeps_what_arrive
     assert posts  # it has searched and posted
     posts += side.close(hurry=True)
     assert side.proc.poll() == -signal.SIGKILL  # killed, not asked (asked, it ends with 0)
+    assert side.summary == "killed: the run was asked to stop"
     for post in posts:
         ev = check(prob, post.placement, post.start, "static")
         assert ev.makespan == pytest.approx(post.makespan)
