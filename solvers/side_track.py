@@ -232,37 +232,34 @@ class SideTrack:
         answers a quarter second after a stop whether or not the run has returned, so the child is
         killed at once and only the posts already read are kept."""
         if hurry:
-            self.proc.kill()
-            try:
-                self.proc.wait(KILL_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
+            self._kill()
             with self._arrived:  # the reader may have seen the socket close first
                 if self.summary in (None, NO_SUMMARY):
                     self.summary = "killed: the run was asked to stop"
-            self.reader.join(0.05)
-            got = self.poll()
-            self.conn.close()
-            return got
-        until = time.monotonic() + wait
-        self.sender.join(wait)
-        if not self.sender.is_alive():
-            send_quietly(self.conn, ("stop",))
-        self.reader.join(max(0.0, until - time.monotonic()))
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(KILL_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            try:  # SIGKILL cannot be caught: reap it, so no zombie is left and poll() tells the truth
+        else:
+            until = time.monotonic() + wait
+            self.sender.join(wait)
+            if not self.sender.is_alive():
+                send_quietly(self.conn, ("stop",))
+            self.reader.join(max(0.0, until - time.monotonic()))
+            if self.proc.poll() is None:
+                self.proc.terminate()
+            try:
                 self.proc.wait(KILL_SECONDS)
             except subprocess.TimeoutExpired:
-                pass
-        self.reader.join(0.5)  # the child is gone: the socket's end wakes the reader
+                self._kill()
+        self.reader.join(0.05 if hurry else 0.5)  # the child is gone: the socket's end wakes the reader
         got = self.poll()
         self.conn.close()
         return got
+
+    def _kill(self) -> None:
+        """SIGKILL the child and reap it, so no zombie is left and ``proc.poll()`` tells the truth."""
+        self.proc.kill()
+        try:
+            self.proc.wait(KILL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def child_main(fd: int) -> None:
