@@ -103,18 +103,29 @@ TIGHT = 2.0
 # weight-bands:
 # on the 200K CNN at K = 4 and 1.5 x its smallest memory ETF's schedule fits as it is (3468.8 in
 # 6 s, where the warm start was chain-split's 3943.6; bench/results_peak.md, session 11).
-# Below REPAIR_FROM x the bound it runs last instead: at 1.02-1.25 x (the 10K graphs' smallest
-# memories) it fitted nothing and took 2.5-4.3 s of an 18 s warm budget (session 11).
+# Below REPAIR_FROM x the bound it ran last (until session 35): at 1.02-1.25 x (the 10K graphs'
+# smallest memories) it fitted nothing and took 2.5-4.3 s of an 18 s warm budget (session 11).
 # band-repair (the fast schedule's overloaded devices split into bands of layers, then repaired) takes
 # mem-repair's place: where ETF's schedule fits it answers the same, and where it overflows it fits
 # on the 200K CNN at K = 8 (3453.0 against the unlimited answer's 3402.5, where mem-repair gave up)
 # and from PARDNN's schedule on the 10K CNN at K = 4 (467.3 where mem-span gave 537.5;
-# bench/results_peak.md, session 12). mem-repair runs later, with the others.
+# bench/results_peak.md, session 12). mem-repair then ran later, with the others.
+# mem-repair comes back right after band-repair, and below REPAIR_FROM right after min-memory (band-repair
+# alone last): on imported decoders and GRUs ETF's schedule repaired is by far the best warm start
+# (the 32K LLaMA-style decoder, K = 4: 172.6 at 1.3 x and 180.3 at 1.2 x the bound in 3-5 s, where the
+# portfolio answered mem-span's 241 and 240 with the repair skipped for time; the 30K GRU at 1.2 x:
+# 78.0 against weight-bands' 92.4). Where it fits nothing it stops within its share (1-5 s of a 26 s
+# warm budget on the 10K generated graphs and the 24K Inception-ResNet; bench/results_peak.md,
+# session 35).
 REPAIR_FROM = 1.4
 REPAIRS = ("band-repair", "mem-repair")
-PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-span", "chain-split",
-                    "m-topo", "greedy-fill")
+PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-repair", "mem-span",
+                    "chain-split", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)  # chain-home still last
+_AFTER_MIN = PEAK_TIGHT_ORDER.index("min-memory") + 1
+# Below REPAIR_FROM: mem-repair right after min-memory, band-repair last.
+PEAK_TIGHTEST_ORDER = tuple(m for m in PEAK_TIGHT_ORDER[:_AFTER_MIN] if m not in REPAIRS) + ("mem-repair",) + \
+    tuple(m for m in PEAK_TIGHT_ORDER[_AFTER_MIN:] if m not in REPAIRS) + ("band-repair",)
 # chain-pin (heuristics/chain_pin.py: ETF with each weight-gradient accumulation chain on one device)
 # right after band-split, and after etf and heft when memory is looser: on the LSTMs at 1.5 x their
 # smallest memory it fits with makespans 1.3-2.2 x shorter than band-split's (bench/results_peak.md,
@@ -168,8 +179,8 @@ def member_order(problem: Problem, opts: SolveOptions) -> tuple[tuple[str, ...],
     lb = float(memory_lower_bound(problem, "peak")["best"])
     if cap >= TIGHT * lb:
         return PEAK_ORDER, lb
-    if cap < REPAIR_FROM * lb:  # the repairs last: at the smallest memories they spend their share and fit nothing
-        return tuple(m for m in PEAK_TIGHT_ORDER if m not in REPAIRS) + REPAIRS, lb
+    if cap < REPAIR_FROM * lb:
+        return PEAK_TIGHTEST_ORDER, lb
     return PEAK_TIGHT_ORDER, lb
 
 
@@ -269,7 +280,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     kept: list[Solution] = []
     names, mlb = member_order(problem, opts)
     own_end = _own_share_end(opts, names, t0)
-    tight = names not in (ORDER, PEAK_ORDER)  # PEAK_TIGHT_ORDER (with the repairs last or not)
+    tight = names not in (ORDER, PEAK_ORDER)  # PEAK_TIGHT_ORDER or PEAK_TIGHTEST_ORDER
     stretched_for = tuple(opts.extra.get("stretched_for", ()))
     for name in names:
         rem = opts.remaining()

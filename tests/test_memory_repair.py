@@ -119,12 +119,15 @@ def test_stops_when_asked_and_is_peak_only(member, ratio):
 
 def test_in_the_method_table_and_the_tight_portfolio():
     assert get("mem-repair").func is memory_repair
-    # band-repair took mem-repair's place (heuristics/portfolio.py); mem-repair runs later
-    assert PEAK_TIGHT_ORDER.index("band-repair") < PEAK_TIGHT_ORDER.index("mem-repair")
+    # heuristics/portfolio.py: mem-repair right after band-repair, before mem-span; near the smallest
+    # memory right after min-memory (before weight-bands and mem-span) and band-repair last
     assert 0 < MEMBER_SHARE["mem-repair"] < 1
     p0 = generate_cnn()
     lb = memory_lower_bound(p0, "peak")["best"]
     opts = SolveOptions(memory_model="peak")
-    low, _ = member_order(p0.with_devices(p0.k, 1.1 * lb), opts)  # near the smallest memory: last
+    low, _ = member_order(p0.with_devices(p0.k, 1.1 * lb), opts)
     mid, _ = member_order(p0.with_devices(p0.k, 1.5 * lb), opts)
-    assert low[-len(REPAIRS):] == REPAIRS and "mem-repair" in REPAIRS and mid == PEAK_TIGHT_ORDER
+    assert mid == PEAK_TIGHT_ORDER and sorted(low) == sorted(mid) and set(REPAIRS) <= set(mid)
+    assert mid.index("band-repair") + 1 == mid.index("mem-repair") < mid.index("mem-span")
+    assert low.index("min-memory") + 1 == low.index("mem-repair") < low.index("weight-bands") < low.index("mem-span")
+    assert low[-1] == "band-repair" and mid.index("chain-home") == len(mid) - 1
