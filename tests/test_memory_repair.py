@@ -131,3 +131,30 @@ def test_in_the_method_table_and_the_tight_portfolio():
     assert mid.index("band-repair") + 1 == mid.index("mem-repair") < mid.index("mem-span")
     assert low.index("min-memory") + 1 == low.index("mem-repair") < low.index("weight-bands") < low.index("mem-span")
     assert low[-1] == "band-repair" and mid.index("chain-home") == len(mid) - 1
+
+
+def test_a_repair_left_just_over_descends_until_it_fits(monkeypatch):
+    """The repair's batches can stop a sliver over the capacity (no device has room at its own peak
+    moment); the peak descent then moves single units until it fits. On this generated transformer
+    at 1.2 x its memory bound the repair alone ends over (found by a scan of small graphs); with the
+    descent the answer fits, and the evaluator gives the same makespan and peaks on its order."""
+    import heuristics.memory_repair as mr
+    from placement.generate import generate
+
+    p0 = generate("transformer", 200, seed=0, devices=2, memory_fraction=None)
+    p = p0.with_devices(2, 1.2 * memory_lower_bound(p0, "peak")["best"])
+    pl, seq = fast_schedule(p)
+    monkeypatch.setattr(mr, "DESCENT_EVALUATIONS", 0)
+    alone = repair(p, pl, seq)
+    ratio = alone.evaluation.peak_memory / p.memory
+    assert not alone.evaluation.feasible(p) and float(ratio.max()) <= 1 + mr.REORDER_WITHIN
+    monkeypatch.undo()
+    rep = repair(p, pl, seq)
+    assert rep.evaluation.feasible(p)
+    assert rep.steps[-1]["step"] == "descent" and rep.steps[-1]["ended"] == "fits"
+    ev = evaluate(p, rep.placement, order=rep.order, memory_model="peak")
+    assert ev.makespan == pytest.approx(rep.evaluation.makespan) and ev.feasible(p)
+    assert np.allclose(ev.peak_memory, rep.evaluation.peak_memory)
+    sol = memory_repair(p, SolveOptions(memory_model="peak"))  # the method answers with it
+    assert sol.placement is not None
+    assert check(p, sol.placement, sol.start, "peak").makespan == pytest.approx(sol.objective)
