@@ -145,7 +145,13 @@ PEAK_TIGHTEST_ORDER = tuple(m for m in PEAK_TIGHT_ORDER[:_AFTER_MIN] if m not in
 # chains it gives up at once. With 0.3 its share at 200K nodes was its estimate, 28 s of a 51 s warm
 # budget: the 200K LSTM at K = 4 (15.138 GB) needs its two ways' bases, about 23 s at load 1 and
 # 35-40 s at load 4.5, and fell to band-split's 5362.2 (session 17).
-TIGHT_SHARE = {"chain-pin": 1.0}
+# mem-repair may use half of the time left under tight memory (a quarter otherwise): a repair that
+# still lowers the overflow is worth its time there, and one that does not stops by itself after
+# ten steps (1-3.5 s on the 10K graphs and the real ones that it does not fit). On the 32K decoder
+# at 1.1 x (K = 4) the repair and its descent take about 10 s to fit (189.2, where the portfolio's
+# best was min-memory's 254.2), and a quarter of a 120 s run's warm budget cut it at 4.7 s
+# (bench/results_peak.md, session 35).
+TIGHT_SHARE = {"chain-pin": 1.0, "mem-repair": 0.5}
 # When none of min-memory's passes fits, its peak descents (heuristics/peak_descent.py) may use at
 # most this share of the time left: the members after it (band-split, chain-pin, mem-span, ...) fit
 # where it does not on other graphs (the LSTMs' chains, ALBERT at its bound).
