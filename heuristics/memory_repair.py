@@ -262,7 +262,8 @@ def _finish(problem: Problem, pl: np.ndarray, ev: Evaluation, sequence: np.ndarr
     order = device_orders(pl, sequence, problem.k)
     if _over(problem, ev) > 0 and np.all(ev.peak_memory <= problem.memory * (1 + REORDER_WITHIN)) and not stop():
         seq = sequence if sequence is not None else schedule_order(problem, ev.start)  # FIFO: the order it ran in
-        until = time.monotonic() + (time.monotonic() - t0)
+        now = time.monotonic()
+        until = now + (now - t0)  # no longer than the repair took
         got_d = descend(problem, pl, seq, stop=lambda: stop() or time.monotonic() > until, max_evaluations=DESCENT_EVALUATIONS)
         steps.append({"step": "descent", "moves": got_d.moves, "evaluations": got_d.evaluations, "ended": got_d.reason,
                       "makespan": got_d.evaluation.makespan})

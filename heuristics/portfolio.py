@@ -122,10 +122,10 @@ REPAIRS = ("band-repair", "mem-repair")
 PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-repair", "mem-span",
                     "chain-split", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)  # chain-home still last
-_AFTER_MIN = PEAK_TIGHT_ORDER.index("min-memory") + 1
 # Below REPAIR_FROM: mem-repair right after min-memory, band-repair last.
-PEAK_TIGHTEST_ORDER = tuple(m for m in PEAK_TIGHT_ORDER[:_AFTER_MIN] if m not in REPAIRS) + ("mem-repair",) + \
-    tuple(m for m in PEAK_TIGHT_ORDER[_AFTER_MIN:] if m not in REPAIRS) + ("band-repair",)
+_NO_REPAIRS = tuple(m for m in PEAK_TIGHT_ORDER if m not in REPAIRS)
+_AFTER_MIN = _NO_REPAIRS.index("min-memory") + 1
+PEAK_TIGHTEST_ORDER = _NO_REPAIRS[:_AFTER_MIN] + ("mem-repair",) + _NO_REPAIRS[_AFTER_MIN:] + ("band-repair",)
 # chain-pin (heuristics/chain_pin.py: ETF with each weight-gradient accumulation chain on one device)
 # right after band-split, and after etf and heft when memory is looser: on the LSTMs at 1.5 x their
 # smallest memory it fits with makespans 1.3-2.2 x shorter than band-split's (bench/results_peak.md,
