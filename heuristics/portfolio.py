@@ -5,7 +5,7 @@ budget still gets an answer, PARDNN (the project's reference), then the list sch
 the best makespans on large generated graphs (etf, heft, chain-home for unrolled loops: heuristics/chain_home.py, critical-path), then pardnn-balanced,
 m-etf, linear-clustering, random, band-split, min-memory, mem-span, chain-split, weight-bands,
 chain-pin (heuristics/chain_pin.py), mem-repair (heuristics/memory_repair.py), band-repair
-(heuristics/band_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
+(heuristics/band_repair.py), halve-repair (heuristics/halve_repair.py), fewer-devices (PARDNN on K/2, K/4, ...
 devices, heuristics/fewer_devices.py). Under the peak model etf and heft run before PARDNN and chain-pin, chain-split
 and weight-bands right after them (PEAK_ORDER; with no capacity on any device the members run as in the static
 model, which then constrains the same), and with tight memory band-split, chain-pin, min-memory, weight-bands,
@@ -40,6 +40,7 @@ from .chain_pin import chain_pin
 from .chain_split import chain_split
 from .critical_path import critical_path
 from .fewer_devices import DEFAULT_METHODS, device_counts, fewer_devices
+from .halve_repair import halve_repair
 from .layer_bands import band_split, weight_bands
 from .linear_clustering import linear_clustering
 from .list_scheduling import etf, heft, m_etf, m_topo
@@ -55,7 +56,7 @@ MEMBERS: dict[str, Callable[[Problem, SolveOptions], Solution]] = {
     "critical-path": critical_path, "pardnn-balanced": pardnn_balanced, "m-etf": m_etf,
     "linear-clustering": linear_clustering, "random": random_feasible, "band-split": band_split, "min-memory": min_memory,
     "mem-span": memory_span, "chain-split": chain_split, "weight-bands": weight_bands, "chain-pin": chain_pin,
-    "mem-repair": memory_repair, "band-repair": band_repair,
+    "mem-repair": memory_repair, "band-repair": band_repair, "halve-repair": halve_repair,
     "fewer-devices": fewer_devices,
 }
 ORDER = tuple(MEMBERS)
@@ -117,15 +118,25 @@ TIGHT = 2.0
 # 78.0 against weight-bands' 92.4). Where it fits nothing it stops within its share (1-5 s of a 26 s
 # warm budget on the 10K generated graphs and the 24K Inception-ResNet; bench/results_peak.md,
 # session 35).
+# halve-repair (mem-repair on K/2 devices with twice the memory, each device then split in two by
+# layers, heuristics/halve_repair.py) right after mem-repair: where ETF leaves most of K = 8 devices
+# idle, mem-repair stalls far over capacity; on the imported 32K decoder at K = 8 and 1.3 x the bound
+# halve-repair fits at 174.5 in 4 s where the warm start was min-memory's 207-250, and on the
+# imported T5 at 1.2-1.3 x it answers 34.5-34.9 where the best member gave 37.6-38.3
+# (bench/results_peak.md, session 36).
 REPAIR_FROM = 1.4
-REPAIRS = ("band-repair", "mem-repair")
-PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-repair", "mem-span",
-                    "chain-split", "m-topo", "greedy-fill")
+REPAIRS = ("band-repair", "mem-repair", "halve-repair")
+PEAK_TIGHT_FIRST = ("single", "band-split", "chain-pin", "min-memory", "weight-bands", "band-repair", "mem-repair",
+                    "halve-repair", "mem-span", "chain-split", "m-topo", "greedy-fill")
 PEAK_TIGHT_ORDER = PEAK_TIGHT_FIRST + tuple(m for m in PEAK_ORDER if m not in PEAK_TIGHT_FIRST)  # chain-home still last
-# Below REPAIR_FROM: mem-repair right after min-memory, band-repair last.
+# Below REPAIR_FROM: mem-repair and halve-repair right after min-memory, band-repair last.
 _NO_REPAIRS = tuple(m for m in PEAK_TIGHT_ORDER if m not in REPAIRS)
 _AFTER_MIN = _NO_REPAIRS.index("min-memory") + 1
-PEAK_TIGHTEST_ORDER = _NO_REPAIRS[:_AFTER_MIN] + ("mem-repair",) + _NO_REPAIRS[_AFTER_MIN:] + ("band-repair",)
+PEAK_TIGHTEST_ORDER = _NO_REPAIRS[:_AFTER_MIN] + ("mem-repair", "halve-repair") + _NO_REPAIRS[_AFTER_MIN:] + ("band-repair",)
+# From HALVE_FIRST devices on, halve-repair runs just before mem-repair: at K = 8 and 1.2-1.3 x the bound
+# mem-repair fitted nothing on the decoder, T5 and the 10K generated transformer (2.3-4.7 s each),
+# while at K = 4 it beats halve-repair there (the decoder at 1.3 x: 172.6 against 180.4; session 36).
+HALVE_FIRST = 8
 # chain-pin (heuristics/chain_pin.py: ETF with each weight-gradient accumulation chain on one device)
 # right after band-split, and after etf and heft when memory is looser: on the LSTMs at 1.5 x their
 # smallest memory it fits with makespans 1.3-2.2 x shorter than band-split's (bench/results_peak.md,
@@ -151,12 +162,12 @@ PEAK_TIGHTEST_ORDER = _NO_REPAIRS[:_AFTER_MIN] + ("mem-repair",) + _NO_REPAIRS[_
 # at 1.1 x (K = 4) the repair and its descent take about 10 s to fit (189.2, where the portfolio's
 # best was min-memory's 254.2), and a quarter of a 120 s run's warm budget cut it at 4.7 s
 # (bench/results_peak.md, session 35).
-TIGHT_SHARE = {"chain-pin": 1.0, "mem-repair": 0.5}
+TIGHT_SHARE = {"chain-pin": 1.0, "mem-repair": 0.5, "halve-repair": 0.5}
 # When none of min-memory's passes fits, its peak descents (heuristics/peak_descent.py) may use at
 # most this share of the time left: the members after it (band-split, chain-pin, mem-span, ...) fit
 # where it does not on other graphs (the LSTMs' chains, ALBERT at its bound).
 DESCENT_SHARE = 0.5
-MEMBER_SHARE = {"chain-pin": 0.3, "chain-home": 0.3, "mem-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
+MEMBER_SHARE = {"chain-pin": 0.3, "chain-home": 0.3, "mem-repair": 0.25, "halve-repair": 0.25, "band-repair": 0.3, "mem-span": 0.5, "weight-bands": 0.35, "chain-split": 0.35, "band-split": 0.3,
                 "fewer-devices": 0.35}
 # The distinct placements kept besides the best (info["candidates"]) for the pipeline's probe
 # (solvers/pipeline.py): at most CANDIDATES, best first; a member's placement counts as a
@@ -174,20 +185,24 @@ PEAK_SLOWDOWN = {"etf": 3.5, "heft": 4.0, "m-etf": 3.0, "critical-path": 5.0}
 
 
 def member_order(problem: Problem, opts: SolveOptions) -> tuple[tuple[str, ...], float | None]:
-    """The members in the order they run for this problem (see ORDER, PEAK_ORDER, PEAK_TIGHT_ORDER),
-    and under the peak model with finite memory the memory lower bound (computed once, handed to
-    min-memory)."""
+    """The members in the order they run for this problem (see ORDER, PEAK_ORDER, PEAK_TIGHT_ORDER,
+    PEAK_TIGHTEST_ORDER; under tight memory halve-repair first of the repairs from HALVE_FIRST devices on), and under
+    the peak model with finite memory the memory lower bound (computed once, handed to min-memory)."""
     if opts.memory_model != "peak":
         return ORDER, None
     cap = float(np.max(problem.memory))
     if not np.isfinite(cap):
         return PEAK_ORDER, None
     lb = float(memory_lower_bound(problem, "peak")["best"])
-    if cap >= TIGHT * lb:
-        return PEAK_ORDER, lb
-    if cap < REPAIR_FROM * lb:
-        return PEAK_TIGHTEST_ORDER, lb
-    return PEAK_TIGHT_ORDER, lb
+    names = PEAK_ORDER if cap >= TIGHT * lb else PEAK_TIGHTEST_ORDER if cap < REPAIR_FROM * lb else PEAK_TIGHT_ORDER
+    return (halve_first(names) if problem.k >= HALVE_FIRST and names != PEAK_ORDER else names), lb
+
+
+def halve_first(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` with halve-repair moved to just before mem-repair."""
+    rest = [m for m in names if m != "halve-repair"]
+    at = rest.index("mem-repair")
+    return tuple(rest[:at] + ["halve-repair"] + rest[at:])
 
 
 def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "static") -> float:
@@ -203,6 +218,7 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "heft": 4e-6 * k, "critical-path": 2e-6 * k, "min-memory": 4e-5, "mem-span": 1.2e-4,
         "chain-split": 6e-6 * k, "band-split": 2e-5, "weight-bands": 1e-4, "mem-repair": 3e-6 * k,
         "band-repair": 5e-6 * k,  # ETF, a split and a repair: 20 s at 200K nodes, K = 8 (load 4)
+        "halve-repair": 1.5e-6 * k + 6e-5,  # mem-repair on K/2 devices, then about ten evaluations (4 s on the 32K decoder, K = 8)
         "chain-pin": 4e-6 * k + 2e-5,  # ETF without the memory check, then a few evaluations
         "chain-home": 4e-6 * k + 2e-5,  # up to three ETFs and six evaluations: 10 s on the 50K LSTM at K = 16
     }

@@ -30,6 +30,7 @@ from heuristics.critical_path import critical_path
 from heuristics.fewer_devices import fewer_devices
 from heuristics.linear_clustering import linear_clustering
 from heuristics.list_scheduling import etf, heft, m_etf, m_topo
+from heuristics.halve_repair import halve_repair
 from heuristics.memory_repair import memory_repair
 from heuristics.band_repair import band_repair
 from heuristics.memory_span import memory_span
@@ -116,6 +117,9 @@ TABLE: tuple[MethodInfo, ...] = (
                "peak model: fast unlimited-memory schedules (PARDNN on 2, K/2, K devices; ETF), each over-capacity "
                "device cut into bands of layers (forward with its backward) moved whole to devices with room, then "
                "mem-repair (makespan at moderate memory)", band_repair),
+    MethodInfo("halve-repair", HEURISTIC, MAKESPAN,
+               "peak model: mem-repair on K/2 devices with twice the memory, each device then split in two by layers "
+               "(a layer's backward with its forward) and repaired (tight memory on many devices)", halve_repair),
     MethodInfo("weight-bands", HEURISTIC, MAKESPAN,
                "layer-wise model parallelism (heuristics.layer_bands): each device a contiguous band of the weights "
                "with the ops that use them, balancing work; critical-path order under a memory headroom", weight_bands),
