@@ -4,9 +4,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from placement.evaluator import check
+from placement.evaluator import check, evaluate
 from placement.problem import Problem, make_problem
 from placement.solution import Solution
 
@@ -47,6 +48,17 @@ def assert_honest(problem: Problem, sol: Solution, memory_model: str = "static")
     assert sol.lower_bound is not None and sol.lower_bound <= sol.objective * (1 + 1e-9)
     if sol.status == "optimal":
         assert sol.objective == pytest.approx(sol.lower_bound, rel=1e-6)
+
+
+def assert_fits_in_its_order(problem: Problem, sol: Solution) -> None:
+    """A peak-model answer keeps each colocation group on one device, passes the evaluator's check
+    within every capacity, and its own order, evaluated, fits with the makespan it claims."""
+    for members in problem.groups:
+        assert len(set(sol.placement[np.asarray(members)].tolist())) <= 1
+    ev = check(problem, sol.placement, sol.start, "peak")
+    assert float(np.max(ev.peak_memory / problem.memory)) <= 1 + 1e-12
+    ordered = evaluate(problem, sol.placement, order=sol.order, memory_model="peak")
+    assert ordered.makespan == pytest.approx(sol.objective) and ordered.feasible(problem)
 
 
 def tiny_optimum(prob: Problem, memory_model: str) -> tuple[float] | None:
