@@ -198,6 +198,16 @@ def member_order(problem: Problem, opts: SolveOptions) -> tuple[tuple[str, ...],
     return (halve_first(names) if problem.k >= HALVE_FIRST and names != PEAK_ORDER else names), lb
 
 
+def member_share(name: str, tight: bool, k: int) -> float | None:
+    """The share of the time left a member may use (None: all of it): TIGHT_SHARE under tight memory,
+    else MEMBER_SHARE; halve-repair all of it under tight memory from HALVE_FIRST devices on (on the
+    decoder at K = 8 and 1.1 x it needs about 14 s, its pairs' repair a peak descent, and half of a
+    120 s run's warm budget cut it at 6.7 s; where its pairs' repair fits nothing it ends in 1-2 s)."""
+    if tight and name == "halve-repair" and k >= HALVE_FIRST:
+        return 1.0
+    return (TIGHT_SHARE if tight else {}).get(name, MEMBER_SHARE.get(name))
+
+
 def halve_first(names: tuple[str, ...]) -> tuple[str, ...]:
     """``names`` with halve-repair moved to just before mem-repair."""
     rest = [m for m in names if m != "halve-repair"]
@@ -319,7 +329,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
             continue
         extra = opts.extra if name != "min-memory" or mlb is None else {**opts.extra, "memory_lower_bound": mlb,
                                                                          "descent_share": DESCENT_SHARE}
-        share = (TIGHT_SHARE if tight else {}).get(name, MEMBER_SHARE.get(name))
+        share = member_share(name, tight, problem.k)
         limit = rem if rem is None or share is None else max(est, share * rem)
         if own is not None:
             limit = own if limit is None else min(limit, own)
