@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from heuristics.halve_repair import halve_repair, paired, split_pairs
 from heuristics.memory_repair import memory_repair
-from heuristics.portfolio import HALVE_FIRST, MEMBER_SHARE, PEAK_ORDER, REPAIRS, member_order
+from heuristics.portfolio import HALVE_FIRST, MEMBER_SHARE, PEAK_ORDER, REPAIRS, TIGHT_SHARE, member_order, member_share
 from placement.evaluator import check
 from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
@@ -135,3 +135,12 @@ def test_in_the_method_table_and_first_of_the_repairs_from_eight_devices():
             else:
                 assert names.index("mem-repair") + 1 == names.index("halve-repair")
         assert low.index("min-memory") < low.index("halve-repair") < low.index("weight-bands")
+
+
+def test_all_the_time_left_under_tight_memory_from_eight_devices():
+    # at K = 8 and 1.1 x the decoder's pairs need their peak descent (about 14 s), and half of a
+    # 120 s run's warm budget cut it short; below 8 devices and with memory to spare, its shares
+    assert member_share("halve-repair", True, HALVE_FIRST) == 1.0
+    assert member_share("halve-repair", True, 4) == TIGHT_SHARE["halve-repair"] < 1.0
+    assert member_share("halve-repair", False, HALVE_FIRST) == MEMBER_SHARE["halve-repair"]
+    assert member_share("mem-repair", True, HALVE_FIRST) == TIGHT_SHARE["mem-repair"]
