@@ -43,13 +43,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from placement.bounds import bottom_levels
-from placement.evaluator import Evaluation, edge_delay, evaluate
+from placement.evaluator import Evaluation, evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
 from .chain_pin import Chain, accumulation_chains, descendants
-from .deadline_order import deadline_order
+from .deadline_order import critical_order
 from .list_scheduling import Stopped, etf_schedule
 
 MIN_SHARE = 0.1  # a chain's tensors carry at least this share of the largest tensor (every layer's weight on the LSTM)
@@ -71,13 +70,6 @@ def home_groups(problem: Problem, chains: list[Chain]) -> list[list[int]]:
 def ancestors(problem: Problem, head: int) -> np.ndarray:
     """Mask of the nodes ``head`` is reachable from (itself included)."""
     return descendants(problem, np.asarray([head], dtype=np.int64), upward=True)
-
-
-def critical_order(problem: Problem, placement: np.ndarray, stop) -> list[list[int]] | None:
-    """Per-device order: among arrived nodes, the longest path to a sink (this placement's
-    transfers) first."""
-    bl = bottom_levels(problem, edge_delay(problem, placement))
-    return deadline_order(problem, placement, -bl, stop=stop)
 
 
 def chain_home(problem: Problem, opts: SolveOptions) -> Solution:

@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from placement.bounds import bottom_levels
 from placement.evaluator import edge_delay, wait_delay
 from placement.problem import Problem
 
@@ -138,3 +139,10 @@ def deadline_schedule(problem: Problem, placement: np.ndarray, priority: np.ndar
     if done != n:
         raise ValueError("deadline_order: the graph and the waits have a cycle")
     return order, np.asarray(start)
+
+
+def critical_order(problem: Problem, placement: np.ndarray, stop: Callable[[], bool] | None = None) -> list[list[int]] | None:
+    """Per-device order: among arrived nodes, the longest path to a sink (this placement's
+    transfers) first; None when ``stop()`` turns true."""
+    bl = bottom_levels(problem, edge_delay(problem, np.asarray(placement, dtype=np.int64)))
+    return deadline_order(problem, placement, -bl, stop=stop)

@@ -39,14 +39,13 @@ from typing import Callable
 
 import numpy as np
 
-from placement.bounds import bottom_levels
-from placement.evaluator import Evaluation, edge_delay, evaluate, schedule_order
+from placement.evaluator import evaluate, schedule_order
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 from placement.split_bound import with_pivot
 
 from .band_repair import positions
-from .deadline_order import deadline_order
+from .deadline_order import critical_order
 from .layer_bands import loss_pivot
 from .memory_repair import memory_repair, repair, repaired_solution
 from .peak_holders import device_orders
@@ -115,13 +114,6 @@ def best_shares(problem: Problem, pair_of: np.ndarray, pos: np.ndarray, sequence
     return [b[2] for b in best]
 
 
-def _critical_first(problem: Problem, dev: np.ndarray) -> tuple[Evaluation, np.ndarray]:
-    """The placement run in list-scheduling order by bottom level, and that order as one sequence."""
-    order = deadline_order(problem, dev, -bottom_levels(problem, edge_delay(problem, dev)))
-    ev = evaluate(problem, dev, order=order, memory_model="peak")
-    return ev, schedule_order(problem, ev.start)
-
-
 def halve_repair(problem: Problem, opts: SolveOptions) -> Solution:
     """mem-repair on half the devices with twice the memory, each device then split in two by
     layers and repaired (module docstring)."""
@@ -156,7 +148,8 @@ def halve_repair(problem: Problem, opts: SolveOptions) -> Solution:
     if stop():
         return unknown("out of time", info)
     dev = split_pairs(problem, pair_of, pos, shares)
-    ev, seq = _critical_first(problem, dev)
+    ev = evaluate(problem, dev, order=critical_order(problem, dev), memory_model="peak")
+    seq = schedule_order(problem, ev.start)  # the order the repair keeps
     info.update(shares=shares, split={"makespan": ev.makespan, "memory_over_capacity": float(np.max(ev.peak_memory / problem.memory))})
     rep = repair(problem, dev, seq, stop=stop)
     info["steps"] = rep.steps
