@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclass
@@ -106,6 +107,7 @@ class GPT2Config:
     n_positions: int = 64
     batch: int = 2
     seq: int = 16
+    checkpoint: bool = False  # each block under torch.utils.checkpoint (recomputed in the backward)
 
 
 class GPT2Block(nn.Module):
@@ -137,11 +139,12 @@ class GPT2(nn.Module):
         self.wpe = nn.Embedding(c.n_positions, c.n_embd)
         self.h = nn.ModuleList(GPT2Block(c) for _ in range(c.n_layer))
         self.ln_f = nn.LayerNorm(c.n_embd)
+        self.checkpoint = c.checkpoint
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
         for block in self.h:
-            x = block(x)
+            x = checkpoint(block, x, use_reentrant=False) if self.checkpoint else block(x)
         return self.ln_f(x) @ self.wte.weight.t()
 
 
