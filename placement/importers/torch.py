@@ -414,6 +414,33 @@ def _module_path(node: Any) -> str:
     return str(path).replace("L['self'].", "").replace("L__self___", "")
 
 
+def _storage_key(t: Any) -> tuple | None:
+    """What makes two tensors the same memory: storage, offset, shape and strides (None for a
+    tensor on the meta device, which has no memory to tell them apart)."""
+    if t.is_meta:
+        return None
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+
+
+def _stored_state(layout: _Layout, flat: Sequence[Any]) -> dict[tuple, str]:
+    """The problem node of each parameter and buffer, by the memory its tensor in ``flat`` uses.
+
+    Why: a block under ``torch.utils.checkpoint`` is recomputed during autograd.grad, after
+    functional_call has put the module's own parameters back, so the trace reads them as constants
+    (``get_attr``). They are the same tensors as the parameters traced as inputs (flat holds
+    detached views of them): read as such, they cost no second copy of the weights, and the
+    optimizer's in-place update waits for those reads."""
+    p = len(layout.param_names)
+    out: dict[tuple, str] = {}
+    named = [(flat[i], f"param:{name}") for i, name in enumerate(layout.param_names)]
+    named += [(flat[p + i], f"buffer:{name}") for i, name in enumerate(layout.buffer_names)]
+    for t, nid in named:
+        key = _storage_key(t)
+        if key is not None:
+            out.setdefault(key, nid)
+    return out
+
+
 def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str | Mapping[str, float], spec: DeviceSpec,
            flat: list[Any], name: str, devices: int) -> Capture:
     b = GraphBuilder()
@@ -460,9 +487,15 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
             phase[nid] = "input"
         owner[node.name] = ref[node].node
 
+    stored = _stored_state(layout, flat)
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             val = getattr(gm, node.target)
+            same = stored.get(_storage_key(val)) if _is_tensor(val) and not val.is_meta else None
+            if same is not None:  # a parameter or buffer read where functional_call no longer swaps it in
+                ref[node] = _Ref(same, 0)
+                owner[node.name] = same
+                continue
             nid = f"const:{node.target}"
             if nid not in b:
                 b.node(nid, out_bytes=_fresh_bytes(val), op="placeholder.constant", outputs=[_desc(val)])
@@ -520,6 +553,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     _colocate(b, ref, writes_into, phase, op_nodes)
     _split_saved_outputs(b, phase, op_nodes)
     _order_writes_after_reads(b, war, phase)
+    _hold_back_recomputation(b, ref, phase, op_nodes)
     _times(b, gm, op_nodes, cost, spec, flat, layout)
     kind = "training step" if train else "inference"
     unit = "ms (measured on this machine's CPU: CPU times, not an accelerator's)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
@@ -657,6 +691,41 @@ def _order_writes_after_reads(b: GraphBuilder, war: list[tuple[str, str]], phase
                 pred.setdefault(token, []).append(r)
             b.use(token, w, 0.0)
             pred.setdefault(w, []).append(token)
+
+
+def _hold_back_recomputation(b: GraphBuilder, ref: dict[Any, _Ref], phase: dict[str, str], op_nodes: list[Any]) -> None:
+    """Recomputation in the backward (a block under ``torch.utils.checkpoint``) starts with ops that
+    repeat a forward op on the same inputs, and so could run as soon as the forward made those
+    inputs, holding their outputs until the backward: the memory checkpointing is meant to save.
+    PyTorch runs them when the backward reaches them, so each such op (a backward op that reads no
+    backward tensor and has the target and arguments of a forward op) waits, through a zero-time,
+    zero-byte ``<op>:then`` node colocated with it, for the backward op traced just before it. The
+    orders follow the trace, so they make no cycle. Other backward ops reading only forward tensors
+    (parts of a derivative formula, such as ``pow(x, 1)`` in pow's) keep their freedom to run early.
+    Why a token and not an edge: see :func:`_order_writes_after_reads`."""
+    from torch.fx.node import map_arg
+
+    def key(node: Any) -> str:
+        return repr((node.target, map_arg((node.args, node.kwargs), lambda a: (ref[a].node, ref[a].out) if a in ref else a.name)))
+
+    forward = {key(node) for node in op_nodes if phase.get(node.name) == "forward"}
+    pred: dict[str, list[str]] = {}
+    for src, dst in b.edges():
+        pred.setdefault(dst, []).append(src)
+    last: str | None = None  # the backward op traced last so far
+    for node in op_nodes:
+        nid = node.name
+        if phase.get(nid) != "backward":
+            continue
+        if last is not None and not any(phase.get(u) == "backward" for u in pred.get(nid, ())) and key(node) in forward:
+            token = f"{last}:then"
+            if token not in b:
+                group = b.record(last).setdefault("colocate", last)
+                b.node(token, colocate=group, op="order")
+                phase[token] = "backward"
+                b.use(last, token, 0.0)
+            b.use(token, nid, 0.0)
+        last = nid
 
 
 def _times(b: GraphBuilder, gm: Any, op_nodes: list[Any], cost: str | Mapping[str, float], spec: DeviceSpec, flat: list[Any],
