@@ -336,6 +336,8 @@ def test_cnn_batch_norm_sits_with_its_running_statistics():
     ("cnn", lambda: tm.cnn_factory(widths=(16, 32), blocks=2, batch=8, size=32)),
     ("bert", lambda: tm.bert_factory(tm.BertConfig(vocab=1000, hidden=128, layers=2, heads=4, intermediate=512, batch=8, seq=64))),
     ("gpt2", lambda: tm.gpt2_factory(tm.GPT2Config(vocab=1000, n_embd=128, n_layer=2, n_head=4, batch=8, seq=64))),
+    ("gpt2-checkpointed", lambda: tm.gpt2_factory(tm.GPT2Config(vocab=1000, n_embd=128, n_layer=2, n_head=4, batch=8, seq=64,
+                                                                 checkpoint=True))),
 ])
 def test_peak_memory_on_one_device_within_25_percent_of_pytorchs_own(name, made):
     model, inputs, loss_fn = made()
