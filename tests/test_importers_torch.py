@@ -378,6 +378,39 @@ def test_activation_checkpointing_recomputes_in_the_backward_and_saves_memory():
     assert res.evaluation is not None and res.evaluation.feasible(two)
 
 
+@pytest.mark.parametrize("reentrant", [True, None])
+def test_reentrant_checkpointing_keeps_the_blocks_backward(reentrant):
+    """torch.utils.checkpoint with use_reentrant=True (the default when the flag is not given)
+    differentiates its block in a nested backward the traced autograd.grad never entered: the
+    block's Linear had no gradient and no Adam step. It is captured as the non-reentrant form:
+    the same step as without checkpointing, plus the recomputation."""
+    import warnings
+
+    from torch.utils.checkpoint import checkpoint
+
+    class Net(torch.nn.Module):
+        def __init__(self, checkpointed: bool) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 4)
+            self.checkpointed = checkpointed
+
+        def forward(self, x):
+            inner = lambda y: torch.nn.functional.gelu(self.a(y))  # noqa: E731
+            if not self.checkpointed:
+                return self.b(inner(x))
+            kw = {} if reentrant is None else {"use_reentrant": reentrant}
+            return self.b(checkpoint(inner, x, **kw))
+
+    x = torch.randn(8, 32, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns when use_reentrant is not given
+        plain, ck = (graph_from_torch(Net(c), (x,)) for c in (False, True))
+    ops = [Counter(p.node_meta[i].get("op") for i in range(p.n)) for p in (plain, ck)]
+    for op in ADAM_UPDATE + ["aten.mm", "aten.gelu_backward"]:
+        assert ops[1][op] == ops[0][op], op  # every parameter's gradient and update, as without checkpointing
+    assert ops[1]["aten.addmm"] == ops[0]["aten.addmm"] + 1  # a's forward, once more in the backward
+
+
 def _descendants(p, v):
     """Every node reachable from v (v included)."""
     ptr, nbr, _ = p.succ_ptr

@@ -22,6 +22,7 @@ Modelling (every choice is in docs/importers.md):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import operator
@@ -31,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..problem import Problem, ProblemError
 from .build import GraphBuilder, check_output_path, write_native
@@ -198,6 +199,30 @@ def _fake_arguments(flat: Sequence[Any]) -> list[Any]:
         return [torch.zeros_like(f) if isinstance(x, _Zeros) else f for x, f in zip(flat, fakes)]
 
 
+@contextlib.contextmanager
+def _checkpoints_without_reentry() -> Iterator[None]:
+    """While tracing, ``torch.utils.checkpoint`` with ``use_reentrant=True`` (PyTorch's default
+    when the flag is not given) runs as ``use_reentrant=False``.
+
+    Why: the reentrant form recomputes and differentiates its block in a nested backward that the
+    traced ``autograd.grad`` never enters (eager PyTorch refuses ``.grad()`` there; under tracing
+    the block's parameters silently got no gradient and no update: a Linear under it lost its
+    backward and its Adam step). Both forms compute the same gradients from the same recomputation
+    in the backward, which is what the problem models."""
+    from torch.utils import checkpoint as ckpt
+
+    reentrant = ckpt.CheckpointFunction.apply
+
+    def without_reentry(function: Callable, preserve_rng_state: bool, *args: Any) -> Any:
+        return ckpt.checkpoint(function, *args, use_reentrant=False, preserve_rng_state=preserve_rng_state)
+
+    ckpt.CheckpointFunction.apply = without_reentry
+    try:
+        yield
+    finally:
+        ckpt.CheckpointFunction.apply = reentrant
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -253,7 +278,8 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     was_disabled, fake_log.disabled = fake_log.disabled, True
     try:
-        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
+        with _checkpoints_without_reentry():
+            gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
         raise
     except Exception as exc:  # tracing failures come in many types; name the model and the cause
