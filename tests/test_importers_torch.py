@@ -411,6 +411,15 @@ def test_reentrant_checkpointing_keeps_the_blocks_backward(reentrant):
     assert ops[1]["aten.addmm"] == ops[0]["aten.addmm"] + 1  # a's forward, once more in the backward
 
 
+def test_a_compiled_module_imports_as_the_module_it_wraps():
+    """torch.compile's wrapper cannot be traced by FX; the importer takes the module it wraps."""
+    model, inputs = tm.mlp_factory()
+    ours, theirs = graph_from_torch(model, inputs), graph_from_torch(torch.compile(model), inputs)
+    assert theirs.ids == ours.ids
+    assert np.array_equal(theirs.src, ours.src) and np.array_equal(theirs.dst, ours.dst)
+    assert np.array_equal(theirs.time, ours.time) and np.array_equal(theirs.out_bytes, ours.out_bytes)
+
+
 def _descendants(p, v):
     """Every node reachable from v (v included)."""
     ptr, nbr, _ = p.succ_ptr

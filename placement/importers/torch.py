@@ -907,6 +907,14 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple, dict]:
     return (example_inputs,), {}
 
 
+def _uncompiled(model: Any) -> Any:
+    """The module a ``torch.compile`` wrapper (``OptimizedModule``) holds, else ``model``: FX
+    cannot trace the compiled one ("dynamo-optimized function"), and the module computes the same
+    step (compiling changes kernels, not the operators' data flow)."""
+    inner = getattr(model, "_orig_mod", None)
+    return inner if inner is not None and type(model).__name__ == "OptimizedModule" else model
+
+
 def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam", loss_fn: Callable | None = None,
             cost: str | Mapping[str, float] = "roofline", device_spec_: str | dict | DeviceSpec = "h100",
             devices: int = 1, name: str | None = None) -> Capture:
@@ -921,6 +929,7 @@ def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: s
         cost = load_time_table(cost)
     spec = device_spec(device_spec_)
     args, kwargs = _normalise_inputs(example_inputs)
+    model = _uncompiled(model)
     gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn)
     return _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
                   name=name or type(model).__name__, devices=devices)
