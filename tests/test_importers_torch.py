@@ -355,6 +355,7 @@ def test_activation_checkpointing_recomputes_in_the_backward_and_saves_memory():
     the wait a schedule could run it in the forward and keep its outputs, the memory checkpointing
     is for). Then the peak-memory bound falls below the plain model's, and 2 devices at 1.3 x that
     bound fit (the portfolio found nothing there while the recomputation could run early)."""
+    from heuristics.chain_pin import descendants
     from placement.memory_bounds import memory_lower_bound
     from placement.solution import SolveOptions
     from solvers.run import run
@@ -365,8 +366,8 @@ def test_activation_checkpointing_recomputes_in_the_backward_and_saves_memory():
     gelus = [[i for i in np.argsort(p.topo_rank) if p.node_meta[i].get("op") == "aten.gelu"] for p in (plain, ck)]
     assert [len(g) for g in gelus] == [c.n_layer, 2 * c.n_layer]  # each block's forward once more
     seed = next(i for i in range(ck.n) if ck.node_meta[i].get("op") == "aten.ones_like")  # the loss's gradient
-    after = _descendants(ck, seed)
-    assert [int(g) in after for g in gelus[1]] == [False] * c.n_layer + [True] * c.n_layer
+    after = descendants(ck, np.array([seed]))
+    assert [bool(after[g]) for g in gelus[1]] == [False] * c.n_layer + [True] * c.n_layer
     assert not any(str(i).endswith(":then") for i in plain.ids)  # nothing to hold back without checkpointing
     # the recomputation reads the parameters themselves, not constants standing for them
     for prefix in ("const:", "param:"):
@@ -418,19 +419,6 @@ def test_a_compiled_module_imports_as_the_module_it_wraps():
     assert theirs.ids == ours.ids
     assert np.array_equal(theirs.src, ours.src) and np.array_equal(theirs.dst, ours.dst)
     assert np.array_equal(theirs.time, ours.time) and np.array_equal(theirs.out_bytes, ours.out_bytes)
-
-
-def _descendants(p, v):
-    """Every node reachable from v (v included)."""
-    ptr, nbr, _ = p.succ_ptr
-    seen, todo = {v}, [v]
-    while todo:
-        u = todo.pop()
-        for w in nbr[ptr[u]:ptr[u + 1]].tolist():
-            if w not in seen:
-                seen.add(w)
-                todo.append(w)
-    return seen
 
 
 # ----- costs --------------------------------------------------------------------------------------
