@@ -517,7 +517,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             val = getattr(gm, node.target)
-            same = stored.get(_storage_key(val)) if _is_tensor(val) and not val.is_meta else None
+            same = stored.get(_storage_key(val)) if _is_tensor(val) else None
             if same is not None:  # a parameter or buffer read where functional_call no longer swaps it in
                 ref[node] = _Ref(same, 0)
                 owner[node.name] = same
@@ -724,10 +724,11 @@ def _hold_back_recomputation(b: GraphBuilder, ref: dict[Any, _Ref], phase: dict[
     repeat a forward op on the same inputs, and so could run as soon as the forward made those
     inputs, holding their outputs until the backward: the memory checkpointing is meant to save.
     PyTorch runs them when the backward reaches them, so each such op (a backward op that reads no
-    backward tensor and has the target and arguments of a forward op) waits, through a zero-time,
-    zero-byte ``<op>:then`` node colocated with it, for the backward op traced just before it. The
-    orders follow the trace, so they make no cycle. Other backward ops reading only forward tensors
-    (parts of a derivative formula, such as ``pow(x, 1)`` in pow's) keep their freedom to run early.
+    backward tensor and has the target and arguments of a forward op) waits for the backward op
+    traced just before it, through a zero-time, zero-byte ``<that op>:then`` node colocated with
+    that op. The orders follow the trace, so they make no cycle. Other backward ops reading only
+    forward tensors (parts of a derivative formula, such as ``pow(x, 1)`` in pow's) keep their
+    freedom to run early.
     Why a token and not an edge: see :func:`_order_writes_after_reads`."""
     from torch.fx.node import map_arg
 
