@@ -102,6 +102,7 @@ def test_restart_starts_come_band_first_then_the_other_candidates_in_order():
     assert labels[0].startswith("band-repair") and labels[1:] == ["etf", "heft"]
 
 
+@pytest.mark.slow  # 18 s (two 10 s runs); the restart itself runs by default in test_searches_of_an_earlier_track_keep_their_phases
 def test_auto_restarts_when_stalled_and_answers_the_best_track():
     """stall_gain 1 (and no least gap): every track counts as stalled once it is a window old, so the search moves on
     to the band start and then the other candidates; the answer is the evaluator's and no worse
