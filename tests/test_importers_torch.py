@@ -412,10 +412,14 @@ def test_reentrant_checkpointing_keeps_the_blocks_backward(reentrant):
     assert ops[1]["aten.addmm"] == ops[0]["aten.addmm"] + 1  # a's forward, once more in the backward
 
 
-def test_a_compiled_module_imports_as_the_module_it_wraps():
-    """torch.compile's wrapper cannot be traced by FX; the importer takes the module it wraps."""
+@pytest.mark.parametrize("wrap", ["compile", "data-parallel", "both"])
+def test_a_wrapped_module_imports_as_the_module_it_wraps(wrap):
+    """FX cannot trace torch.compile's wrapper, and the functional API refuses nn.DataParallel;
+    the importer takes the module they wrap (a compiled DataParallel: both layers)."""
     model, inputs = tm.mlp_factory()
-    ours, theirs = graph_from_torch(model, inputs), graph_from_torch(torch.compile(model), inputs)
+    wrapped = {"compile": lambda m: torch.compile(m), "data-parallel": torch.nn.DataParallel,
+               "both": lambda m: torch.compile(torch.nn.DataParallel(m))}[wrap](model)
+    ours, theirs = graph_from_torch(model, inputs), graph_from_torch(wrapped, inputs)
     assert theirs.ids == ours.ids
     assert np.array_equal(theirs.src, ours.src) and np.array_equal(theirs.dst, ours.dst)
     assert np.array_equal(theirs.time, ours.time) and np.array_equal(theirs.out_bytes, ours.out_bytes)

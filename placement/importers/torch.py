@@ -908,12 +908,17 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple, dict]:
     return (example_inputs,), {}
 
 
-def _uncompiled(model: Any) -> Any:
-    """The module a ``torch.compile`` wrapper (``OptimizedModule``) holds, else ``model``: FX
-    cannot trace the compiled one ("dynamo-optimized function"), and the module computes the same
-    step (compiling changes kernels, not the operators' data flow)."""
-    inner = getattr(model, "_orig_mod", None)
-    return inner if inner is not None and type(model).__name__ == "OptimizedModule" else model
+WRAPPERS = {"OptimizedModule": "_orig_mod", "DataParallel": "module", "DistributedDataParallel": "module"}
+
+
+def _unwrapped(model: Any) -> Any:
+    """The module the user wrote, out of the wrappers a training script puts around it:
+    ``torch.compile``'s ``OptimizedModule`` (FX cannot trace dynamo-optimized code) and the data
+    parallel ones (the functional API refuses them). Each wrapper runs its module's own step: what
+    a placement spreads over devices is that step, not the wrapper's copies of it."""
+    while type(model).__name__ in WRAPPERS and hasattr(model, WRAPPERS[type(model).__name__]):
+        model = getattr(model, WRAPPERS[type(model).__name__])
+    return model
 
 
 def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam", loss_fn: Callable | None = None,
@@ -930,7 +935,7 @@ def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: s
         cost = load_time_table(cost)
     spec = device_spec(device_spec_)
     args, kwargs = _normalise_inputs(example_inputs)
-    model = _uncompiled(model)
+    model = _unwrapped(model)
     gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn)
     return _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
                   name=name or type(model).__name__, devices=devices)
