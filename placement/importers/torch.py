@@ -854,7 +854,7 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
 
     from torch.profiler import ProfilerActivity, profile
 
-    model = copy.deepcopy(model)
+    model = copy.deepcopy(_unwrapped(model))  # the step capture() traces, run eagerly
     model.train(train)
     args, kwargs = _normalise_inputs(example_inputs)
     params = [p for p in model.parameters() if p.requires_grad]
