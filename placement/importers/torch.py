@@ -691,9 +691,7 @@ def _order_writes_after_reads(b: GraphBuilder, war: list[tuple[str, str]], phase
     keep the reader's output alive until the write (the optimizer's, at the step's end)."""
     if not war:
         return
-    pred: dict[str, list[str]] = {}
-    for src, dst in b.edges():
-        pred.setdefault(dst, []).append(src)
+    pred = _predecessors(b)
     by_writer: dict[str, list[str]] = {}
     for r, w in war:
         by_writer.setdefault(w, []).append(r)
@@ -708,15 +706,30 @@ def _order_writes_after_reads(b: GraphBuilder, war: list[tuple[str, str]], phase
                     pending.discard(u)
                     todo.append(u)
         for r in sorted(pending, key=rs.index):
-            token = f"{r}:read"
-            if token not in b:
-                group = b.record(r).setdefault("colocate", r)
-                b.node(token, colocate=group, op="order")
-                phase[token] = phase.get(r, "forward")
-                b.use(r, token, 0.0)
-                pred.setdefault(token, []).append(r)
+            token = _order_token(b, phase, r, ":read")
+            pred.setdefault(token, []).append(r)
             b.use(token, w, 0.0)
             pred.setdefault(w, []).append(token)
+
+
+def _predecessors(b: GraphBuilder) -> dict[str, list[str]]:
+    """Node id -> the ids of its inputs, as the builder's edges stand now."""
+    pred: dict[str, list[str]] = {}
+    for src, dst in b.edges():
+        pred.setdefault(dst, []).append(src)
+    return pred
+
+
+def _order_token(b: GraphBuilder, phase: dict[str, str], first: str, suffix: str) -> str:
+    """The id of a zero-time, zero-byte node ``<first><suffix>`` colocated with ``first`` and fed
+    by it (made on first use): what must run after ``first`` waits for it (op ``order``)."""
+    token = f"{first}{suffix}"
+    if token not in b:
+        group = b.record(first).setdefault("colocate", first)
+        b.node(token, colocate=group, op="order")
+        phase[token] = phase.get(first, "forward")
+        b.use(first, token, 0.0)
+    return token
 
 
 def _hold_back_recomputation(b: GraphBuilder, ref: dict[Any, _Ref], phase: dict[str, str], op_nodes: list[Any]) -> None:
@@ -736,22 +749,14 @@ def _hold_back_recomputation(b: GraphBuilder, ref: dict[Any, _Ref], phase: dict[
         return repr((node.target, map_arg((node.args, node.kwargs), lambda a: (ref[a].node, ref[a].out) if a in ref else a.name)))
 
     forward = {key(node) for node in op_nodes if phase.get(node.name) == "forward"}
-    pred: dict[str, list[str]] = {}
-    for src, dst in b.edges():
-        pred.setdefault(dst, []).append(src)
+    pred = _predecessors(b)
     last: str | None = None  # the backward op traced last so far
     for node in op_nodes:
         nid = node.name
         if phase.get(nid) != "backward":
             continue
         if last is not None and not any(phase.get(u) == "backward" for u in pred.get(nid, ())) and key(node) in forward:
-            token = f"{last}:then"
-            if token not in b:
-                group = b.record(last).setdefault("colocate", last)
-                b.node(token, colocate=group, op="order")
-                phase[token] = "backward"
-                b.use(last, token, 0.0)
-            b.use(token, nid, 0.0)
+            b.use(_order_token(b, phase, last, ":then"), nid, 0.0)
         last = nid
 
 
