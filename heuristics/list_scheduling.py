@@ -8,6 +8,10 @@
   leaves some node with no device, m-ETF reruns with the static accounting (info["accounting"]
   says which one answered), i.e. it then equals ETF. Under the peak model it equals ETF (the exact
   tracking below charges received tensors for as long as they are held).
+- ``readers-first`` (this project, session 38): ETF in which, on the device of a source that is slow
+  to copy (heuristics/exclusive.py: an embedding read at every step of an unrolled loop), the
+  source's readers go before any other ready node until a copy could have arrived elsewhere; the
+  rest is ETF. It gives up at once on graphs without such a source.
 - ``heft`` (Topcuoglu et al. 2002): nodes by non-increasing upward rank (bottom level with comm;
   devices are identical so the mean costs are the costs), each to the device where it finishes
   earliest, filling idle gaps (insertion policy; the gap search looks at most ``GAP_SCAN``
@@ -39,6 +43,7 @@ from placement.evaluator import evaluate
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
+from .exclusive import COPY_OVER_READ, MIN_READERS, Exclusive, exclusive_sources
 from .peak_tracker import PeakTracker
 from .ready import data_ready
 
@@ -186,7 +191,7 @@ def _check(stop: Callable[[], bool] | None, count: int) -> None:
 
 
 def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "static",
-                 stop: Callable[[], bool] | None = None) -> Scheduled:
+                 stop: Callable[[], bool] | None = None, first: Exclusive | None = None) -> Scheduled:
     """ETF with the memory check (see memory_book). Returns (device per node, per-device order,
     failed node or -1).
 
@@ -213,8 +218,8 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
     dev = np.full(n, -1, dtype=np.int64)
     finish = np.zeros(n)
     free = [0.0] * k
-    arrive: list[list[tuple[float, float, int, int]]] = [[] for _ in range(k)]  # (ready at d, -bl, rank, v)
-    avail: list[list[tuple[float, int, int]]] = [[] for _ in range(k)]  # (-bl, rank, v): ready by free[d]
+    arrive: list[list[tuple[float, float, float, int, int]]] = [[] for _ in range(k)]  # (ready at d, tier, -bl, rank, v)
+    avail: list[list[tuple[float, float, int, int]]] = [[] for _ in range(k)]  # (tier, -bl, rank, v): ready by free[d]
     indeg = np.bincount(problem.dst, minlength=n).tolist()
     sp, sn, _ = problem.succ_ptr
     sp_l, sn_l = sp.tolist(), sn.tolist()
@@ -224,7 +229,8 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
         dr = data_ready(problem, v, dev, finish)
         ok = mem.allowed(v)
         for d in np.flatnonzero(ok).tolist():
-            heapq.heappush(arrive[d], (float(dr[d]), -float(bl[v]), int(rank[v]), v))
+            tier = first.tier(v, d, float(dr[d])) if first is not None else 0.0
+            heapq.heappush(arrive[d], (float(dr[d]), tier, -float(bl[v]), int(rank[v]), v))
 
     for v in range(n):
         if indeg[v] == 0:
@@ -236,30 +242,30 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
         for d in range(k):
             A, B = arrive[d], avail[d]
             while A and A[0][0] <= free[d]:
-                _, nb, r, v = heapq.heappop(A)
-                heapq.heappush(B, (nb, r, v))
+                _, tier, nb, r, v = heapq.heappop(A)
+                heapq.heappush(B, (tier, nb, r, v))
             cand = None
             while B:
-                nb, r, v = B[0]
+                tier, nb, r, v = B[0]
                 if dev[v] >= 0 or not mem.allowed(v)[d] or not fits(v, d, free[d]):
                     heapq.heappop(B)
                     continue
-                cand = (free[d], nb, r, d, v)
+                cand = (free[d], tier, nb, r, d, v)
                 break
             if cand is None:
                 while A:
-                    s, nb, r, v = A[0]
+                    s, tier, nb, r, v = A[0]
                     if dev[v] >= 0 or not mem.allowed(v)[d] or not fits(v, d, s):
                         heapq.heappop(A)
                         continue
-                    cand = (s, nb, r, d, v)
+                    cand = (s, tier, nb, r, d, v)
                     break
             if cand is not None and (best is None or cand < best):
                 best = cand
         if best is None:
             stuck = [v for v in range(n) if dev[v] < 0 and indeg[v] == 0]
             return Scheduled(dev, order, (stuck[0] if stuck else 0), _accepted(mem))
-        s, _, _, d, v = best
+        s, _, _, _, d, v = best
         # v stays in the other devices' heaps; dev[v] >= 0 discards it there lazily
         f = s + float(problem.time[v])
         mem.place(v, d, dev, s, f)
@@ -268,6 +274,8 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
         finish[v] = f
         free[d] = f
         order[d].append(v)
+        if first is not None:
+            first.placed(v, d)
         done += 1
         for j in range(sp_l[v], sp_l[v + 1]):
             w = sn_l[j]
@@ -392,6 +400,26 @@ def etf(problem: Problem, opts: SolveOptions) -> Solution:
     if bad >= 0:
         return _fail("etf", problem, bad, t0)
     return _result(problem, opts, "etf", dev, order, t0, info)
+
+
+def readers_first(problem: Problem, opts: SolveOptions) -> Solution:
+    """ETF whose slow-to-copy sources' devices run those sources' readers first until a copy could
+    arrive elsewhere (heuristics/exclusive.py); gives up at once on a graph without such a source."""
+    t0 = time.monotonic()
+    name = "readers-first"
+    sources = exclusive_sources(problem)
+    if not sources:
+        return Solution(name, "unknown", seconds=time.monotonic() - t0,
+                        reason=f"{name}: no source read by {MIN_READERS}+ nodes whose copy costs {COPY_OVER_READ:g}+ x their time")
+    try:
+        dev, order, bad, info = run_with_accounting(
+            lambda acc: etf_schedule(problem, opts.reserve, acc, stop=opts.stop.is_set, first=Exclusive(sources)),
+            problem, opts, False)
+    except Stopped:
+        return _stopped(name, t0)
+    if bad >= 0:
+        return _fail(name, problem, bad, t0)
+    return _result(problem, opts, name, dev, order, t0, info | {"sources": len(sources)})
 
 
 def m_etf(problem: Problem, opts: SolveOptions) -> Solution:

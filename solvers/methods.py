@@ -29,7 +29,7 @@ from heuristics.chain_split import chain_split
 from heuristics.critical_path import critical_path
 from heuristics.fewer_devices import fewer_devices
 from heuristics.linear_clustering import linear_clustering
-from heuristics.list_scheduling import etf, heft, m_etf, m_topo
+from heuristics.list_scheduling import etf, heft, m_etf, m_topo, readers_first
 from heuristics.halve_repair import halve_repair
 from heuristics.memory_repair import memory_repair
 from heuristics.band_repair import band_repair
@@ -104,6 +104,9 @@ TABLE: tuple[MethodInfo, ...] = (
                "training graphs of unrolled loops, memory to spare: ETF with each weight-gradient accumulation chain "
                "beside the weight it updates, the longest chain's device its own once it starts (heuristics.chain_home)",
                chain_home),
+    MethodInfo("readers-first", HEURISTIC, MAKESPAN,
+               "ETF where a weight that is slow to copy has its readers run first on its own device until a copy "
+               "could arrive elsewhere (unrolled recurrent models over slow links: heuristics.exclusive)", readers_first),
     MethodInfo("min-memory", HEURISTIC, MAKESPAN,
                "peak model: nodes in a memory-light single-device order, each to the device that keeps live bytes "
                "level (smallest memory per device)", min_memory),
