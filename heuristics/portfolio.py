@@ -237,7 +237,9 @@ def estimate_seconds(method: str, n: int, m: int, k: int, memory_model: str = "s
         "band-repair": 5e-6 * k,  # ETF, a split and a repair: 20 s at 200K nodes, K = 8 (load 4)
         "halve-repair": 1.5e-6 * k + 6e-5,  # mem-repair on K/2 devices, then about ten evaluations (4 s on the 32K decoder, K = 8)
         "chain-pin": 4e-6 * k + 2e-5,  # ETF without the memory check, then a few evaluations
-        "chain-home": 4e-6 * k + 2e-5,  # up to three ETFs and six evaluations: 10 s on the 50K LSTM at K = 16
+        # up to four ETFs and eight evaluations: 17.2 s on the 50K LSTM at K = 16 (12.3 s before its
+        # readers-first variant, session 38)
+        "chain-home": 5.3e-6 * k + 2.7e-5,
     }
     if method == "linear-clustering":
         return evaluate + 3e-7 * float(n) * size
