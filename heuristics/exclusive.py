@@ -28,7 +28,7 @@ COPY_OVER_READ = 8.0  # the copy costs at least this many times the median reade
 class Source:
     node: int
     readers: np.ndarray  # node indices
-    window: float  # a reader elsewhere waits at least this long after the source ends
+    copy: float  # a reader on another device starts at least this long after the source ends
     work: float  # the readers' total time
 
 
@@ -43,10 +43,10 @@ def exclusive_sources(problem: Problem) -> list[Source]:
         readers = sn[sp[w]:sp[w + 1]]
         comm = problem.comm[se[sp[w]:sp[w + 1]]]
         times = problem.time[readers]
-        window = float(comm.min())
+        copy = float(comm.min())
         work = float(times.sum())
-        if window > 0 and window >= COPY_OVER_READ * float(np.median(times)) and work >= window:
-            out.append(Source(int(w), np.unique(readers), window + float(problem.time[w]), work))
+        if copy > 0 and copy >= COPY_OVER_READ * float(np.median(times)) and work >= copy:
+            out.append(Source(int(w), np.unique(readers), copy, work))
     out.sort(key=lambda s: -s.work)
     return out
 
@@ -58,19 +58,21 @@ class Exclusive:
 
     def __init__(self, sources: list[Source]) -> None:
         self.sources = {s.node: s for s in sources}
-        self.window: dict[tuple[int, int], float] = {}  # (reader, device) -> the longest window of its sources there
+        self.until: dict[tuple[int, int], float] = {}  # (reader, device) -> when the last copy of its sources there arrives elsewhere
 
-    def placed(self, v: int, d: int) -> None:
+    def placed(self, v: int, d: int, finish: float) -> None:
+        """Node v was placed on device d and ends at ``finish``."""
         s = self.sources.get(v)
         if s is None:
             return
+        until = finish + s.copy
         for r in s.readers.tolist():
-            if self.window.get((r, d), 0.0) < s.window:
-                self.window[(r, d)] = s.window
+            if self.until.get((r, d), 0.0) < until:
+                self.until[(r, d)] = until
 
     def tier(self, v: int, d: int, ready: float) -> float:
         """Where v stands among the nodes ready on device d at time ``ready``: 0 for most; the
-        readers of a source placed on d, ready before its copy could arrive elsewhere, go first,
-        those of the slowest copy first of all (-window)."""
-        w = self.window.get((v, d), 0.0)
-        return -w if ready < w else 0.0
+        readers of a source placed on d, ready before a copy could arrive elsewhere, go first,
+        those whose copy arrives last first of all (-arrival)."""
+        until = self.until.get((v, d), 0.0)
+        return -until if ready < until else 0.0

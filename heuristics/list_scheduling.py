@@ -275,7 +275,7 @@ def etf_schedule(problem: Problem, reserve: float = 0.0, accounting: str = "stat
         free[d] = f
         order[d].append(v)
         if first is not None:
-            first.placed(v, d)
+            first.placed(v, d, f)
         done += 1
         for j in range(sp_l[v], sp_l[v + 1]):
             w = sn_l[j]

@@ -14,7 +14,11 @@ from placement.generate import generate
 from placement.problem import make_problem
 from placement.solution import SolveOptions
 
-STATIC = SolveOptions(memory_model="static", time_limit=30)
+
+
+def static() -> SolveOptions:
+    """Fresh options: the time limit counts from their creation."""
+    return SolveOptions(memory_model="static", time_limit=30)
 
 
 def fan(readers: int = MIN_READERS, copy: float = 8.0, read: float = 1.0, source_time: float = 0.0, fed: bool = False):
@@ -36,8 +40,7 @@ def test_sources_slow_to_copy_are_found():
     (s,) = exclusive_sources(p)
     assert p.ids[s.node] == "W"
     assert sorted(p.ids[r] for r in s.readers) == [f"R{i}" for i in range(MIN_READERS)]
-    assert s.window == pytest.approx(8.0) and s.work == pytest.approx(MIN_READERS * 1.0)
-    assert exclusive_sources(fan(source_time=2.0))[0].window == pytest.approx(10.0)  # the copy leaves when W ends
+    assert s.copy == pytest.approx(8.0) and s.work == pytest.approx(MIN_READERS * 1.0)
 
 
 @pytest.mark.parametrize("problem, why", [
@@ -55,12 +58,14 @@ def test_tiers():
     ex = Exclusive(exclusive_sources(p))
     r, w = p.ids.index("R0"), p.ids.index("W")
     assert ex.tier(r, 0, 0.0) == 0.0  # W not placed yet
-    ex.placed(w, 1)
-    assert ex.tier(r, 1, 0.0) == pytest.approx(-8.0)
-    assert ex.tier(r, 1, 7.9) == pytest.approx(-8.0)
-    assert ex.tier(r, 1, 8.0) == 0.0  # a copy could be on the other device by then
+    ex.placed(w, 1, 2.0)  # W ends at 2: a copy can be elsewhere at 10
+    assert ex.tier(r, 1, 0.0) == pytest.approx(-10.0)
+    assert ex.tier(r, 1, 9.9) == pytest.approx(-10.0)
+    assert ex.tier(r, 1, 10.0) == 0.0  # a copy could be on the other device by then
     assert ex.tier(r, 0, 0.0) == 0.0  # not W's device
     assert ex.tier(w, 1, 0.0) == 0.0  # not a reader
+    ex.placed(p.ids.index("R1"), 1, 0.0)  # not a source: nothing changes
+    assert ex.tier(p.ids.index("R2"), 1, 0.0) == pytest.approx(-10.0)
 
 
 def wavefront(steps: int = 8, layers: int = 2, copy: float = 8.0):
@@ -90,7 +95,7 @@ def first_on_home(p, sol, until: float) -> list[str]:
 
 def test_the_embedding_device_looks_up_first():
     p = wavefront()
-    plain, first = etf(p, STATIC), readers_first(p, STATIC)
+    plain, first = etf(p, static()), readers_first(p, static())
     assert first.status == "heuristic" and first.info["sources"] == 1
     assert first_on_home(p, first, 8.0) == [f"L{i}" for i in range(8)]  # back to back from 0
     assert any(not v.startswith("L") for v in first_on_home(p, plain, 8.0))  # ETF runs cells there
@@ -102,7 +107,7 @@ def test_the_embedding_device_looks_up_first():
 @pytest.mark.parametrize("kind", ["cnn", "transformer"])
 def test_gives_up_without_such_a_source(kind):
     p = generate(kind, 600, seed=2, devices=4)
-    sol = readers_first(p, STATIC)
+    sol = readers_first(p, static())
     assert sol.status == "unknown" and sol.placement is None
     assert "no source read by" in sol.reason
 
@@ -113,7 +118,7 @@ def lstm():
 
 
 def test_lstm_member_is_deterministic_and_checked(lstm):
-    a, b = readers_first(lstm, STATIC), readers_first(lstm, STATIC)
+    a, b = readers_first(lstm, static()), readers_first(lstm, static())
     assert a.status == "heuristic" and a.info["sources"] >= 2  # the embedding, the output layer, the layers
     assert np.array_equal(a.placement, b.placement) and a.order == b.order
     ev = evaluate(lstm, a.placement, order=a.order)
@@ -132,7 +137,7 @@ def test_peak_memory_is_kept():
 
 
 def test_chain_home_tries_its_best_variant_with_readers_first(lstm):
-    sol = chain_home(lstm, STATIC)
+    sol = chain_home(lstm, static())
     tried = sol.info["tried"]
     labels = [t["variant"] for t in tried]
     assert any(v.endswith("+readers-first") for v in labels)
