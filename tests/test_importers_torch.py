@@ -425,6 +425,84 @@ def test_a_wrapped_module_imports_as_the_module_it_wraps(wrap):
     assert np.array_equal(theirs.time, ours.time) and np.array_equal(theirs.out_bytes, ours.out_bytes)
 
 
+class _TwoHeads(torch.nn.Module):
+    """A body and two heads; the step uses the first only (multi-task code run on one task)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU())
+        self.used = torch.nn.Linear(64, 8)
+        self.unused = torch.nn.Linear(64, 500)
+
+    def forward(self, x):
+        return self.used(self.body(x))
+
+
+def test_parameters_without_a_gradient_keep_only_their_weight():
+    """Eager PyTorch gives a parameter the loss does not reach no gradient and Adam no state for
+    it; the importer charged both (and a weight read until an update that never comes), twice
+    PyTorch's measured peak on this model."""
+    torch.manual_seed(0)
+    model, x = _TwoHeads(), torch.randn(16, 32)
+    cap = capture(model, (x,))
+    p = cap.problem
+    for name, prm in model.named_parameters():
+        size = prm.numel() * prm.element_size()
+        i = p.index[cap.param_nodes[name]]
+        if name.startswith("unused."):
+            assert (p.param_bytes[i], p.out_bytes[i]) == (size, 0.0)
+        else:  # the weight as the node's output, read until its update; gradient and Adam's two states persist
+            assert (p.param_bytes[i], p.out_bytes[i]) == (3 * size, size)
+    for name, _ in model.named_parameters():
+        i = p.index[cap.param_nodes[name]]
+        readers = {p.ids[d] for s, d in zip(p.src.tolist(), p.dst.tolist()) if s == i}
+        updates = [r for r in readers if cap.phase.get(r) == "optimizer"]
+        # Adam's step reads each used weight; nothing reads the unused ones, nothing updates them
+        assert (not readers) if name.startswith("unused.") else updates, (name, readers)
+    ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
+    theirs = measured_step_peak(model, (x,))["peak"]
+    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
+
+
+class _CausalDecoder(torch.nn.Module):
+    """nn.TransformerDecoder over an embedding, with a causal mask built in the forward (the usual
+    way to write it); ``hint``: the tgt_is_causal argument passed along (None: not passed)."""
+
+    def __init__(self, hint=None):
+        super().__init__()
+        self.hint = hint
+        self.embed = torch.nn.Embedding(100, 32)
+        layer = torch.nn.TransformerDecoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.dec = torch.nn.TransformerDecoder(layer, 2)
+        self.enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True), 1,
+                                               enable_nested_tensor=False)
+
+    def forward(self, ids, memory):
+        t = ids.shape[1]
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        kw = {} if self.hint is None else {"tgt_is_causal": self.hint}
+        h = self.dec(self.embed(ids), memory, tgt_mask=mask, **kw)
+        return self.enc(h, mask=mask, **({} if self.hint is None else {"is_causal": self.hint}))
+
+
+def test_transformer_modules_with_a_causal_mask_import_as_with_the_hint_given():
+    """Given a mask and no causal hint, nn.TransformerDecoder and nn.TransformerEncoder compare the
+    mask's values with a causal mask to choose a kernel: a tracing failure ("could not guard on
+    data-dependent expression"). The hint only picks a kernel, so the step is the one traced with
+    the hint passed as False by hand."""
+    torch.manual_seed(0)
+    ids, memory = torch.randint(0, 100, (2, 12)), torch.randn(2, 16, 32)
+    plain = _CausalDecoder()
+    given = _CausalDecoder(hint=False)
+    given.load_state_dict(plain.state_dict())
+    ours, theirs = graph_from_torch(plain, (ids, memory)), graph_from_torch(given, (ids, memory))
+    assert ours.ids == theirs.ids
+    assert np.array_equal(ours.src, theirs.src) and np.array_equal(ours.dst, theirs.dst)
+    assert np.array_equal(ours.time, theirs.time) and np.array_equal(ours.out_bytes, theirs.out_bytes)
+    from torch.nn.modules import transformer
+    assert transformer._detect_is_causal_mask.__name__ == "_detect_is_causal_mask"  # restored after tracing
+
+
 # ----- costs --------------------------------------------------------------------------------------
 
 def test_measured_costs_time_each_signature_once():
@@ -532,7 +610,7 @@ def ctc():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["{mod}:untraceable", "--inference"], "cannot trace DataDependent"),
+    (["{mod}:untraceable", "--inference"], "cannot trace DataDependent: the step branches on a tensor's value"),
     (["{mod}:wrong_shape"], "must return (model, example_inputs)"),
     (["{mod}:raises"], "the factory failed: RuntimeError: no weights here"),
     (["{mod}:frozen"], "Linear has no trainable parameter"),

@@ -172,6 +172,9 @@ class _Layout:
     n_states: int
     input_spec: Any  # pytree spec of (args, kwargs)
     n_inputs: int
+    # trainable parameters the traced step gave no gradient (never read, or read only where no
+    # gradient flows): no gradient, no optimizer state and no update, as in eager PyTorch
+    without_gradient: set[str] = field(default_factory=set)
 
     def role(self, pos: int) -> tuple[str, Any]:
         p, b = len(self.param_names), len(self.buffer_names)
@@ -223,6 +226,31 @@ def _checkpoints_without_reentry() -> Iterator[None]:
         ckpt.CheckpointFunction.apply = reentrant
 
 
+@contextlib.contextmanager
+def _causal_hints_as_given() -> Iterator[None]:
+    """While tracing, ``nn.TransformerEncoder`` and ``nn.TransformerDecoder`` take an attention
+    mask's causal hint as given (``is_causal`` / ``tgt_is_causal``; not given: not causal).
+
+    Why: given a mask and no hint, they compare the mask's values with a causal mask to pick a
+    fused kernel. Tracing sees no values (fake tensors), so every such model was refused ("could
+    not guard on data-dependent expression"), although a causal mask built in the forward is the
+    usual way to write a GPT-style model with them. The hint only chooses a kernel: the layers
+    apply the mask either way, so the step computes the same (a test compares with the hint
+    passed as False by hand)."""
+    from torch.nn.modules import transformer
+
+    detect = transformer._detect_is_causal_mask
+
+    def as_given(mask: Any, is_causal: bool | None = None, size: int | None = None) -> bool:
+        return is_causal is True
+
+    transformer._detect_is_causal_mask = as_given
+    try:
+        yield
+    finally:
+        transformer._detect_is_causal_mask = detect
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -261,8 +289,9 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
             raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
         grads = torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
         with torch.no_grad():
-            for i, (p, g) in enumerate(zip(ps.values(), grads)):
+            for i, (pname, p, g) in enumerate(zip(ps, ps.values(), grads)):
                 if g is None:
+                    layout.without_gradient.add(pname)
                     continue
                 if optimizer == "adam":
                     _adam_update(p, g, st[2 * i], st[2 * i + 1])
@@ -278,7 +307,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     was_disabled, fake_log.disabled = fake_log.disabled, True
     try:
-        with _checkpoints_without_reentry():
+        with _checkpoints_without_reentry(), _causal_hints_as_given():
             gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
         raise
@@ -288,6 +317,11 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
             raise ProblemError(f"cannot trace {type(model).__name__}: {first} has an output whose size depends on the "
                                "data, which PyTorch cannot trace: every tensor needs a static size; compute that op "
                                "outside the step or use one whose output size is fixed") from None
+        if type(exc).__name__ == "GuardOnDataDependentSymNode":  # e.g. "if x.sum() > 0:" or ".item()" in the forward
+            what = first.split(" (unhinted")[0]
+            raise ProblemError(f"cannot trace {type(model).__name__}: the step branches on a tensor's value ({what}): "
+                               "PyTorch traces one graph for every input, so control flow may depend on shapes only, "
+                               "not on values (a Python if on a tensor, .item(), bool(tensor))") from None
         raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
     finally:
         fake_log.disabled = was_disabled
@@ -493,8 +527,11 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
         if role == "param":
             nid = f"param:{key}"
             size = _fresh_bytes(val)
-            b.node(nid, param_bytes=state_factor * size, out_bytes=size if train else 0.0, op="placeholder.param",
-                   outputs=[_desc(val)] * (1 + layout.n_states))
+            if key in layout.without_gradient:  # kept as it is, like a buffer: only the weight persists
+                b.node(nid, param_bytes=size, op="placeholder.param", outputs=[_desc(val)] * (1 + layout.n_states))
+            else:
+                b.node(nid, param_bytes=state_factor * size, out_bytes=size if train else 0.0, op="placeholder.param",
+                       outputs=[_desc(val)] * (1 + layout.n_states))
             param_nodes[key] = nid
             ref[node] = _Ref(nid, 0)
             phase[nid] = "param"
