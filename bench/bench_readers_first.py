@@ -13,9 +13,7 @@ import argparse
 import math
 import time
 
-import numpy as np
-
-from heuristics.chain_home import chain_home
+from heuristics.chain_home import ancestors, chain_home
 from heuristics.list_scheduling import etf, readers_first
 from placement.generate import generate
 from placement.problem import Problem
@@ -28,18 +26,7 @@ QUICK = [("lstm", 10000, 7, 8), ("lstm", 2000, 3, 4)]
 
 def forward_part(p: Problem) -> Problem:
     """The loss and its ancestors (what an inference step runs)."""
-    loss = p.ids.index("loss/total")
-    keep = np.zeros(p.n, dtype=bool)
-    keep[loss] = True
-    ptr, nbr, _ = p.pred_ptr
-    stack = [loss]
-    while stack:
-        v = stack.pop()
-        for u in nbr[ptr[v]:ptr[v + 1]].tolist():
-            if not keep[u]:
-                keep[u] = True
-                stack.append(u)
-    return induced(p, keep)
+    return induced(p, ancestors(p, p.ids.index("loss/total")))
 
 
 def timed(method, p: Problem):
