@@ -1090,7 +1090,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
         phases.append(Phase("relist", spent["relist"], inc.makespan, bound, "heuristic",
                             f"{relist_stats.sweeps} sweeps, {relist_stats.windows} windows ({relist_stats.forks} from a "
                             f"fork, the others of {made['relist'].size} nodes), {relist_stats.promising} "
-                            f"promising, {relist_stats.kept} kept"))
+                            f"promising, {relist_stats.kept} kept, {relist_stats.rehomed} slack groups re-homed"))
     if "echo" in made:
         phases.append(Phase("echo", spent["echo"], inc.makespan, bound, "heuristic",
                             f"{echo_stats.patterns} patterns, {echo_stats.tried} echoes tried, {echo_stats.kept} kept, "

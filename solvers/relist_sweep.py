@@ -38,6 +38,7 @@ from placement.problem import Problem
 from placement.solution import SolveOptions
 from placement.window_boundary import window_boundary
 
+from .rehome import rehome
 from .schedule_search import ScheduleSweep
 
 RELIST_NODES = 80  # positions per window (on the 200K CNN: 40 found 0.0133 at a block's join, 80 0.0136, 20 0.001)
@@ -55,6 +56,7 @@ class RelistStats:
     forks: int = 0  # of them, windows from a wide fork to its join, with layout plans
     promising: int = 0  # windows whose list schedule beat the incumbent by the window judge
     kept: int = 0  # windows put in by a kept merge
+    rehomed: int = 0  # colocation groups moved off the busy devices (solvers/rehome.py)
     start_makespan: float = float("nan")
     best_makespan: float = float("nan")
 
@@ -90,6 +92,7 @@ class RelistSweep(ScheduleSweep):
         self.mask = problem.allowed_mask()
         self.failed: dict[int, int] = {}  # join -> its fork window's layout when the plans found nothing there
         self.forks = False  # fork windows are tried once a sweep of the plain ones gained under PLAIN_GAIN
+        self.homed = float("nan")  # the makespan of the schedule last re-homed
 
     def run(self, deadline: float, once: bool = False) -> Evaluation:
         """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep (``once``:
@@ -103,6 +106,8 @@ class RelistSweep(ScheduleSweep):
         """One sweep; False when it was cut short by the deadline or a stop (nothing kept then
         but what its merge kept)."""
         p, st = self.p, self.stats
+        if self.forks and self.best_ev.makespan != self.homed:
+            self._rehome()
         base = IncrementalSchedule(p, self.best_ev.placement, self.best_ev.start, self.graph)
         if self.opts.stop.is_set():
             return False
@@ -135,6 +140,19 @@ class RelistSweep(ScheduleSweep):
             else:
                 self.dry = not kept
         return finished
+
+    def _rehome(self) -> None:
+        """Before a sweep with fork windows: the slack colocation groups moved off the devices that
+        run the critical path (solvers/rehome.py), when that is no longer. The updates that fill
+        the critical device's idle gaps hold its fork-joins' layouts in place; once they are gone
+        the fork windows find what they could not (bench/results_scale.md, "Session 39")."""
+        ev = rehome(self.p, self.best_ev, self.mm, self.waits)
+        if ev is not None:
+            self.stats.rehomed += int(np.unique(self.p.colocate[ev.placement != self.best_ev.placement]).size)
+            self.best_ev = ev
+            self.stats.best_makespan = ev.makespan
+            self.dry = False
+        self.homed = self.best_ev.makespan
 
     def _fork(self, base: IncrementalSchedule, seq: np.ndarray, where: np.ndarray, join: int, hi: int,
               deadline: float) -> tuple[int, tuple[np.ndarray, np.ndarray, float] | None]:

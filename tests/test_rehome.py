@@ -1,0 +1,134 @@
+"""Re-homing slack colocation groups off the busy devices (solvers/rehome.py): the answer is never
+longer, fits memory, keeps colocation and allowed devices, and the evaluator agrees with it; the
+slack and memory rules hold a group back where moving it would cost."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from placement.evaluator import check, evaluate
+from placement.incremental import timing_graph
+from placement.problem import make_problem
+from placement.solution import SolveOptions
+from solvers import relist_sweep
+from solvers.rehome import rehome, slack_groups
+from solvers.relist_sweep import RelistSweep
+from tests.conftest import filled_random
+from tests.test_window_relist import _fan_in
+
+
+def _chain_with_update(update_feeds_c2: float | None = None, w_bytes: float = 0.0, memory: float = float("inf")):
+    """Device 0 runs the chain c0 -> c1 -> c2 (2 each) and, between c0 and c1, the update u (1) of
+    the weight w (a colocation group; u reads c0's gradient). Device 1 runs nothing. With
+    ``update_feeds_c2`` u also feeds c2 over an edge of that transfer time."""
+    nodes = [{"id": "c0", "time": 2.0}, {"id": "c1", "time": 2.0}, {"id": "c2", "time": 2.0},
+             {"id": "w", "time": 0.0, "param_bytes": w_bytes, "colocate": "g"},
+             {"id": "u", "time": 1.0, "colocate": "g"}]
+    for rec in nodes:
+        rec.setdefault("param_bytes", 0.0)
+        rec["out_bytes"] = 0.0
+    edges = [{"src": "c0", "dst": "c1", "comm": 0.1}, {"src": "c1", "dst": "c2", "comm": 0.1},
+             {"src": "c0", "dst": "u", "comm": 0.1}, {"src": "w", "dst": "u", "comm": 0.1}]
+    if update_feeds_c2 is not None:
+        edges.append({"src": "u", "dst": "c2", "comm": update_feeds_c2})
+    prob = make_problem(nodes, edges, devices=2, memory=memory)
+    ix = prob.index
+    placement = np.zeros(prob.n, dtype=np.int64)
+    ev = evaluate(prob, placement, order=[[ix[x] for x in ("w", "c0", "u", "c1", "c2")], []])
+    return prob, ev
+
+
+def test_an_update_in_the_chains_way_goes_to_the_idle_device() -> None:
+    prob, ev = _chain_with_update()
+    assert ev.makespan == pytest.approx(7.0)  # c0, u, c1, c2 one after another
+    got = rehome(prob, ev)
+    assert got is not None
+    ix = prob.index
+    assert got.placement[ix["w"]] == got.placement[ix["u"]] == 1
+    assert got.placement[[ix["c0"], ix["c1"], ix["c2"]]].tolist() == [0, 0, 0]
+    assert got.makespan == pytest.approx(6.0)  # the chain alone
+    assert check(prob, got.placement, got.start).makespan == pytest.approx(got.makespan)
+
+
+def test_a_group_whose_move_would_cost_a_transfer_on_the_path_stays() -> None:
+    """u feeds c2 over a transfer of 5: its slack (7 - 2 - 3 = 2) is below what a move could add."""
+    prob, ev = _chain_with_update(update_feeds_c2=5.0)
+    groups, busy = slack_groups(prob, ev, timing_graph(prob))
+    assert busy.tolist() == [True, False] and groups == []
+    assert rehome(prob, ev) is None
+
+
+def test_a_device_without_room_for_the_weight_gets_nothing() -> None:
+    prob, ev = _chain_with_update(w_bytes=10.0, memory=[100.0, 5.0])
+    assert ev.feasible(prob)
+    assert rehome(prob, ev) is None
+    roomy, ev2 = _chain_with_update(w_bytes=10.0, memory=[100.0, 20.0])
+    assert rehome(roomy, ev2) is not None
+
+
+def test_allowed_devices_are_kept() -> None:
+    prob0, ev0 = _chain_with_update()
+    nodes = [{"id": i, "time": float(prob0.time[v]), "out_bytes": 0.0, "param_bytes": 0.0,
+              "colocate": "g" if i in ("w", "u") else None} for v, i in enumerate(prob0.ids)]
+    for rec in nodes:
+        if rec["id"] == "u":
+            rec["devices"] = [0]
+        if rec["colocate"] is None:
+            del rec["colocate"]
+    edges = [{"src": prob0.ids[a], "dst": prob0.ids[b], "comm": float(c)}
+             for a, b, c in zip(prob0.src.tolist(), prob0.dst.tolist(), prob0.comm.tolist())]
+    prob = make_problem(nodes, edges, devices=2)
+    ev = evaluate(prob, ev0.placement, order=[[prob.index[x] for x in ("w", "c0", "u", "c1", "c2")], []])
+    assert rehome(prob, ev) is None
+
+
+@pytest.mark.parametrize("memory_model", ["static", "peak"])
+@pytest.mark.parametrize("seed", range(12))
+def test_never_longer_and_always_valid_on_random_problems(memory_model: str, seed: int) -> None:
+    prob, placement, ev0 = filled_random(seed, memory_model, 40, 0.12)
+    got = rehome(prob, ev0, memory_model)
+    if got is None:
+        return
+    assert got.makespan <= ev0.makespan
+    again = check(prob, got.placement, got.start, memory_model)  # raises on a broken schedule or memory
+    assert again.makespan == pytest.approx(got.makespan) and again.feasible(prob)
+    for g in prob.groups:
+        assert np.unique(got.placement[g]).size == 1
+    moved = np.flatnonzero(got.placement != ev0.placement)
+    assert (prob.colocate[moved] >= 0).all()  # only colocation groups move
+
+
+def _fan_in_with_update():
+    """tests/test_window_relist.py's fan-in (its best layout: 8.8, F's device running F, the heads,
+    one tail and J) with a weight's update u (0.2) on F's device before the last tail: with u there
+    no layout beats 9.0 (F's device has 9.0 of work); on the other device u fits before the tails."""
+    prob0, _ = _fan_in()
+    nodes = [{"id": i, "time": float(prob0.time[v]), "out_bytes": 0.0, "param_bytes": 0.0} for v, i in enumerate(prob0.ids)]
+    nodes += [{"id": "w", "time": 0.0, "out_bytes": 0.0, "param_bytes": 1.0, "colocate": "g"},
+              {"id": "u", "time": 0.2, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": "g"}]
+    edges = [{"src": prob0.ids[a], "dst": prob0.ids[b], "comm": float(c)}
+             for a, b, c in zip(prob0.src.tolist(), prob0.dst.tolist(), prob0.comm.tolist())]
+    edges.append({"src": "w", "dst": "u", "comm": 0.1})
+    prob = make_problem(nodes, edges, devices=2)
+    ix = prob.index
+    placement = np.zeros(prob.n, dtype=np.int64)
+    for i in range(3):
+        placement[ix[f"t{i}"]] = 1
+    order = [[ix[x] for x in ("w", "F", "h0", "h1", "h2", "h3", "u", "t3", "J")], [ix[f"t{i}"] for i in range(3)]]
+    return prob, evaluate(prob, placement, order=order)
+
+
+def test_the_relist_sweep_reaches_the_fan_ins_best_only_with_the_update_rehomed(monkeypatch) -> None:
+    prob, ev = _fan_in_with_update()
+    assert ev.makespan == pytest.approx(9.0)
+    far = time.monotonic() + 60
+    search = RelistSweep(prob, ev.placement, ev.start, SolveOptions())
+    got = search.run(far)
+    assert got.makespan == pytest.approx(8.8) and search.stats.rehomed == 1
+    assert got.placement[prob.index["u"]] == 1
+    assert check(prob, got.placement, got.start).makespan == pytest.approx(8.8)
+    monkeypatch.setattr(relist_sweep, "rehome", lambda *a, **k: None)
+    held = RelistSweep(prob, ev.placement, ev.start, SolveOptions())
+    assert held.run(far).makespan == pytest.approx(9.0)
