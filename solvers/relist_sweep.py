@@ -107,7 +107,7 @@ class RelistSweep(ScheduleSweep):
         but what its merge kept)."""
         p, st = self.p, self.stats
         if self.forks and self.best_ev.makespan != self.homed:
-            self._rehome()
+            self._rehome(deadline)
         base = IncrementalSchedule(p, self.best_ev.placement, self.best_ev.start, self.graph)
         if self.opts.stop.is_set():
             return False
@@ -141,12 +141,17 @@ class RelistSweep(ScheduleSweep):
                 self.dry = not kept
         return finished
 
-    def _rehome(self) -> None:
+    def _rehome(self, deadline: float) -> None:
         """Before a sweep with fork windows: the slack colocation groups moved off the devices that
         run the critical path (solvers/rehome.py), when that is no longer. The updates that fill
         the critical device's idle gaps hold its fork-joins' layouts in place; once they are gone
         the fork windows find what they could not (bench/results_scale.md, "Session 39")."""
-        ev = rehome(self.p, self.best_ev, self.mm, self.waits)
+        def stop() -> bool:
+            return self.opts.stop.is_set() or time.monotonic() + RESERVE * self.eval_seconds >= deadline
+
+        ev = rehome(self.p, self.best_ev, self.mm, self.waits, stop=stop)
+        if ev is None and stop():
+            return  # cut short: tried again at the next sweep
         if ev is not None:
             self.stats.rehomed += int(np.unique(self.p.colocate[ev.placement != self.best_ev.placement]).size)
             self.best_ev = ev

@@ -52,6 +52,11 @@ def test_an_update_in_the_chains_way_goes_to_the_idle_device() -> None:
     assert check(prob, got.placement, got.start).makespan == pytest.approx(got.makespan)
 
 
+def test_a_stop_request_returns_nothing() -> None:
+    prob, ev = _chain_with_update()
+    assert rehome(prob, ev, stop=lambda: True) is None
+
+
 def test_a_group_whose_move_would_cost_a_transfer_on_the_path_stays() -> None:
     """u feeds c2 over a transfer of 5: its slack (7 - 2 - 3 = 2) is below what a move could add."""
     prob, ev = _chain_with_update(update_feeds_c2=5.0)
@@ -132,3 +137,46 @@ def test_the_relist_sweep_reaches_the_fan_ins_best_only_with_the_update_rehomed(
     monkeypatch.setattr(relist_sweep, "rehome", lambda *a, **k: None)
     held = RelistSweep(prob, ev.placement, ev.start, SolveOptions())
     assert held.run(far).makespan == pytest.approx(9.0)
+
+
+def test_a_group_that_lands_before_a_critical_node_goes_home_and_the_rest_stay() -> None:
+    """Device 0: c0 (2), an idle gap filled by u1 (1, reads c0) and u2 (0.5), then c1 (2, waits for
+    z), c2 (2): 7.6. Device 1 runs z (1.4, c0 -> z -> c1, transfers 0.1): 23% of the chain, not busy.
+    Moved together, u1 lands before z (by its start, 2.0 < 2.1) and delays it: 8.6. Sent home, the
+    group on that chain leaves u2's move standing (it lands after z), 7.6 again."""
+    nodes = [{"id": x, "time": t, "out_bytes": 0.0, "param_bytes": 0.0} for x, t in
+             (("c0", 2.0), ("z", 1.4), ("c1", 2.0), ("c2", 2.0))]
+    nodes += [{"id": f"w{i}", "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": f"g{i}"} for i in (1, 2)]
+    nodes += [{"id": "u1", "time": 1.0, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": "g1"},
+              {"id": "u2", "time": 0.5, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": "g2"}]
+    edges = [{"src": a, "dst": b, "comm": 0.1} for a, b in
+             (("c0", "z"), ("z", "c1"), ("c1", "c2"), ("c0", "u1"), ("w1", "u1"), ("w2", "u2"))]
+    prob = make_problem(nodes, edges, devices=2)
+    ix = prob.index
+    placement = np.zeros(prob.n, dtype=np.int64)
+    placement[ix["z"]] = 1
+    ev = evaluate(prob, placement, order=[[ix[x] for x in ("w1", "w2", "c0", "u1", "u2", "c1", "c2")], [ix["z"]]])
+    assert ev.makespan == pytest.approx(7.6) and ev.start[ix["u2"]] == pytest.approx(3.0)
+    got = rehome(prob, ev)
+    assert got is not None and got.makespan == pytest.approx(7.6)
+    assert got.placement[[ix["w1"], ix["u1"]]].tolist() == [0, 0]
+    assert got.placement[[ix["w2"], ix["u2"]]].tolist() == [1, 1]
+
+
+def test_a_group_goes_to_the_least_loaded_device_it_may_use() -> None:
+    """Three devices; the update may run on devices 0 and 2 only: it goes to 2 (busier than the
+    idle 1, but allowed) and the chain gains as before (7 -> 6)."""
+    nodes = [{"id": x, "time": t, "out_bytes": 0.0, "param_bytes": 0.0} for x, t in
+             (("c0", 2.0), ("c1", 2.0), ("c2", 2.0), ("x", 0.5))]
+    nodes += [{"id": "w", "time": 0.0, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": "g", "devices": [0, 2]},
+              {"id": "u", "time": 1.0, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": "g", "devices": [0, 2]}]
+    edges = [{"src": a, "dst": b, "comm": 0.1} for a, b in (("c0", "c1"), ("c1", "c2"), ("c0", "u"), ("w", "u"))]
+    prob = make_problem(nodes, edges, devices=3)
+    ix = prob.index
+    placement = np.zeros(prob.n, dtype=np.int64)
+    placement[ix["x"]] = 2
+    ev = evaluate(prob, placement, order=[[ix[v] for v in ("w", "c0", "u", "c1", "c2")], [], [ix["x"]]])
+    assert ev.makespan == pytest.approx(7.0)
+    got = rehome(prob, ev)
+    assert got is not None and got.makespan == pytest.approx(6.0)
+    assert got.placement[[ix["w"], ix["u"]]].tolist() == [2, 2]
