@@ -999,8 +999,12 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             if name == "refine":
                 placement, ev = arms[name].run(piece_end - cur.check_seconds)
             elif name == "relist":
+                homed = arms[name].homed_ev
                 ev = arms[name].run(piece_end - cur.check_seconds, once=echoes)
                 placement = ev.placement
+                if arms[name].homed_ev is not homed:
+                    # re-homed (no shorter) before its windows: the echo learns the windows' fixes
+                    piece_ev = arms[name].homed_ev
             else:
                 ev = arms[name].run(piece_end - cur.check_seconds)
                 placement = ev.placement

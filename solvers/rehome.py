@@ -10,8 +10,8 @@ the chain nothing where they fill its idle gaps, but they fill them: on the gene
 answer sends four paths away whole to make room for them, and a better layout of the block
 (every path's last gradient at home, the updates elsewhere) is a compound move that no window
 search finds while the updates are there: the relist sweep's fork windows kept nothing in 100 s
-from the 600 s answer, and 130 windows (-2.5) from the same answer with its updates re-homed
-(bench/results_scale.md, "Session 39").
+from a 600 s answer (3160.74), and 130 windows from the same answer re-homed (3157.60;
+bench/results_scale.md, "Session 39").
 
 The move: the *busy* devices are those whose nodes on the incumbent's critical chain
 (solvers/refine.py ``critical_chain``) take at least BUSY_SHARE of the most any device's take. A
@@ -24,7 +24,8 @@ the incumbent's start order, the moved ones slotting in where their starts put t
 (placement.incremental.kept_order_start). The answer is kept only when it is no longer and fits
 memory. Where it is longer, the moved groups on its critical chain go home and the rest is timed
 again (REPAIRS times: a few updates that land before a critical node on their new device); where
-that does not do, the half of the groups with the most slack is tried, and so on.
+that does not do (or the move does not fit), the half with the most slack of the groups still
+moved is tried, and so on.
 """
 from __future__ import annotations
 
@@ -115,15 +116,19 @@ def rehome(problem: Problem, ev: Evaluation, memory_model: str = "static",
         if not groups:
             break
         moved = _assign(p, ev.placement, groups, busy, mask)
-        for _ in range(REPAIRS + 1):
+        for attempt in range(REPAIRS + 1):
             if not (moved != ev.placement).any() or (stop is not None and stop()):
                 return None
             got = _timed(p, moved, ev.start, graph, memory_model)
             if got is None:
                 break
             if got.makespan <= ev.makespan:
-                if got.feasible(p):  # measured once per halving: the peak costs a second at 200K nodes
+                if stop is not None and stop():
+                    return None  # the peak below costs a second at 200K nodes
+                if got.feasible(p):
                     return got
+                break  # too many bytes moved: a half may fit
+            if attempt == REPAIRS:
                 break
             # the groups whose moved nodes lie on the new critical chain go home, the rest stay
             chain = np.asarray(critical_chain(p, got, graph), dtype=np.int64)
@@ -132,6 +137,8 @@ def rehome(problem: Problem, ev: Evaluation, memory_model: str = "static",
                 break
             home = np.isin(p.colocate, back)
             moved[home] = ev.placement[home]
+        # the half with the most slack of the groups still moved
+        groups = [g for g in groups if moved[g[0]] != ev.placement[g[0]]]
         groups = groups[: len(groups) // 2]
     return None
 

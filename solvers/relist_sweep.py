@@ -19,7 +19,10 @@ tried, and so on down to one window. The first sweep that gains less than PLAIN_
 turns on the fork windows: a join that ends a wide fork-join (heuristics/fork_join.py) gets the
 window from its fork, with the path-by-path layouts among its plans (0.3-0.7 s a window at 200K
 nodes, ten times a plain one: tried only once the plain windows run nearly dry, so a short run
-keeps its cheap early gains). A sweep with fork windows that keeps nothing ends the search until
+keeps its cheap early gains). Before each sweep with fork windows the schedule's slack
+colocation groups (a weight and its update) leave the devices that run the critical chain when
+that is no longer (solvers/rehome.py): where they fill the chain's idle gaps they hold the
+fork-joins' layouts in place. A sweep with fork windows that keeps nothing ends the search until
 a better schedule is adopted.
 """
 from __future__ import annotations
@@ -93,6 +96,7 @@ class RelistSweep(ScheduleSweep):
         self.failed: dict[int, int] = {}  # join -> its fork window's layout when the plans found nothing there
         self.forks = False  # fork windows are tried once a sweep of the plain ones gained under PLAIN_GAIN
         self.homed = float("nan")  # the makespan of the schedule last re-homed
+        self.homed_ev: Evaluation | None = None  # the last schedule the re-homing changed
 
     def run(self, deadline: float, once: bool = False) -> Evaluation:
         """Sweep until ``deadline`` (time.monotonic()), a stop request or a dry sweep (``once``:
@@ -154,7 +158,7 @@ class RelistSweep(ScheduleSweep):
             return  # cut short: tried again at the next sweep
         if ev is not None:
             self.stats.rehomed += int(np.unique(self.p.colocate[ev.placement != self.best_ev.placement]).size)
-            self.best_ev = ev
+            self.best_ev = self.homed_ev = ev
             self.stats.best_makespan = ev.makespan
             self.dry = False
         self.homed = self.best_ev.makespan

@@ -8,12 +8,12 @@ import time
 import numpy as np
 import pytest
 
-from placement.evaluator import check, evaluate
+from placement.evaluator import check, evaluate, wait_delay
 from placement.incremental import timing_graph
 from placement.problem import make_problem
 from placement.solution import SolveOptions
 from solvers import relist_sweep
-from solvers.rehome import rehome, slack_groups
+from solvers.rehome import _assign, rehome, slack_groups
 from solvers.relist_sweep import RelistSweep
 from tests.conftest import filled_random
 from tests.test_window_relist import _fan_in
@@ -73,7 +73,7 @@ def test_a_device_without_room_for_the_weight_gets_nothing() -> None:
     assert rehome(roomy, ev2) is not None
 
 
-def test_allowed_devices_are_kept() -> None:
+def test_a_group_no_idle_device_may_run_stays() -> None:
     prob0, ev0 = _chain_with_update()
     nodes = [{"id": i, "time": float(prob0.time[v]), "out_bytes": 0.0, "param_bytes": 0.0,
               "colocate": "g" if i in ("w", "u") else None} for v, i in enumerate(prob0.ids)]
@@ -86,23 +86,50 @@ def test_allowed_devices_are_kept() -> None:
              for a, b, c in zip(prob0.src.tolist(), prob0.dst.tolist(), prob0.comm.tolist())]
     prob = make_problem(nodes, edges, devices=2)
     ev = evaluate(prob, ev0.placement, order=[[prob.index[x] for x in ("w", "c0", "u", "c1", "c2")], []])
+    groups, busy = slack_groups(prob, ev, timing_graph(prob))
+    assert len(groups) == 1  # it has the slack, but nowhere to go
+    assert (_assign(prob, ev.placement, groups, busy, prob.allowed_mask()) == ev.placement).all()
     assert rehome(prob, ev) is None
 
 
 @pytest.mark.parametrize("memory_model", ["static", "peak"])
-@pytest.mark.parametrize("seed", range(12))
-def test_never_longer_and_always_valid_on_random_problems(memory_model: str, seed: int) -> None:
-    prob, placement, ev0 = filled_random(seed, memory_model, 40, 0.12)
-    got = rehome(prob, ev0, memory_model)
-    if got is None:
-        return
-    assert got.makespan <= ev0.makespan
-    again = check(prob, got.placement, got.start, memory_model)  # raises on a broken schedule or memory
-    assert again.makespan == pytest.approx(got.makespan) and again.feasible(prob)
-    for g in prob.groups:
-        assert np.unique(got.placement[g]).size == 1
-    moved = np.flatnonzero(got.placement != ev0.placement)
-    assert (prob.colocate[moved] >= 0).all()  # only colocation groups move
+def test_never_longer_and_always_valid_on_random_problems(memory_model: str) -> None:
+    moved_some = 0
+    for seed in range(12):
+        prob, placement, ev0 = filled_random(seed, memory_model, 40, 0.12)
+        got = rehome(prob, ev0, memory_model)
+        if got is None:
+            continue
+        assert got.makespan <= ev0.makespan
+        again = check(prob, got.placement, got.start, memory_model)  # raises on a broken schedule or memory
+        assert again.makespan == pytest.approx(got.makespan) and again.feasible(prob)
+        for g in prob.groups:
+            assert np.unique(got.placement[g]).size == 1
+        moved = np.flatnonzero(got.placement != ev0.placement)
+        assert moved.size and (prob.colocate[moved] >= 0).all()  # only colocation groups move
+        moved_some += 1
+    assert moved_some >= 3  # 4 of the 12 static problems and 6 of the peak ones when written
+
+
+def test_waits_the_start_meets_are_met_after() -> None:
+    """Waits (v does not start before u ends) drawn among pairs the start meets with room for a
+    transfer: the re-homed schedule meets every one of them too."""
+    moved_some = 0
+    for seed in range(8):
+        prob, placement, ev0 = filled_random(seed, "static", 40, 0.12)
+        rng = np.random.default_rng(seed)
+        latency = wait_delay(prob)
+        pairs = [(u, v) for u in range(prob.n) for v in range(prob.n)
+                 if u != v and ev0.finish[u] + latency <= ev0.start[v] - 1e-9]
+        waits = [pairs[i] for i in rng.choice(len(pairs), size=min(8, len(pairs)), replace=False)]
+        got = rehome(prob, ev0, "static", waits)
+        if got is None:
+            continue
+        moved_some += 1
+        for u, v in waits:
+            gap = latency if got.placement[u] != got.placement[v] else 0.0
+            assert got.start[v] >= got.finish[u] + gap - 1e-9
+    assert moved_some >= 2  # 2 of the 8 when written
 
 
 def _fan_in_with_update():
