@@ -45,6 +45,8 @@ def main() -> None:
     moved = 0 if homed is None else int((homed.placement != ev.placement).sum())
     print(f"{problem.name}: answer {ev.makespan:.6g}; re-homed alone "
           f"{'nothing' if homed is None else f'{homed.makespan:.6g} ({moved} nodes moved)'} in {took:.2f} s")
+    print("| relist sweep | makespan | gained | sweeps | fork windows | kept | groups re-homed | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
     shipped = relist_sweep.rehome
     for label, fn in (("with re-homing", shipped), ("without", lambda *args, **kw: None)):
         relist_sweep.rehome = fn
