@@ -19,6 +19,12 @@ from tests.conftest import filled_random
 from tests.test_window_relist import _fan_in
 
 
+def _edge_records(prob) -> list[dict]:
+    """The problem's edges as make_problem records (to build a variant of it)."""
+    return [{"src": prob.ids[a], "dst": prob.ids[b], "comm": float(c)}
+            for a, b, c in zip(prob.src.tolist(), prob.dst.tolist(), prob.comm.tolist())]
+
+
 def _chain_with_update(update_feeds_c2: float | None = None, w_bytes: float = 0.0, memory: float = float("inf")):
     """Device 0 runs the chain c0 -> c1 -> c2 (2 each) and, between c0 and c1, the update u (1) of
     the weight w (a colocation group; u reads c0's gradient). Device 1 runs nothing. With
@@ -82,8 +88,7 @@ def test_a_group_no_idle_device_may_run_stays() -> None:
             rec["devices"] = [0]
         if rec["colocate"] is None:
             del rec["colocate"]
-    edges = [{"src": prob0.ids[a], "dst": prob0.ids[b], "comm": float(c)}
-             for a, b, c in zip(prob0.src.tolist(), prob0.dst.tolist(), prob0.comm.tolist())]
+    edges = _edge_records(prob0)
     prob = make_problem(nodes, edges, devices=2)
     ev = evaluate(prob, ev0.placement, order=[[prob.index[x] for x in ("w", "c0", "u", "c1", "c2")], []])
     groups, busy = slack_groups(prob, ev, timing_graph(prob))
@@ -140,8 +145,7 @@ def _fan_in_with_update():
     nodes = [{"id": i, "time": float(prob0.time[v]), "out_bytes": 0.0, "param_bytes": 0.0} for v, i in enumerate(prob0.ids)]
     nodes += [{"id": "w", "time": 0.0, "out_bytes": 0.0, "param_bytes": 1.0, "colocate": "g"},
               {"id": "u", "time": 0.2, "out_bytes": 0.0, "param_bytes": 0.0, "colocate": "g"}]
-    edges = [{"src": prob0.ids[a], "dst": prob0.ids[b], "comm": float(c)}
-             for a, b, c in zip(prob0.src.tolist(), prob0.dst.tolist(), prob0.comm.tolist())]
+    edges = _edge_records(prob0)
     edges.append({"src": "w", "dst": "u", "comm": 0.1})
     prob = make_problem(nodes, edges, devices=2)
     ix = prob.index
