@@ -108,11 +108,29 @@ def _desc(t: Any) -> dict[str, Any]:
     return {"shape": [int(s) for s in t.shape], "dtype": dtype_name(t.dtype)}
 
 
+def _sparse_bytes(t: Any) -> float | None:
+    """Bytes a sparse COO tensor holds, its indices (int64, sparse_dim x nnz) and values (nnz x the
+    dense dimensions); None for a strided tensor.
+
+    Why: a sparse gradient (``nn.Embedding(sparse=True)``) has the dense shape of its weight but
+    holds only the rows looked up; counted by its shape it was the whole weight again (12.8 MB
+    instead of 0.17 MB for a 50,000 x 64 table read 640 times), in memory and on every edge."""
+    torch = _import_torch()
+    if t.layout != torch.sparse_coo:
+        return None
+    nnz = int(t._nnz())
+    dense = math.prod(int(d) for d in t.shape[t.sparse_dim():])
+    return float(t.sparse_dim() * nnz * 8 + nnz * dense * t.element_size())
+
+
 def _nbytes(t: Any) -> float:
     """Bytes of a tensor as consumed: its elements, at most its storage (an expanded view of a
-    scalar moves one element)."""
+    scalar moves one element); a sparse tensor's indices and values."""
     if not _is_tensor(t):
         return 0.0
+    sparse = _sparse_bytes(t)
+    if sparse is not None:
+        return sparse
     logical = t.numel() * t.element_size()
     try:
         return float(min(logical, t.untyped_storage().nbytes()))
@@ -121,7 +139,11 @@ def _nbytes(t: Any) -> float:
 
 
 def _fresh_bytes(t: Any) -> float:
-    return float(t.numel() * t.element_size()) if _is_tensor(t) else 0.0
+    """Bytes a newly made tensor allocates: its elements (a sparse tensor: its indices and values)."""
+    if not _is_tensor(t):
+        return 0.0
+    sparse = _sparse_bytes(t)
+    return sparse if sparse is not None else float(t.numel() * t.element_size())
 
 
 def _flat_tensors(value: Any) -> list[Any]:
@@ -175,6 +197,8 @@ class _Layout:
     # trainable parameters the traced step gave no gradient (never read, or read only where no
     # gradient flows): no gradient, no optimizer state and no update, as in eager PyTorch
     without_gradient: set[str] = field(default_factory=set)
+    # parameters whose gradient is sparse (nn.Embedding(sparse=True)): no dense gradient persists
+    sparse_gradient: set[str] = field(default_factory=set)
 
     def role(self, pos: int) -> tuple[str, Any]:
         p, b = len(self.param_names), len(self.buffer_names)
@@ -251,6 +275,36 @@ def _causal_hints_as_given() -> Iterator[None]:
         transformer._detect_is_causal_mask = detect
 
 
+@contextlib.contextmanager
+def _packed_sequences_refused(model_name: str) -> Iterator[None]:
+    """While tracing, packing a padded batch (``nn.utils.rnn.pack_padded_sequence``, and
+    ``pack_sequence`` through it) stops the capture with one line saying why.
+
+    Why: the packed data has sum(lengths) rows and its ``batch_sizes`` max(lengths) entries, sizes
+    given by the lengths' values, which tracing does not see. PyTorch's fake kernel guesses the data
+    as [max length, ...] (a wrong size, silently) and leaves batch_sizes symbolic, so the capture
+    failed later, inside nn.GRU/nn.LSTM, as ``TypeError: zeros(): argument 'size' failed to unpack
+    the object at pos 2 ... FakeTensor``, which names neither the cause nor a way out."""
+    torch = _import_torch()
+    vf = torch._VF
+    own = "_pack_padded_sequence" in vars(vf)
+    original = vf._pack_padded_sequence
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ProblemError(f"cannot trace {model_name}: pack_padded_sequence packs the batch by its lengths' values "
+                           "(sum(lengths) rows), a size PyTorch cannot trace: every tensor needs a static size; run "
+                           "the RNN on the padded batch and mask the padding (or gather each sequence's last step)")
+
+    vf._pack_padded_sequence = refuse
+    try:
+        yield
+    finally:
+        if own:
+            vf._pack_padded_sequence = original
+        else:
+            del vf._pack_padded_sequence
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -293,6 +347,12 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                 if g is None:
                     layout.without_gradient.add(pname)
                     continue
+                if g.layout != torch.strided:
+                    if optimizer != "sgd":  # torch.optim.Adam refuses it too, at its first step
+                        raise ProblemError(f"cannot trace {type(model).__name__}: {pname} gets a sparse gradient "
+                                           "(nn.Embedding or nn.EmbeddingBag with sparse=True), which Adam does not "
+                                           "support: use --optimizer sgd, or sparse=False")
+                    layout.sparse_gradient.add(pname)
                 if optimizer == "adam":
                     _adam_update(p, g, st[2 * i], st[2 * i + 1])
                 else:
@@ -307,7 +367,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     was_disabled, fake_log.disabled = fake_log.disabled, True
     try:
-        with _checkpoints_without_reentry(), _causal_hints_as_given():
+        with _checkpoints_without_reentry(), _causal_hints_as_given(), _packed_sequences_refused(type(model).__name__):
             gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
         raise
@@ -378,6 +438,28 @@ def _alias(target: Any) -> tuple[bool, list[int], list[bool]]:
 VIEW_LIKE = {"aten._unsafe_view", "aten.lift_fresh"}  # view-like by implementation, not by schema
 # Ops that update arguments in place without saying so in their schema: batch norm's running stats.
 UNDECLARED_WRITES = {"aten.native_batch_norm": (3, 4), "aten.cudnn_batch_norm": (3, 4), "aten.miopen_batch_norm": (3, 4)}
+
+
+def _written_args(node: Any, positions: Sequence[int]) -> list[Any]:
+    """The FX nodes an op writes in place, from the schema positions of its written arguments: each
+    given positionally or by keyword (``out=``), a list argument flattened.
+
+    Why keywords: an ``out=`` tensor is a keyword-only argument, so ``node.args`` never holds it.
+    Spectral norm's power iteration writes its ``_u`` and ``_v`` buffers through
+    ``F.normalize(..., out=)`` (``aten.div.out``); read from ``node.args`` only, those writes were
+    not seen: the op was not colocated with the buffer it updates, nor ordered after earlier
+    reads of it."""
+    schema = getattr(node.target, "_schema", None)
+    found: list[Any] = []
+    for w in positions:
+        if w < len(node.args):
+            arg = node.args[w]
+        elif schema is not None and w < len(schema.arguments):
+            arg = node.kwargs.get(schema.arguments[w].name)
+        else:
+            continue
+        found.extend(a for a in (arg if isinstance(arg, (list, tuple)) else [arg]) if hasattr(a, "op"))
+    return found
 
 
 def _tensor_args(node: Any) -> list[Any]:
@@ -529,6 +611,12 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
             size = _fresh_bytes(val)
             if key in layout.without_gradient:  # kept as it is, like a buffer: only the weight persists
                 b.node(nid, param_bytes=size, op="placeholder.param", outputs=[_desc(val)] * (1 + layout.n_states))
+            elif key in layout.sparse_gradient:
+                # SGD (Adam is refused): the weight, read until its update; the gradient is the sparse
+                # tensor the backward makes (its rows only), freed by the update, not a dense persistent
+                # one (PyTorch's zero_grad leaves a sparse gradient with no entries)
+                b.node(nid, param_bytes=(state_factor - 1) * size, out_bytes=size, op="placeholder.param",
+                       outputs=[_desc(val)] * (1 + layout.n_states))
             else:
                 b.node(nid, param_bytes=state_factor * size, out_bytes=size if train else 0.0, op="placeholder.param",
                        outputs=[_desc(val)] * (1 + layout.n_states))
@@ -574,7 +662,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
             continue
         op = _op_name(node.target)
         is_view, writes, fresh = _alias(node.target)
-        writes = writes + [w for w in UNDECLARED_WRITES.get(op, ()) if w < len(node.args) and node.args[w] is not None]
+        writes = writes + list(UNDECLARED_WRITES.get(op, ()))
         ins = _tensor_args(node)
         val = node.meta.get("val")
         if (is_view or op in VIEW_LIKE) and ins:
@@ -601,7 +689,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
         ref[node] = _Ref(nid, None) if isinstance(val, (list, tuple)) else _Ref(nid, 0)
         owner[node.name] = nid
         op_nodes.append(node)
-        written = [node.args[w] for w in writes if w < len(node.args) and node.args[w] in ref]
+        written = [a for a in _written_args(node, writes) if a in ref]
         for a in written:  # every earlier read of the tensor runs before this write
             key = storage.get(ref[a].node, (ref[a].node, ref[a].out))
             war.extend((r, nid) for r in readers.pop(key, ()) if r != nid)
@@ -917,16 +1005,13 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
     step()
     if opt is not None:
         opt.zero_grad(set_to_none=False)
-    live = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-            for t in list(model.parameters()) + list(model.buffers()) + _flat_tensors((args, kwargs))}
-    for p in params:
-        if p.grad is not None:
-            live[p.grad.untyped_storage().data_ptr()] = p.grad.untyped_storage().nbytes()
+    live: dict[int, int] = {}
+    held = list(model.parameters()) + list(model.buffers()) + _flat_tensors((args, kwargs))
+    held += [p.grad for p in params if p.grad is not None]
     if opt is not None:
-        for state in opt.state.values():
-            for t in state.values():
-                if _is_tensor(t):
-                    live[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        held += [t for state in opt.state.values() for t in state.values() if _is_tensor(t)]
+    for t in held:
+        live.update(_storages(t))
     persistent = float(sum(live.values()))
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
@@ -936,6 +1021,17 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
         running += nbytes
         top = max(top, running)
     return {"peak": persistent + top, "persistent": persistent}
+
+
+def _storages(t: Any) -> dict[int, int]:
+    """The memory a real tensor holds, by storage: {address: bytes}. A sparse COO tensor (a sparse
+    gradient) has no storage of its own, only its indices' and values' (asking for its storage
+    raised NotImplementedError, so ``measured_step_peak`` failed on any model with one)."""
+    torch = _import_torch()
+    if t.layout == torch.sparse_coo:
+        return {**_storages(t._indices()), **_storages(t._values())}
+    storage = t.untyped_storage()
+    return {storage.data_ptr(): storage.nbytes()}
 
 
 # ----- public API -------------------------------------------------------------------------------
