@@ -29,7 +29,10 @@ device's live bytes small (rule "net" of heuristics.memory_order), and the devic
 :func:`min_memory` tries passes (:func:`passes`) from the most makespan-minded to the most
 memory-minded until one fits. When none fits, the peak descent (heuristics/peak_descent.py) moves
 single units off the devices above capacity, from each pass's placement, nearest first, until one
-fits (within ``opts.extra["descent_share"]`` of the time left, when given: the portfolio's). Deterministic: no randomness; ties go to the lower device.
+fits (within ``opts.extra["descent_share"]`` of the time left, when given: the portfolio's). Where
+none fits, ``info["resume"]`` holds where the descents stopped, and a later run given it as
+``opts.extra["resume_descents"]`` goes on from there without the passes (the portfolio's rescue,
+heuristics/portfolio.py RERUN_USED). Deterministic: no randomness; ties go to the lower device.
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from placement.evaluator import Evaluation, evaluate
+from placement.evaluator import Evaluation, evaluate, schedule_order
 from placement.light_order import net_sequence
 from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param_units
 from placement.problem import Problem
@@ -245,6 +248,11 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     (floor 1, earliest finish) took 30-40 s of a warm start of about 60 s and rarely fits where
     memory is tight, and when the portfolio is run again with the rest of the limit it starts over."""
     t0 = time.monotonic()
+    resume = opts.extra.get("resume_descents")
+    if resume is not None and opts.memory_model == "peak":
+        # an earlier run's passes all overflowed: go on with its descents where they stopped
+        near = [(over, i, placement, seq, name) for i, (over, placement, seq, name) in enumerate(resume)]
+        return _descended(problem, opts, near, {"passes": [], "resumed": len(near)}, t0, 0.0)
     orders: list[tuple[str, np.ndarray]] = []
     source = memory_light_orders(problem, opts.out_of_time)
     tried: list[dict] = []
@@ -295,6 +303,8 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     info: dict = {"passes": tried}
     if found is None and near and opts.memory_model == "peak" and not opts.out_of_time():
         return _descended(problem, opts, near, info, t0, eval_seconds)
+    if found is None and near and opts.memory_model == "peak":
+        info["resume"] = [(over, placement, seq, name) for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2])]
     if found is None:
         why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"
                else "its placement, built for the peak model, exceeds static memory")
@@ -328,6 +338,13 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     def stop() -> bool:
         return opts.out_of_time() or (until is not None and time.monotonic() >= until)
 
+    ranked, seen = [], set()
+    for x in sorted(near, key=lambda x: x[:2]):
+        key = np.asarray(x[2], dtype=np.int64).tobytes()
+        if key not in seen:  # two orders that placed alike descend alike
+            seen.add(key)
+            ranked.append(x)
+    info["resume"] = [(over, placement, seq, name) for over, _, placement, seq, name in ranked]
     if until is not None and until - time.monotonic() < DESCENT_MIN_EVALUATIONS * eval_seconds:
         # a descent takes tens to thousands of evaluations: on a graph this large its time would
         # buy nothing and the members after min-memory would lose it
@@ -336,14 +353,23 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
                                f"{DESCENT_MIN_EVALUATIONS} evaluations need about "
                                f"{DESCENT_MIN_EVALUATIONS * eval_seconds:.3g} s)")
     info["descents"] = runs
-    ranked = sorted(near, key=lambda x: x[:2])
+    done: set[int] = set()
+    cut: tuple | None = None  # where a descent the clock stopped ended: the first to resume
     for i, got, seconds in descents(problem, [(placement, seq) for _, _, placement, seq, _ in ranked], stop):
         over, name, ev = ranked[i][0], ranked[i][4], got.evaluation
-        runs.append({"order": name, "from": over, "to": float(np.max(ev.memory / problem.memory)), "moves": got.moves,
+        to = float(np.max(ev.memory / problem.memory))
+        runs.append({"order": name, "from": over, "to": to, "moves": got.moves,
                      "evaluations": got.evaluations, "ended": got.reason, "seconds": round(seconds, 3)})
         if ev.feasible(problem):
             info["order"] = name
             return _answer(problem, opts, got.placement, got.order, ev, info, t0)
+        done.add(i)
+        if got.reason == "stopped":
+            cut = (to, got.placement, schedule_order(problem, ev.start), name)
+    # What a later run may go on with (portfolio's rescue): the cut descent's end, then the starts
+    # not yet descended; a descent that ended at a local minimum is not worth repeating.
+    info["resume"] = ([cut] if cut is not None else []) + \
+        [(over, placement, seq, name) for j, (over, _, placement, seq, name) in enumerate(ranked) if j not in done]
     why = "out of time" if opts.out_of_time() else "no pass fitted the capacity"
     if runs:
         ended = "its time for them ended" if stop() else "none fitted"

@@ -365,12 +365,15 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     # the stretch beyond the warm share is for WARM_FIRST (the portfolio's own share ends with it)
     warm_extra = {} if usable is None else {"own_seconds": warm_share * usable, "stretched_for": WARM_FIRST + WARM_ALSO}
     candidates: list[Solution] = []  # the portfolio's distinct placements, best first (the probe's)
+    warm_info: dict = {}  # the portfolio's members and min-memory's descents, for a rescue run
     for name in warm_start_methods(problem):
         budget = until(warm_end)
         if budget is not None and budget <= 0.0:
             break  # topo-split would not watch the clock
         sol = WARM_START[name](problem, sub(budget, extra={**opts.extra, **warm_extra}))
         candidates.extend(sol.info.get("candidates", []) if sol.info else [])
+        if name == "portfolio" and sol.info:
+            warm_info = sol.info
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
                                   [sol.reason], infeasible=True)
@@ -381,13 +384,14 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         # Nothing fits yet (memory binds): every other phase needs an incumbent. Under the peak
         # model held-split gets half the time left (finding any placement meeting its knapsacks
         # can take most of a warm budget), then the portfolio the rest, for the members the warm
-        # budget skipped.
+        # budget skipped or cut; those that said no on their own are not asked again, and
+        # min-memory's descents go on where they stopped (heuristics/portfolio.py RERUN_USED).
         if opts.memory_model == "peak" and problem.n <= HELD_SPLIT_MAX_NODES:
             sol = held_split(problem, sub(None if left is None else 0.5 * left))
             if inc.offer(sol) is None and sol.reason:
                 reasons.append(sol.reason)
         if inc.best is None:
-            sol = portfolio(problem, sub(until(end)))
+            sol = portfolio(problem, sub(until(end), extra={**opts.extra, "earlier": warm_info}))
             candidates.extend(sol.info.get("candidates", []))
             if inc.offer(sol) is None and sol.reason:
                 reasons.append(sol.reason)
