@@ -30,6 +30,9 @@ importer's default loss), as in bench/real_models.py to real_models6.py.
 - ``sparse_embedding``: ``nn.Embedding(sparse=True)`` (sparse gradients) with a linear head, for
   ``--optimizer sgd`` (Adam refuses sparse gradients).
 - ``channels_last_cnn``: a small CNN and its batch in ``torch.channels_last`` memory format.
+- ``vae_distributions``: a convolutional VAE written with ``torch.distributions``: the posterior a
+  ``Normal`` sampled by ``rsample`` (reparameterisation), ``kl_divergence`` to a standard normal
+  prior, a ``Bernoulli(logits=...)`` likelihood of binarised images (the negative ELBO).
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributions import Bernoulli, Normal, kl_divergence
 from torch.nn.utils import parametrizations
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -405,3 +409,28 @@ def channels_last_cnn():
     x = torch.randn(16, 3, 32, 32).to(memory_format=torch.channels_last)
     labels = torch.randint(0, 10, (16,))
     return model, (x,), lambda logits: F.cross_entropy(logits, labels)
+
+
+# ----- vae_distributions ------------------------------------------------------------------------
+
+class _Vae(nn.Module):
+    def __init__(self, z: int = 32) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(1, 32, 4, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 4, 2, 1), nn.ReLU(), nn.Flatten(),
+                                 nn.Linear(64 * 7 * 7, 2 * z))
+        self.dec = nn.Sequential(nn.Linear(z, 64 * 7 * 7), nn.ReLU(), nn.Unflatten(1, (64, 7, 7)),
+                                 nn.ConvTranspose2d(64, 32, 4, 2, 1), nn.ReLU(), nn.ConvTranspose2d(32, 1, 4, 2, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mu, log_std = self.enc(x).chunk(2, dim=-1)
+        posterior = Normal(mu, log_std.exp())
+        z = posterior.rsample()
+        prior = Normal(torch.zeros_like(mu), torch.ones_like(mu))
+        nll = -Bernoulli(logits=self.dec(z)).log_prob(x).sum(dim=(1, 2, 3))
+        return (nll + kl_divergence(posterior, prior).sum(-1)).mean()  # the negative ELBO
+
+
+def vae_distributions():
+    torch.manual_seed(0)
+    x = (torch.rand(16, 1, 28, 28) > 0.5).float()  # binarised images
+    return _Vae(), (x,), lambda loss: loss

@@ -500,6 +500,43 @@ def test_a_sparse_gradient_holds_the_rows_looked_up_not_the_table():
     assert abs(ours - theirs["peak"]) <= 0.05 * theirs["peak"], (ours, theirs)
 
 
+class _Policy(torch.nn.Module):
+    """A policy-gradient style loss on torch.distributions: the Gaussian log-likelihood of
+    continuous actions, a categorical one of discrete choices, and an entropy bonus."""
+
+    def __init__(self):
+        super().__init__()
+        self.mu = torch.nn.Linear(6, 2)
+        self.logits = torch.nn.Linear(6, 3)
+        self.log_std = torch.nn.Parameter(torch.zeros(2))
+
+    def forward(self, obs, act, choice):
+        normal = torch.distributions.Normal(self.mu(obs), self.log_std.exp())
+        cat = torch.distributions.Categorical(logits=self.logits(obs))
+        return -(normal.log_prob(act).sum(-1) + cat.log_prob(choice)).mean() - 0.01 * cat.entropy().mean()
+
+
+def test_torch_distributions_capture_without_their_value_checks():
+    """Distributions check their arguments' values by default (``scale > 0``, a sample in the
+    support) and raise in Python if one fails: a branch on a value, so every such step was refused.
+    Traced without the checks, the step is eager PyTorch's: same loss, same Adam update."""
+    torch.manual_seed(0)
+    model = _Policy()
+    inputs = (torch.randn(8, 6), torch.randn(8, 2), torch.randint(0, 3, (8,)))
+    cap = capture(model, inputs, loss_fn=lambda loss: loss)
+    assert torch.distributions.Distribution._validate_args  # the default is back after tracing
+    args = [a.clone() for a in cap.arguments]
+    loss, _ = cap.graph_module(*args)
+    ref = copy.deepcopy(model)
+    opt = torch.optim.Adam(ref.parameters(), lr=1e-3, foreach=False)
+    eager = ref(*inputs)
+    eager.backward()
+    opt.step()
+    assert loss.item() == pytest.approx(eager.item(), rel=1e-5)
+    for (name, prm), updated in zip(ref.named_parameters(), args):
+        torch.testing.assert_close(updated, prm.detach(), rtol=1e-4, atol=1e-6, msg=name)
+
+
 class _OutWrite(torch.nn.Module):
     """Reads a buffer, then writes it through ``out=`` from a value that does not depend on that
     read (a running statistic kept by hand)."""

@@ -276,6 +276,26 @@ def _causal_hints_as_given() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _distribution_checks_off() -> Iterator[None]:
+    """While tracing, ``torch.distributions`` objects skip their argument checks (the default
+    ``validate_args``; one given explicitly still applies).
+
+    Why: each check tests values (``scale > 0``, a sample in the support) and raises in Python if
+    one fails, a branch on a tensor's value that tracing cannot take: every VAE or policy-gradient
+    step built on ``Normal``, ``Categorical``... was refused ("the step branches on a tensor's
+    value"). The checks compute nothing the step uses; what is left is the step itself, without
+    the few small comparison ops eager PyTorch runs for them."""
+    from torch.distributions import Distribution
+
+    was = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(was)
+
+
+@contextlib.contextmanager
 def _packed_sequences_refused(model_name: str) -> Iterator[None]:
     """While tracing, packing a padded batch (``nn.utils.rnn.pack_padded_sequence``, and
     ``pack_sequence`` through it) stops the capture with one line saying why.
@@ -367,7 +387,8 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     was_disabled, fake_log.disabled = fake_log.disabled, True
     try:
-        with _checkpoints_without_reentry(), _causal_hints_as_given(), _packed_sequences_refused(type(model).__name__):
+        with (_checkpoints_without_reentry(), _causal_hints_as_given(), _distribution_checks_off(),
+              _packed_sequences_refused(type(model).__name__)):
             gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True, record_module_stack=True)(*_fake_arguments(flat))
     except ProblemError:
         raise
