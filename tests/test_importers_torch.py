@@ -523,8 +523,14 @@ def test_torch_distributions_capture_without_their_value_checks():
     torch.manual_seed(0)
     model = _Policy()
     inputs = (torch.randn(8, 6), torch.randn(8, 2), torch.randint(0, 3, (8,)))
-    cap = capture(model, inputs, loss_fn=lambda loss: loss)
-    assert torch.distributions.Distribution._validate_args  # the default is back after tracing
+    dist = torch.distributions.Distribution
+    was = dist._validate_args  # torch._dynamo, once loaded (the torch.compile test), turns the checks off
+    dist.set_default_validate_args(True)  # PyTorch's own default
+    try:
+        cap = capture(model, inputs, loss_fn=lambda loss: loss)
+        assert dist._validate_args  # the default is back after tracing
+    finally:
+        dist.set_default_validate_args(was)
     args = [a.clone() for a in cap.arguments]
     loss, _ = cap.graph_module(*args)
     ref = copy.deepcopy(model)
@@ -535,6 +541,51 @@ def test_torch_distributions_capture_without_their_value_checks():
     assert loss.item() == pytest.approx(eager.item(), rel=1e-5)
     for (name, prm), updated in zip(ref.named_parameters(), args):
         torch.testing.assert_close(updated, prm.detach(), rtol=1e-4, atol=1e-6, msg=name)
+
+
+class _SliceWrites(torch.nn.Module):
+    """Two layers' outputs written into the halves of one buffer, then read through the buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+        self.out = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        buf = x.new_zeros(x.shape[0], 8)
+        buf[:, :4] = self.a(x)
+        buf[:, 4:] = self.b(x)
+        return self.out(buf).sum()
+
+
+def test_a_read_through_a_view_waits_for_writes_through_another():
+    """``buf[:, :4] = h`` writes through a slice (``copy_``) and the next layer reads ``buf``
+    itself: the FX graph has no edge between the two, so the readout could run before the writes
+    (reading zeros), and the layers feeding the writes were no ancestors of the loss: phase
+    "optimizer". The same pattern is in PyTorch's own backward of a mean over a channels_last
+    tensor (``new_zeros``, ``copy_`` through ``as_strided``, then reads of the buffer)."""
+    torch.manual_seed(0)
+    cap = capture(_SliceWrites(), (torch.randn(3, 4),))
+    p = cap.problem
+    copies = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "aten.copy_" and cap.phase[p.ids[i]] != "backward"]
+    assert len(copies) == 2
+    buffer = next(p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "aten.new_zeros")
+    readout = next(p.ids[d] for s, d in zip(p.src.tolist(), p.dst.tolist())
+                   if p.ids[s] == buffer and p.node_meta[d]["op"] == "aten.addmm")
+    assert set(copies) <= _ancestors(p, readout)
+    forward = [p.ids[i] for i in range(p.n) if cap.phase[p.ids[i]] == "forward"]
+    assert Counter(p.node_meta[p.index[f]]["op"] for f in forward)["aten.addmm"] == 3  # a, b and out
+    assert all(cap.phase[c] == "forward" for c in copies)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    conv = conv.to(memory_format=torch.channels_last)
+    cap = capture(conv, (torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last),))
+    q = cap.problem
+    copy_ = [q.ids[i] for i in range(q.n) if q.node_meta[i]["op"] == "aten.copy_"]
+    assert len(copy_) == 1 and cap.phase[copy_[0]] == "backward"
+    zeros = next(q.ids[i] for i in range(q.n) if q.node_meta[i]["op"] == "aten.new_zeros")
+    later = [q.ids[d] for s, d in zip(q.src.tolist(), q.dst.tolist()) if q.ids[s] == zeros and q.ids[d] != copy_[0]]
+    assert later and all(copy_[0] in _ancestors(q, r) for r in later)
 
 
 class _OutWrite(torch.nn.Module):

@@ -60,6 +60,10 @@ class GraphBuilder:
             slots.append(dst_input)
         e.nbytes[src_output] = max(e.nbytes.get(src_output, 0.0), float(nbytes))
 
+    def has_edge(self, src: str, dst: str) -> bool:
+        """Whether ``dst`` already reads from, or waits for, ``src``."""
+        return (src, dst) in self._edges
+
     def consumers(self, src: str, src_output: int | None) -> list[str]:
         """The nodes reading output ``src_output`` of ``src``."""
         return [dst for dst in self._out.get(src, ()) if src_output in self._edges[(src, dst)].tensors]
