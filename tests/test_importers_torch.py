@@ -588,6 +588,36 @@ def test_a_read_through_a_view_waits_for_writes_through_another():
     assert later and all(copy_[0] in _ancestors(q, r) for r in later)
 
 
+class _FrozenBackbone(torch.nn.Module):
+    """A convolution + batch norm backbone and a trainable head (fine-tuning on a frozen backbone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+        self.head = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3))
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+
+def test_modules_the_user_put_in_eval_mode_stay_in_eval_mode():
+    """Fine-tuning code runs ``model.train()`` and then puts a frozen backbone in eval mode (its
+    batch norm on running statistics). The importer put the whole model in training mode: the
+    captured step normalised the backbone by batch statistics (another loss than the real step's)
+    and wrote its running statistics, and the backbone was left in training mode afterwards."""
+    torch.manual_seed(0)
+    model, x = _FrozenBackbone(), torch.randn(4, 3, 16, 16)
+    model.backbone.requires_grad_(False)
+    model.backbone.eval()
+    cap = capture(model, (x,))
+    assert model.training and not model.backbone[1].training and model.head[1].training  # as the user left them
+    loss, _ = cap.graph_module(*[a.clone() for a in cap.arguments])
+    assert loss.item() == pytest.approx(model(x).sum().item(), rel=1e-5)  # eager PyTorch, same modes
+    bn = [n for n in cap.graph_module.graph.nodes if n.target is torch.ops.aten.native_batch_norm.default]
+    assert [n.args[5] for n in bn] == [False, True]  # the training flag: backbone on running statistics, head not
+
+
 class _OutWrite(torch.nn.Module):
     """Reads a buffer, then writes it through ``out=`` from a value that does not depend on that
     read (a running statistic kept by hand)."""

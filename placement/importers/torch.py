@@ -325,6 +325,22 @@ def _packed_sequences_refused(model_name: str) -> Iterator[None]:
             del vf._pack_padded_sequence
 
 
+def _set_step_mode(model: Any, train: bool) -> None:
+    """The modes the step runs in: inference, everything in eval mode; training, a model in training
+    mode as it stands, and a model wholly in eval mode put in training mode.
+
+    Why not ``model.train()`` on every training capture: fine-tuning code puts parts of a model
+    in eval mode on purpose after ``model.train()`` (a frozen backbone's batch norm on its running
+    statistics, dropout off), and the step it runs is that one. Forced back to training mode, the
+    capture computed batch statistics and wrote running statistics the real step does not (another
+    loss), and restoring only the top module's mode left those parts in training mode in the
+    user's model."""
+    if not train:
+        model.eval()
+    elif not model.training:
+        model.train(True)
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -380,8 +396,8 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         return loss, [g for g in grads if g is not None]
 
     flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
-    was_training = model.training
-    model.train(train)
+    modes = [(m, m.training) for m in model.modules()]
+    _set_step_mode(model, train)
     # torch's fake-tensor mode logs its own traceback (ERROR) when an op's shape check fails;
     # the failure is reported below in one line, so that log is muted while tracing
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
@@ -406,7 +422,8 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
     finally:
         fake_log.disabled = was_disabled
-        model.train(was_training)
+        for module, mode in modes:  # each module's own mode back, as the user set it
+            module.training = mode
     _check_static_shapes(gm, type(model).__name__)
     return gm, layout, flat
 
@@ -1043,7 +1060,7 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
     from torch.profiler import ProfilerActivity, profile
 
     model = copy.deepcopy(_unwrapped(model))  # the step capture() traces, run eagerly
-    model.train(train)
+    _set_step_mode(model, train)
     args, kwargs = _normalise_inputs(example_inputs)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = None
