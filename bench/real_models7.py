@@ -33,6 +33,9 @@ importer's default loss), as in bench/real_models.py to real_models6.py.
 - ``vae_distributions``: a convolutional VAE written with ``torch.distributions``: the posterior a
   ``Normal`` sampled by ``rsample`` (reparameterisation), ``kl_divergence`` to a standard normal
   prior, a ``Bernoulli(logits=...)`` likelihood of binarised images (the negative ELBO).
+- ``frozen_bn_finetune``: fine-tuning on a frozen convolutional backbone (conv + batch norm blocks,
+  ``requires_grad_(False)``, put in eval mode after ``model.train()`` so its batch norm uses its
+  running statistics) with a trainable head that has its own batch norm.
 """
 from __future__ import annotations
 
@@ -434,3 +437,29 @@ def vae_distributions():
     torch.manual_seed(0)
     x = (torch.rand(16, 1, 28, 28) > 0.5).float()  # binarised images
     return _Vae(), (x,), lambda loss: loss
+
+
+# ----- frozen_bn_finetune -----------------------------------------------------------------------
+
+def _conv_bn(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+
+
+class _FineTune(nn.Module):
+    def __init__(self, classes: int = 20) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(_conv_bn(3, 32, 2), _conv_bn(32, 32), _conv_bn(32, 64, 2), _conv_bn(64, 64), _conv_bn(64, 128, 2))
+        self.head = nn.Sequential(_conv_bn(128, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(128, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+def frozen_bn_finetune():
+    torch.manual_seed(0)
+    model = _FineTune()
+    model.train()
+    model.backbone.requires_grad_(False)
+    model.backbone.eval()  # frozen batch norm: running statistics, no updates
+    labels = torch.randint(0, 20, (16,))
+    return model, (torch.randn(16, 3, 64, 64),), lambda logits: F.cross_entropy(logits, labels)
