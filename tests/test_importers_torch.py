@@ -618,6 +618,36 @@ def test_modules_the_user_put_in_eval_mode_stay_in_eval_mode():
     assert [n.args[5] for n in bn] == [False, True]  # the training flag: backbone on running statistics, head not
 
 
+def test_gradient_clipping_is_torchs_and_every_update_waits_for_it():
+    """``clip_grad_norm``: the step clips as ``torch.nn.utils.clip_grad_norm_(foreach=False)`` does
+    between backward and update (real transformer training does, at 1.0): the captured step's SGD
+    update equals eager PyTorch's with clipping (SGD: Adam's first step hardly sees a scaled
+    gradient), and every parameter's update waits for the total norm, so for every gradient
+    (without it an update may run while other gradients are still being computed)."""
+    model, inputs = tm.mlp_factory()
+    loss_fn = lambda out: out.sum()  # noqa: E731
+    clipped, plain = copy.deepcopy(model), copy.deepcopy(model)
+    for ref, clip in ((clipped, True), (plain, False)):
+        loss_fn(ref(*inputs)).backward()
+        if clip:
+            assert torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.05, foreach=False) > 0.05  # active
+        torch.optim.SGD(ref.parameters(), lr=1e-3, foreach=False).step()
+    cap = capture(model, inputs, loss_fn=loss_fn, optimizer="sgd", clip_grad_norm=0.05)
+    args = [a.clone() for a in cap.arguments]
+    cap.graph_module(*args)
+    for (name, prm), updated, other in zip(clipped.named_parameters(), args, plain.parameters()):
+        torch.testing.assert_close(updated, prm.detach(), rtol=1e-5, atol=1e-7, msg=name)
+        assert not torch.allclose(updated, other.detach(), rtol=1e-5, atol=1e-7), name
+    cap = capture(model, inputs, loss_fn=loss_fn, clip_grad_norm=0.05)  # Adam: the orders
+    p = cap.problem
+    coef = next(p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "aten.clamp")
+    updates = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "aten.addcdiv_"]
+    assert len(updates) == len(W) and all(coef in _ancestors(p, u) for u in updates)
+    assert sum(p.node_meta[i]["op"] == "aten.linalg_vector_norm" for i in range(p.n)) == len(W) + 1  # per gradient, then the total
+    with pytest.raises(ProblemError, match="clip_grad_norm"):
+        capture(model, inputs, loss_fn=loss_fn, clip_grad_norm=0.0)
+
+
 class _OutWrite(torch.nn.Module):
     """Reads a buffer, then writes it through ``out=`` from a value that does not depend on that
     read (a running statistic kept by hand)."""

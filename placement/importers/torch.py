@@ -1,7 +1,7 @@
 """PyTorch in: a model's training step (or inference pass) as an ATen-level placement problem.
 
     python -m placement.importers.torch MODULE:FACTORY -o graph.json [--inference]
-        [--optimizer adam|sgd] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
+        [--optimizer adam|sgd] [--clip-grad-norm MAX] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
 
 ``FACTORY()`` returns ``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``. The step
 is captured with ``make_fx`` over fake tensors (docs/importers.md says why not torch.export or
@@ -180,6 +180,18 @@ def _adam_update(p: Any, g: Any, m: Any, v: Any) -> None:
     p.addcdiv_(m, denom, value=-LR / bias1)
 
 
+def _clip_grad_norm(grads: Sequence[Any], max_norm: float) -> None:
+    """``torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=False)`` on the gradients: the
+    total 2-norm by PyTorch's own ``get_total_norm`` (a norm per gradient, stacked, normed), then
+    every gradient multiplied in place by ``clamp(max_norm / (total + 1e-6), max=1)``, as
+    torch.nn.utils does (no Python branch on the norm). Every update then waits for every gradient."""
+    torch = _import_torch()
+    total = torch.nn.utils.get_total_norm(list(grads), 2.0, foreach=False)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef)
+
+
 def _sgd_update(p: Any, g: Any) -> None:
     """torch.optim.SGD's update without momentum or weight decay."""
     p.add_(g, alpha=-LR)
@@ -341,7 +353,8 @@ def _set_step_mode(model: Any, train: bool) -> None:
         model.train(True)
 
 
-def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None) -> tuple[Any, _Layout, list[Any]]:
+def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None,
+           clip_grad_norm: float | None = None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call
@@ -379,6 +392,8 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
             raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
         grads = torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
         with torch.no_grad():
+            if clip_grad_norm is not None:
+                _clip_grad_norm([g for g in grads if g is not None], clip_grad_norm)
             for i, (pname, p, g) in enumerate(zip(ps, ps.values(), grads)):
                 if g is None:
                     layout.without_gradient.add(pname)
@@ -1136,12 +1151,16 @@ def _unwrapped(model: Any) -> Any:
 
 def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam", loss_fn: Callable | None = None,
             cost: str | Mapping[str, float] = "roofline", device_spec_: str | dict | DeviceSpec = "h100",
-            devices: int = 1, name: str | None = None) -> Capture:
+            devices: int = 1, name: str | None = None, clip_grad_norm: float | None = None) -> Capture:
     """Capture ``model``'s training step (or inference pass when ``train`` is False) and build its
     placement problem; see :func:`graph_from_torch`. Also returns the FX graph and the map from its
-    nodes to the problem's, for :func:`placement.importers.devicemap.annotate_graph`."""
+    nodes to the problem's, for :func:`placement.importers.devicemap.annotate_graph`.
+    clip_grad_norm: clip the gradients' total 2-norm to this before the update, as
+    ``torch.nn.utils.clip_grad_norm_`` (None: no clipping)."""
     if optimizer not in OPTIMIZERS:
         raise ProblemError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+    if clip_grad_norm is not None and not (train and clip_grad_norm > 0):
+        raise ProblemError(f"clip_grad_norm {clip_grad_norm}: expected a positive norm, in a training step")
     if isinstance(cost, str) and cost not in COSTS:
         cost = load_time_table(cost)
     elif isinstance(cost, Mapping):
@@ -1149,13 +1168,17 @@ def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: s
     spec = device_spec(device_spec_)
     args, kwargs = _normalise_inputs(example_inputs)
     model = _unwrapped(model)
-    gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn)
-    return _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
-                  name=name or type(model).__name__, devices=devices)
+    gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn, clip_grad_norm=clip_grad_norm)
+    cap = _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
+                 name=name or type(model).__name__, devices=devices)
+    if clip_grad_norm is not None:
+        cap.problem.attrs["clip_grad_norm"] = clip_grad_norm
+    return cap
 
 
 def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimizer: str = "adam", cost: str | Mapping[str, float] = "roofline",
-                     device_spec: str | dict | DeviceSpec = "h100", loss_fn: Callable | None = None, devices: int = 1) -> Problem:
+                     device_spec: str | dict | DeviceSpec = "h100", loss_fn: Callable | None = None, devices: int = 1,
+                     clip_grad_norm: float | None = None) -> Problem:
     """The placement problem of ``model``'s training step with ``optimizer`` (or its inference
     pass when ``train`` is False), at ATen level.
 
@@ -1165,7 +1188,7 @@ def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimi
     mapping or JSON file of ms per node id or op name. Times in ms; memory in bytes; the devices
     get the spec's memory and the spec's link prices the edges."""
     return capture(model, example_inputs, train=train, optimizer=optimizer, loss_fn=loss_fn, cost=cost,
-                   device_spec_=device_spec, devices=devices).problem
+                   device_spec_=device_spec, devices=devices, clip_grad_norm=clip_grad_norm).problem
 
 
 # ----- command line -------------------------------------------------------------------------------
@@ -1210,6 +1233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="roofline (default): FLOPs and bytes against --device-spec; measure: time every op on this CPU; FILE: JSON {node id or op name: ms}")
     p.add_argument("--device-spec", default="h100", metavar="h100|a100|FILE", help="accelerator for the roofline, device memory and links (default h100)")
     p.add_argument("--devices", type=int, default=1, metavar="K", help="device count written in the problem (default 1)")
+    p.add_argument("--clip-grad-norm", type=float, default=None, metavar="MAX",
+                   help="clip the gradients' total 2-norm to MAX before the update (torch.nn.utils.clip_grad_norm_)")
     args = p.parse_args(argv)
     try:
         if args.devices < 1:
@@ -1224,7 +1249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model, inputs, loss_fn = _unpack(made, args.factory)
         cap = capture(model, inputs, train=not args.inference, optimizer=args.optimizer, loss_fn=loss_fn,
                       cost=args.cost, device_spec_=args.device_spec, devices=args.devices,
-                      name=args.factory.rsplit(":", 1)[1])
+                      name=args.factory.rsplit(":", 1)[1], clip_grad_norm=args.clip_grad_norm)
         write_native(cap.problem, out)
     except ProblemError as exc:
         print(f"placement.importers.torch: error: {exc}", file=sys.stderr)
