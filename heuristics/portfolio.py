@@ -23,6 +23,7 @@ first: :func:`keep_candidate`), for the pipeline's probe of where its search sho
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -330,9 +331,18 @@ def _said_no(record: dict | None) -> str | None:
     return f"{seconds:.2g} s of {'no limit' if limit is None else f'{float(limit):.2g} s'}"
 
 
-def _descend_on(problem: Problem, opts: SolveOptions, resume: list, members: list[dict]) -> tuple[Solution | None, list]:
+def _nearest(info: dict) -> float:
+    """The least peak / capacity (on the fullest device) of min-memory's overflowing placements:
+    its passes' and its descents' ends (inf when it measured none)."""
+    seen = [p["memory_over_capacity"] for p in info.get("passes", []) if not p["fits"]]
+    seen += [d["to"] for d in info.get("descents", [])] + [r[0] for r in info.get("resume", [])]
+    return float(min(seen, default=np.inf))
+
+
+def _descend_on(problem: Problem, opts: SolveOptions, resume: list,
+                members: list[dict]) -> tuple[Solution | None, list, Solution]:
     """min-memory's descents from where they stopped, with all the time left (RERUN_USED): its
-    answer when one fits (else None) and where they stopped again."""
+    answer when one fits (else None), where they stopped again, and min-memory's own answer."""
     t = time.monotonic()
     sub = replace(opts, time_limit=opts.remaining(), started=t, hint=None,
                   extra={**opts.extra, "resume_descents": resume, "descent_share": None})
@@ -341,7 +351,7 @@ def _descend_on(problem: Problem, opts: SolveOptions, resume: list, members: lis
     members.append({"method": "min-memory", "status": sol.status, "makespan": sol.objective if ok else None,
                     "feasible": ok, "seconds": time.monotonic() - t, "limit": sub.time_limit,
                     "reason": sol.reason or "its descents went on with the time left"})
-    return (sol if ok else None), ([] if ok else sol.info.get("resume", []))
+    return (sol if ok else None), ([] if ok else sol.info.get("resume", [])), sol
 
 
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
@@ -359,6 +369,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     stretched_for = tuple(opts.extra.get("stretched_for", ()))
     earlier = {m["method"]: m for m in opts.extra.get("earlier", {}).get("members", [])}
     resume = opts.extra.get("earlier", {}).get("resume")  # min-memory's descents still to go on with
+    nearest = float(opts.extra.get("earlier", {}).get("nearest", np.inf))  # the least overflow min-memory reached
     for name in names:
         said_no = _said_no(earlier.get(name))
         if said_no and not (name == "min-memory" and resume):
@@ -400,21 +411,27 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
                         "seconds": time.monotonic() - t, "limit": limit, "reason": sol.reason})
         if name == "min-memory" and not ok:
             resume = sol.info.get("resume")
+            nearest = min(nearest, _nearest(sol.info))
         if ok:
             kept = keep_candidate(kept, sol, problem.k)
         if ok and (best is None or sol.objective < best.objective):
             best = sol
             opts.best_so_far.publish_answer(problem, sol)  # kept if a later member overruns the limit
     if best is None and resume and mlb is not None and not opts.out_of_time():
-        best, resume = _descend_on(problem, opts, resume, members)
+        best, resume, last = _descend_on(problem, opts, resume, members)
+        nearest = min(nearest, _nearest(last.info))
         if best is not None:
             kept = keep_candidate(kept, best, problem.k)
             opts.best_so_far.publish_answer(problem, best)
     info = {"members": members}
     if best is None:
-        info["resume"] = resume
-        return Solution("portfolio", "unknown", reason="portfolio: no member found a memory-feasible placement",
-                        seconds=time.monotonic() - t0, info=info)
+        info["resume"], info["nearest"] = resume, nearest
+        why = "portfolio: no member found a memory-feasible placement"
+        if np.isfinite(nearest):  # what the user can do about it: its placement fits that much more memory
+            why += f" (the nearest, min-memory's, fits {math.ceil(nearest * 1000) / 1000:.3f} x each device's capacity"
+            caps = problem.memory
+            why += f": {math.ceil(nearest * float(caps[0])):d} bytes per device)" if np.all(caps == caps[0]) else ")"
+        return Solution("portfolio", "unknown", reason=why, seconds=time.monotonic() - t0, info=info)
     info["best"] = best.method
     info["candidates"] = kept  # the best first (Solutions: not for a report)
     info["best_info"] = {k: v for k, v in best.info.items() if k != "placement"}

@@ -394,7 +394,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             sol = portfolio(problem, sub(until(end), extra={**opts.extra, "earlier": warm_info}))
             candidates.extend(sol.info.get("candidates", []))
             if inc.offer(sol) is None and sol.reason:
-                reasons.append(sol.reason)
+                reasons = [r for r in reasons if not r.startswith("portfolio:")] + [sol.reason]  # it went on from the first
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
         # baselines still answer, late rather than never.

@@ -147,3 +147,28 @@ def test_the_pipeline_hands_the_warm_start_to_its_rescue(monkeypatch):
     monkeypatch.setattr(pl, "TOPO_SPLIT_MAX_NODES", 0)
     run(prob, "auto", SolveOptions(memory_model="peak", time_limit=20, workers=1))
     assert seen[0] is None and seen[1] is warm
+
+
+def test_an_empty_answer_says_how_much_memory_its_nearest_placement_fits(monkeypatch):
+    """With nothing fitting, the reason names the least overflow min-memory reached and the bytes per
+    device at which that placement fits: checked by evaluating it at that capacity."""
+    import re
+
+    from heuristics.peak_holders import device_orders
+    from placement.evaluator import evaluate
+
+    prob = _tight(ratio=1.0)
+    monkeypatch.setattr(mm, "descents", lambda problem, starts, stop=None: iter(()))  # no descent: nothing fits
+    monkeypatch.setattr(pf, "member_order", lambda problem, opts: (("single", "min-memory"),
+                                                                   float(memory_lower_bound(problem, "peak")["best"])))
+    sol = pf.portfolio(prob, SolveOptions(memory_model="peak", time_limit=60))
+    assert sol.status == "unknown"
+    got = re.search(r"fits ([0-9.]+) x each device's capacity: (\d+) bytes per device", sol.reason)
+    assert got, sol.reason
+    ratio, need = float(got.group(1)), int(got.group(2))
+    over, placement, seq, _ = sol.info["resume"][0]
+    assert ratio >= over > 1.0 and need >= over * float(prob.memory[0])
+    roomier = prob.with_devices(prob.k, memory=float(need))
+    ev = evaluate(roomier, placement, order=device_orders(placement, seq, prob.k), memory_model="peak")
+    assert ev.feasible(roomier) and not evaluate(prob, placement, order=device_orders(placement, seq, prob.k),
+                                                 memory_model="peak").feasible(prob)
