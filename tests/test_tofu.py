@@ -272,6 +272,20 @@ def test_run_tofu_reports_a_partitioned_plan():
     assert part["factors"] == [2, 2]
 
 
+def test_tofu_keeps_the_runs_clock():
+    """The limit counts from the run's start (``opts.started``): a run with 0.01 s of its limit
+    left gets no plan, where restarting the clock for the method (as run_partitioned did until
+    session 40) let Tofu plan and check with the whole limit again, past the run's end."""
+    import time as _time
+
+    prob = mlp(16, [32, 32], 8).with_devices(4)
+    res = run(prob, "tofu", SolveOptions(time_limit=60.0, started=_time.monotonic() - 59.99))
+    assert res.status == "unknown" and res.value is None
+    assert "time" in res.reason or "stop" in res.reason
+    fresh = run(prob, "tofu", SolveOptions(time_limit=60.0))
+    assert fresh.status == "heuristic"  # the same graph with its time plans
+
+
 def test_run_tofu_without_meta_says_why():
     prob = make_problem([{"id": "a", "time": 1, "out_bytes": 1, "param_bytes": 0}], [], devices=2)
     res = run(prob, "tofu")
