@@ -524,7 +524,7 @@ def test_torch_distributions_capture_without_their_value_checks():
     model = _Policy()
     inputs = (torch.randn(8, 6), torch.randn(8, 2), torch.randint(0, 3, (8,)))
     dist = torch.distributions.Distribution
-    was = dist._validate_args  # torch._dynamo, once loaded (the torch.compile test), turns the checks off
+    was = dist._validate_args  # torch._dynamo's TorchPatcher, once torch.compile is set up, turns them off
     dist.set_default_validate_args(True)  # PyTorch's own default
     try:
         cap = capture(model, inputs, loss_fn=lambda loss: loss)
