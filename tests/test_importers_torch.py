@@ -107,9 +107,19 @@ def test_mlp_training_step_checked_by_hand():
 def test_mlp_inference_and_sgd_persistent_bytes():
     model, inputs = tm.mlp_factory()
     inf = capture(model, inputs, train=False)
-    assert _ops(inf) == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm"] + ["placeholder.param"] * 5 + ["placeholder.input"])
-    assert inf.problem.param_bytes.sum() == sum(W.values())  # nothing updates them: persistent
-    assert inf.problem.out_bytes[[inf.problem.index[f"param:{n}"] for n in W]].sum() == 0
+    p = inf.problem
+    assert _ops(inf) == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm"] + ["placeholder.param"] * 5
+                               + ["placeholder.input"] + ["order"] * 6)  # a :kept per weight and step:end
+    # nothing updates the weights: each is its node's output, held at home until its :kept node,
+    # which runs after step:end (after every sink, over edges that cost no transfer)
+    assert p.param_bytes.sum() == 0
+    assert [p.out_bytes[p.index[f"param:{n}"]] for n in W] == list(W.values())
+    for n in W:
+        kept = p.index[f"param:{n}:kept"]
+        assert p.colocate[kept] == p.colocate[p.index[f"param:{n}"]] >= 0 and p.time[kept] == 0
+        assert p.comm_between(p.index["step:end"], kept) == 0.0
+    assert all(p.comm_between(v, p.index["step:end"]) == 0.0 for v in range(p.n) if p.index["step:end"] in
+               p.succ_ptr[1][p.succ_ptr[0][v]:p.succ_ptr[0][v + 1]])
     sgd = capture(model, inputs, optimizer="sgd")
     assert sgd.problem.param_bytes.sum() == sum(W.values())  # the gradients; the weights are outputs
     assert _ops(sgd, "optimizer") == ["aten.add_"] * 5
@@ -205,9 +215,11 @@ def _param_bytes(model):
 
 
 def _weights_and_states(cap):
-    """Bytes of weights (parameter nodes' outputs) plus persistent bytes (gradients, states, buffers)."""
+    """Bytes of weights (parameter nodes' outputs) plus persistent bytes (gradients, states), plus
+    buffers (their nodes' outputs, held until step:end)."""
     p = cap.problem
-    return p.param_bytes.sum() + sum(p.out_bytes[p.index[n]] for n in cap.param_nodes.values())
+    held = list(cap.param_nodes.values()) + [n for n, ph in cap.phase.items() if ph == "buffer"]
+    return p.param_bytes.sum() + sum(p.out_bytes[p.index[n]] for n in held)
 
 
 def test_bert():
@@ -682,7 +694,8 @@ def test_writes_through_out_are_in_place_writes():
     groups = _groups(cap.problem)
     for vec in ("_u", "_v"):
         group = groups[f"buffer:parametrizations.weight.0.{vec}"]
-        assert sorted(cap.problem.node_meta[cap.problem.index[m]]["op"] for m in group) == ["aten.div", "placeholder.buffer"]
+        # the write, the buffer and the buffer's hold until step:end
+        assert sorted(cap.problem.node_meta[cap.problem.index[m]]["op"] for m in group) == ["aten.div", "order", "placeholder.buffer"]
 
 
 class _CausalDecoder(torch.nn.Module):
@@ -987,3 +1000,43 @@ def test_default_loss_is_the_outputs_own_loss_else_the_sum():
     assert Counter(_ops(pair, "forward"))["aten.sum"] == 1
     with pytest.raises(ProblemError, match="loss must be a scalar"):
         capture(torch.nn.Linear(4, 3), (torch.randn(2, 4),), loss_fn=lambda out: out)
+
+
+class _FrozenBody(torch.nn.Module):
+    """A frozen 64 x 64 layer (no bias) under a trainable head: LoRA's and fine-tuning's shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Linear(64, 64, bias=False).requires_grad_(False)
+        self.head = torch.nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_a_weight_nothing_updates_costs_memory_where_it_is_read(train):
+    """A frozen weight (and every weight of an inference step) read on another device is a copy
+    there, held from its arrival to its last reader, like any tensor: before session 40 it was
+    persistent bytes at home only, charged nowhere else. Placement: the weight alone on device 1,
+    everything else on device 0. Device 0 must hold the weight's 64 x 64 x 4 bytes while its reader
+    runs there; device 1 holds it for the whole step; the schedule is the one-device schedule's,
+    since the added zero-time nodes and free edges delay nothing."""
+    torch.manual_seed(0)
+    cap = capture(_FrozenBody(), (torch.randn(2, 64),), train=train)
+    p = cap.problem.with_devices(2, float("inf"))
+    w = p.index["buffer:body.weight" if train else "param:body.weight"]
+    size = 64 * 64 * 4
+    pl = np.zeros(p.n, dtype=np.int64)
+    group = np.flatnonzero(p.colocate == p.colocate[w])
+    pl[group] = 1  # the weight and its :kept node
+    apart = evaluate(p, pl, memory_model="peak")
+    together = evaluate(p, np.zeros(p.n, dtype=np.int64), memory_model="peak")
+    acts = float(together.peak_memory[0] - size)  # what device 0 holds besides the weight, all on one device
+    assert apart.peak_memory[1] == size
+    assert apart.peak_memory[0] >= size and acts < size  # the copy is most of device 0's peak
+    kept = p.index[("buffer:body.weight" if train else "param:body.weight") + ":kept"]
+    assert apart.finish[kept] == apart.makespan == max(apart.finish[v] for v in range(p.n) if v not in group)
+    # no transfer on the added edges: only the weight's own crossing can delay the schedule
+    reader = int(p.succ_ptr[1][p.succ_ptr[0][w]])
+    assert together.makespan <= apart.makespan <= together.makespan + p.comm_between(w, reader) + 1e-12

@@ -21,6 +21,7 @@ from ..problem import Link, Problem, ProblemError, make_problem
 class _Edge:
     tensors: dict[int | None, list[int]] = field(default_factory=dict)  # src_output -> dst_inputs
     nbytes: dict[int | None, float] = field(default_factory=dict)  # src_output -> bytes
+    free: bool = False  # an ordering signal that moves no data: no transfer time, even between devices
 
 
 class GraphBuilder:
@@ -60,6 +61,12 @@ class GraphBuilder:
             slots.append(dst_input)
         e.nbytes[src_output] = max(e.nbytes.get(src_output, 0.0), float(nbytes))
 
+    def signal(self, src: str, dst: str) -> None:
+        """``dst`` waits for ``src`` and nothing travels: the edge costs no transfer time (not even
+        the link's latency) wherever the two run."""
+        self.use(src, dst, 0.0)
+        self._edges[(src, dst)].free = True
+
     def has_edge(self, src: str, dst: str) -> bool:
         """Whether ``dst`` already reads from, or waits for, ``src``."""
         return (src, dst) in self._edges
@@ -67,6 +74,10 @@ class GraphBuilder:
     def consumers(self, src: str, src_output: int | None) -> list[str]:
         """The nodes reading output ``src_output`` of ``src``."""
         return [dst for dst in self._out.get(src, ()) if src_output in self._edges[(src, dst)].tensors]
+
+    def has_successor(self, src: str) -> bool:
+        """Whether any node reads from, or waits for, ``src``."""
+        return bool(self._out.get(src))
 
     def edges(self) -> list[tuple[str, str]]:
         """Every (src, dst) pair with an edge so far."""
@@ -87,6 +98,8 @@ class GraphBuilder:
         out = []
         for (src, dst), e in self._edges.items():
             rec: dict[str, Any] = {"src": src, "dst": dst, "bytes": sum(e.nbytes.values())}
+            if e.free:
+                rec["comm"] = 0.0
             parts = [({"src_output": k} if k is not None else {}) | ({"dst_inputs": sorted(v)} if v else {})
                      for k, v in e.tensors.items() if k is not None or v]  # (None, []): an ordering-only use
             if parts:
@@ -98,6 +111,40 @@ class GraphBuilder:
 
     def problem(self, *, name: str, link: Link, memory: float, devices: int = 1, attrs: dict[str, Any] | None = None) -> Problem:
         return make_problem(self.nodes, self.edge_records(), devices=devices, memory=memory, link=link, name=name, attrs=attrs)
+
+
+STEP_END = "step:end"  # the zero-time node after every sink (:func:`hold_until_end`)
+
+
+def hold_until_end(b: GraphBuilder, weights: list[str]) -> list[str]:
+    """Make each of ``weights`` (nodes whose ``param_bytes`` are a tensor nothing updates: a frozen
+    parameter, a buffer, an inference weight, a shared ONNX initializer) its node's output instead,
+    held at home until a zero-time ``<weight>:kept`` node colocated with it that runs after
+    ``step:end``, a zero-time node after every sink (those edges cost no transfer time). So a
+    device that reads it elsewhere holds a copy from its arrival to its last reader there, as for
+    any tensor (docs/model.md), while its home holds it for the whole step, as before. Returns the
+    nodes added (none when no weight has a reader).
+
+    Why: as persistent bytes such a weight was charged at home only; in a LoRA step
+    (bench/real_models7.py) devices read 0.5-4.7 MB of frozen base weights held elsewhere, charged
+    nowhere, against 8 MB capacities, and the answer said it fitted (session 40)."""
+    read = [w for w in weights if b.has_successor(w) and b.record(w).get("param_bytes")]
+    if not read:
+        return []
+    sinks = [rec["id"] for rec in b.nodes if not b.has_successor(rec["id"])]
+    b.node(STEP_END, op="order")
+    for s in sinks:
+        b.signal(s, STEP_END)
+    added = [STEP_END]
+    for w in read:
+        rec = b.record(w)
+        rec["out_bytes"], rec["param_bytes"] = rec["param_bytes"], 0.0
+        kept = f"{w}:kept"
+        b.node(kept, colocate=rec.setdefault("colocate", w), op="order")
+        b.use(w, kept, 0.0, 0)
+        b.signal(STEP_END, kept)
+        added.append(kept)
+    return added
 
 
 def check_output_path(path: str | Path) -> Path:

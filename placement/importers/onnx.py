@@ -11,7 +11,8 @@ graphs are) becomes:
   ``dims={"batch": 8}`` to fix symbolic dimensions);
 - initializers (weights) and ``Constant`` outputs are persistent bytes: those read by one operator
   are that operator's ``param_bytes``; those read by several become a node of their own
-  (``init:<name>``) with an edge to each reader;
+  (``init:<name>``) with an edge to each reader, whose output they are, held at home until the
+  step's end and copied to the devices of readers elsewhere (build.hold_until_end);
 - each graph input is a node (``input:<name>``) whose output is the input tensor;
 - edges carry the bytes of the tensor consumed, with its output and input slots;
 - times in ms from the roofline on a device spec (FLOPs of MatMul/Gemm/Conv, one per element
@@ -27,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from ..formats.files import read_bytes
 from ..problem import Problem, ProblemError
-from .build import GraphBuilder, check_output_path, write_native
+from .build import GraphBuilder, check_output_path, hold_until_end, write_native
 from .costs import DTYPE_BYTES, load_time_table, table_time
 from .devicespec import DeviceSpec, device_spec
 
@@ -188,6 +189,7 @@ def problem_from_onnx(model: Any, *, cost: str | Mapping[str, float] = "roofline
             producer[o] = (nid, k)
     if not b.nodes:
         raise ProblemError("ONNX model has no operators")
+    hold_until_end(b, [rec["id"] for rec in b.nodes if rec.get("op") in ("placeholder.initializer", "onnx.Constant")])
     return b.problem(name=name, link=dev.link(), memory=dev.memory, devices=devices,
                      attrs={"format": "onnx", "time_unit": "ms (time table)" if table is not None else f"ms (roofline on {dev.name})"})
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..problem import Problem, ProblemError
-from .build import GraphBuilder, check_output_path, write_native
+from .build import GraphBuilder, check_output_path, hold_until_end, write_native
 from .costs import load_time_table, table_time
 from .devicespec import DeviceSpec, device_spec
 
@@ -775,6 +775,12 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     _split_saved_outputs(b, phase, op_nodes)
     _order_writes_after_reads(b, war, phase)
     _hold_back_recomputation(b, ref, phase, op_nodes)
+    # weights nothing updates (frozen parameters are buffers here): held until the step's end, with
+    # a copy charged wherever they are read (LoRA's frozen base read on other devices: session 40)
+    held = [param_nodes[k] for k in layout.without_gradient if k in param_nodes] if train else list(param_nodes.values())
+    added = hold_until_end(b, held + [nid for nid, ph in phase.items() if ph == "buffer"])
+    for nid in added:
+        phase[nid] = "optimizer" if train else "forward"
     _times(b, gm, op_nodes, cost, spec, flat, layout)
     kind = "training step" if train else "inference"
     unit = "ms (measured on this machine's CPU: CPU times, not an accelerator's)" if cost == "measure" else ("ms (time table)" if isinstance(cost, Mapping) else f"ms (roofline on {spec.name})")
