@@ -230,7 +230,7 @@ def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) 
     """``--frontier`` and ``--min-devices``: independent solves over memory or device counts."""
     if args.frontier:
         fr = frontier(problem, opts.memory_model, args.method, args.points, args.time_limit, args.seed,
-                      args.parallel, args.ray_address)
+                      args.parallel, args.ray_address, started=opts.started)
         print(frontier_table(fr, format_bytes))
         if args.report:
             write_report(args.report, {**fr.as_dict(), "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m}})
@@ -238,7 +238,7 @@ def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) 
             plot_frontier(args.plot, fr)
         return 0 if fr.smallest_feasible is not None else 1
     cap = float(problem.memory.max())
-    md = min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed)
+    md = min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed, started=opts.started)
     verdict = "-" if md.devices is None else f"{md.devices}{' (proved fewest: fewer cannot hold the memory)' if md.proved else ''}"
     print(f"devices of {format_bytes(cap)}: fewest found {verdict}; the memory lower bound allows no fewer than {md.fewest_by_bound}")
     for row in md.tried:

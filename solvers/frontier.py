@@ -21,6 +21,7 @@ from the fewest the memory lower bound allows (proved minimal when the answer is
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -30,7 +31,7 @@ from placement.evaluator import Evaluation, ScheduleError, check, evaluate
 from placement.memory_bounds import memory_lower_bound
 from placement.problem import Problem
 
-from .sweep import Point, run_points, solve_point
+from .sweep import Point, ray_session, run_points, solve_point
 
 
 @dataclass
@@ -106,18 +107,35 @@ def capacities(low: float, high: float, count: int) -> list[float]:
     return [low * (high / low) ** (i / (count - 1)) for i in range(count)]
 
 
+# Of each wave's share of a frontier's time, what a point's solve may use: the rest is for starting
+# its worker (on Ray: a process importing the solver) and returning its answer. Measured on a
+# 570-node imported model, 3 points on 2 cores at 20 s: the waves' time was not counted and the
+# sweep took 25-28 s in 2 of 5 runs (session 40).
+POINT_SHARE = 0.8
+
+
 def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto", points: int = 8,
-             time_limit: float | None = 240.0, seed: int = 0, parallel: str = "auto", address: str | None = None) -> Frontier:
+             time_limit: float | None = 240.0, seed: int = 0, parallel: str = "auto", address: str | None = None,
+             started: float | None = None) -> Frontier:
     """The makespan-memory curve of ``problem`` on its K devices (module docstring). ``time_limit``
-    is the whole sweep's: one share for the unconstrained solve, one per point."""
+    is the whole sweep's, counted from ``started`` (default: now): the points run in waves of as
+    many as run at once (Ray's CPUs, else one), and the unconstrained solve (in this process) and
+    each wave get equal shares of it (a wave's solves POINT_SHARE of theirs)."""
     k = problem.k
+    deadline = None if time_limit is None else (time.monotonic() if started is None else started) + time_limit
     mlb = float(memory_lower_bound(problem, memory_model)["best"])
-    share = None if time_limit is None else time_limit / (points + 1)
-    top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share, seed))
-    high = max(top["memory"]) if top["feasible"] else mlb
-    caps = capacities(mlb, high, points)
-    todo = [Point(problem.with_devices(k, c), method, memory_model, share, seed, {"capacity": c}) for c in caps]
-    results, ran = run_points(todo, parallel, address)
+    with ray_session(parallel, address) as width:
+        waves = math.ceil(points / width)
+
+        def share(parts: int, used: float = 1.0) -> float | None:
+            return None if deadline is None else used * max(0.0, deadline - time.monotonic()) / parts
+
+        top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed))  # in this process
+        high = max(top["memory"]) if top["feasible"] else mlb
+        caps = capacities(mlb, high, points)
+        each = share(waves, POINT_SHARE)
+        todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}) for c in caps]
+        results, ran = run_points(todo, parallel, address)
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
     best: tuple[float, Answer] | None = None  # (capacity found at, answer): the point before's
     for c, res in zip(caps, results):
@@ -213,15 +231,19 @@ class MinDevices:
 
 
 def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", method: str = "auto",
-                time_limit: float | None = 60.0, seed: int = 0, max_devices: int = 64) -> MinDevices:
+                time_limit: float | None = 60.0, seed: int = 0, max_devices: int = 64,
+                started: float | None = None) -> MinDevices:
     """The fewest devices of ``capacity`` bytes holding the graph: from the fewest the memory lower
-    bound allows, one more at a time, each solve with a share of the time limit."""
+    bound allows, one more at a time, each solve with an equal share of what is left of the time
+    limit (counted from ``started``, default now) for the solves left."""
+    deadline = None if time_limit is None else (time.monotonic() if started is None else started) + time_limit
     lb_k = next((k for k in range(1, max_devices + 1) if memory_lower_bound(problem, memory_model, k)["best"] <= capacity * (1 + 1e-12)), None)
     out = MinDevices(capacity, lb_k or max_devices + 1, None, False)
     if lb_k is None:
         return out
-    share = None if time_limit is None else time_limit / 4
-    for k in range(lb_k, min(max_devices, lb_k + 3) + 1):  # at most 4 solves: 4 shares of the limit
+    tries = list(range(lb_k, min(max_devices, lb_k + 3) + 1))  # at most 4 solves
+    for i, k in enumerate(tries):
+        share = None if deadline is None else max(0.0, deadline - time.monotonic()) / (len(tries) - i)
         res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed))
         out.tried.append({"devices": k, "status": res["status"], "makespan": res["makespan"]})
         if res["feasible"]:

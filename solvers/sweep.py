@@ -9,8 +9,9 @@ load either way.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -63,14 +64,38 @@ def ray_available() -> bool:
     return True
 
 
+def uses_ray(parallel: str) -> bool:
+    """Whether a sweep with this ``parallel`` setting runs on Ray."""
+    if parallel not in PARALLEL:
+        raise ValueError(f"parallel must be one of {PARALLEL}, got {parallel!r}")
+    return parallel == "ray" or (parallel == "auto" and ray_available())
+
+
+@contextmanager
+def ray_session(parallel: str, address: str | None = None) -> Iterator[int]:
+    """Ray started for the block when a sweep with ``parallel`` runs on it (and not yet running):
+    yields how many points run at once (Ray's CPUs; 1 when sequential), so a caller can share its
+    time limit by waves of points (solvers/frontier.py). run_points reuses the session."""
+    if not uses_ray(parallel):
+        yield 1
+        return
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield max(1, int(ray.available_resources().get("CPU", 1)))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
 def run_points(points: Sequence[Point], parallel: str = "auto", address: str | None = None,
                fn: Callable[[Point], dict[str, Any]] = solve_point) -> tuple[list[dict[str, Any]], str]:
     """Run every point; returns the results in the order given and how they ran ("ray" or
     "sequential"). ``parallel``: "auto" (Ray when installed), "ray" (required), "none"."""
-    if parallel not in PARALLEL:
-        raise ValueError(f"parallel must be one of {PARALLEL}, got {parallel!r}")
-    use_ray = parallel == "ray" or (parallel == "auto" and ray_available())
-    if not use_ray:
+    if not uses_ray(parallel):
         return [fn(p) for p in points], "sequential"
     import ray
 

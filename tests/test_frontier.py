@@ -11,6 +11,7 @@ from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
 from solvers import batch, cli
 from solvers.frontier import capacities, frontier, min_devices
+from solvers.sweep import Point
 from tests.conftest import DATA
 
 
@@ -235,3 +236,31 @@ def test_frontier_points_stay_monotone_when_an_answer_re_evaluates_shorter(monke
     assert all(b <= a for a, b in zip(spans, spans[1:])), spans
     for pt, ans in zip(fr.points, fr.answers):  # each point's makespan is its kept answer's, at its capacity
         assert fmod.evaluate_at(p.with_devices(2, pt.capacity), ans, "static").makespan == pt.makespan
+
+
+def test_the_sweep_shares_what_is_left_of_its_limit_by_waves(transformer, monkeypatch):
+    """The limit counts from ``started`` (the process's start in the CLI), and the points run in
+    waves of as many as run at once: with 5 of 20 s left and one point at a time (sequential), the
+    unconstrained solve gets at most a quarter of them and each of the 3 points at most
+    POINT_SHARE of a third of what is left then; with 4 s passed, the first min-devices solve at
+    most a quarter of the 16 left."""
+    import time as _time
+
+    import solvers.frontier as fm
+
+    given: list[float | None] = []
+    real = fm.solve_point
+
+    def fake(point):
+        given.append(point.time_limit)
+        return real(Point(point.problem, "etf", point.memory_model, None, point.seed, point.label))
+
+    monkeypatch.setattr(fm, "solve_point", fake)
+    monkeypatch.setattr(fm, "run_points", lambda todo, parallel, address: ([fake(p) for p in todo], "sequential"))
+    fm.frontier(transformer, "peak", method="etf", points=3, time_limit=20.0, parallel="none",
+                started=_time.monotonic() - 15.0)
+    assert len(given) == 4 and 0 < given[0] <= 5.0 / 4
+    assert all(0 < g <= fm.POINT_SHARE * 5.0 / 3 for g in given[1:])
+    given.clear()
+    fm.min_devices(transformer, float(transformer.memory.max()), "peak", "etf", 20.0, started=_time.monotonic() - 4.0)
+    assert given and 0 < given[0] <= 16.0 / 4
