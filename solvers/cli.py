@@ -39,7 +39,7 @@ from . import run as run_module
 from .frontier import frontier, frontier_table, min_devices, plot_frontier
 from .pipeline import finish_reserve
 from .run import RunResult, interrupted_result, objective_model, run
-from .sweep import ray_available
+from .sweep import ray_available, ray_session
 from .unwind import unwind
 
 OBJECTIVES = ("makespan", "max-load", "latency")
@@ -226,11 +226,35 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
     return problem, opts
 
 
+def _in_worker(job: Callable[[], Any]) -> Any:
+    """``job()`` run in a worker thread while the main thread waits in short steps: Python runs
+    signal handlers only in the main thread, so a main thread inside a native solve (CP-SAT) would
+    see Ctrl-C only when that solve ends (a frontier took 2-4.5 s to stop, session 40)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = job()
+        except BaseException as exc:  # re-raised in the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="sweep", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> int:
-    """``--frontier`` and ``--min-devices``: independent solves over memory or device counts."""
+    """``--frontier`` and ``--min-devices``: independent solves over memory or device counts, in a
+    worker thread (:func:`_in_worker`); Ctrl-C ends them with what they have."""
     if args.frontier:
-        fr = frontier(problem, opts.memory_model, args.method, args.points, args.time_limit, args.seed,
-                      args.parallel, args.ray_address, started=opts.started)
+        with ray_session(args.parallel, args.ray_address):  # Ray wants the main thread for its own signal handlers
+            fr = _in_worker(lambda: frontier(problem, opts.memory_model, args.method, args.points, args.time_limit,
+                                             args.seed, args.parallel, args.ray_address, started=opts.started,
+                                             stop=opts.stop))
         print(frontier_table(fr, format_bytes))
         if args.report:
             write_report(args.report, {**fr.as_dict(), "problem": {"name": problem.name, "nodes": problem.n, "edges": problem.m}})
@@ -238,7 +262,8 @@ def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) 
             plot_frontier(args.plot, fr)
         return 0 if fr.smallest_feasible is not None else 1
     cap = float(problem.memory.max())
-    md = min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed, started=opts.started)
+    md = _in_worker(lambda: min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed,
+                                        started=opts.started, stop=opts.stop))
     verdict = "-" if md.devices is None else f"{md.devices}{' (proved fewest: fewer cannot hold the memory)' if md.proved else ''}"
     print(f"devices of {format_bytes(cap)}: fewest found {verdict}; the memory lower bound allows no fewer than {md.fewest_by_bound}")
     for row in md.tried:

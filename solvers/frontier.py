@@ -21,6 +21,7 @@ from the fewest the memory lower bound allows (proved minimal when the answer is
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -114,13 +115,19 @@ def capacities(low: float, high: float, count: int) -> list[float]:
 POINT_SHARE = 0.8
 
 
+def _solve(point: Point, stop: threading.Event | None) -> dict[str, Any]:
+    """:func:`solvers.sweep.solve_point`, given ``stop`` when there is one."""
+    return solve_point(point) if stop is None else solve_point(point, stop)
+
+
 def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto", points: int = 8,
              time_limit: float | None = 240.0, seed: int = 0, parallel: str = "auto", address: str | None = None,
-             started: float | None = None) -> Frontier:
+             started: float | None = None, stop: threading.Event | None = None) -> Frontier:
     """The makespan-memory curve of ``problem`` on its K devices (module docstring). ``time_limit``
     is the whole sweep's, counted from ``started`` (default: now): the points run in waves of as
     many as run at once (Ray's CPUs, else one), and the unconstrained solve (in this process) and
-    each wave get equal shares of it (a wave's solves POINT_SHARE of theirs)."""
+    each wave get equal shares of it (a wave's solves POINT_SHARE of theirs). ``stop`` (Ctrl-C) ends
+    the solves with what they have and skips the points not started."""
     k = problem.k
     deadline = None if time_limit is None else (time.monotonic() if started is None else started) + time_limit
     mlb = float(memory_lower_bound(problem, memory_model)["best"])
@@ -130,12 +137,12 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         def share(parts: int, used: float = 1.0) -> float | None:
             return None if deadline is None else used * max(0.0, deadline - time.monotonic()) / parts
 
-        top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed))  # in this process
+        top = _solve(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed), stop)  # in this process
         high = max(top["memory"]) if top["feasible"] else mlb
         caps = capacities(mlb, high, points)
         each = share(waves, POINT_SHARE)
         todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}) for c in caps]
-        results, ran = run_points(todo, parallel, address)
+        results, ran = run_points(todo, parallel, address, stop=stop)
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
     best: tuple[float, Answer] | None = None  # (capacity found at, answer): the point before's
     for c, res in zip(caps, results):
@@ -232,7 +239,7 @@ class MinDevices:
 
 def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", method: str = "auto",
                 time_limit: float | None = 60.0, seed: int = 0, max_devices: int = 64,
-                started: float | None = None) -> MinDevices:
+                started: float | None = None, stop: threading.Event | None = None) -> MinDevices:
     """The fewest devices of ``capacity`` bytes holding the graph: from the fewest the memory lower
     bound allows, one more at a time, each solve with an equal share of what is left of the time
     limit (counted from ``started``, default now) for the solves left."""
@@ -243,8 +250,10 @@ def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", m
         return out
     tries = list(range(lb_k, min(max_devices, lb_k + 3) + 1))  # at most 4 solves
     for i, k in enumerate(tries):
+        if stop is not None and stop.is_set():
+            break
         share = None if deadline is None else max(0.0, deadline - time.monotonic()) / (len(tries) - i)
-        res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed))
+        res = _solve(Point(problem.with_devices(k, capacity), method, memory_model, share, seed), stop)
         out.tried.append({"devices": k, "status": res["status"], "makespan": res["makespan"]})
         if res["feasible"]:
             out.devices, out.proved = k, k == lb_k

@@ -9,6 +9,7 @@ load either way.
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
@@ -36,11 +37,14 @@ class Point:
     label: dict[str, Any] = field(default_factory=dict)
 
 
-def solve_point(point: Point) -> dict[str, Any]:
+def solve_point(point: Point, stop: threading.Event | None = None) -> dict[str, Any]:
     """Run one point and return its report (the same dict ``solve --report`` writes) plus the
     answer's placement, order, waits (node indices: the report's ``control_dependencies``,
-    listed when the order alone does not fit) and start times, so a sweep can re-use it."""
+    listed when the order alone does not fit) and start times, so a sweep can re-use it. ``stop``
+    (Ctrl-C in the CLI) ends the solve with its best answer so far."""
     opts = SolveOptions(memory_model=point.memory_model, time_limit=point.time_limit, seed=point.seed)
+    if stop is not None:
+        opts.stop = stop
     res = run(point.problem, point.method, opts)
     rep = res.report(point.problem, point.memory_model)
     out: dict[str, Any] = {"label": point.label, "report": rep, "status": res.status, "feasible": res.feasible,
@@ -91,12 +95,28 @@ def ray_session(parallel: str, address: str | None = None) -> Iterator[int]:
             ray.shutdown()
 
 
+def stopped_point(point: Point) -> dict[str, Any]:
+    """The result of a point a stop request (Ctrl-C) ended before it answered."""
+    return {"label": point.label, "report": {}, "status": "unknown", "feasible": False, "makespan": None,
+            "lower_bound": None, "seconds": 0.0, "reason": "stopped before this point answered"}
+
+
 def run_points(points: Sequence[Point], parallel: str = "auto", address: str | None = None,
-               fn: Callable[[Point], dict[str, Any]] = solve_point) -> tuple[list[dict[str, Any]], str]:
+               fn: Callable[[Point], dict[str, Any]] = solve_point,
+               stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], str]:
     """Run every point; returns the results in the order given and how they ran ("ray" or
-    "sequential"). ``parallel``: "auto" (Ray when installed), "ray" (required), "none"."""
+    "sequential"). ``parallel``: "auto" (Ray when installed), "ray" (required), "none". Once
+    ``stop`` is set, a point running here ends with its best answer (``fn`` given ``stop``), the
+    points not started are not run, and Ray's tasks not done are left to Ray's shutdown
+    (:func:`stopped_point`)."""
     if not uses_ray(parallel):
-        return [fn(p) for p in points], "sequential"
+        out = []
+        for p in points:
+            if stop is not None and stop.is_set():
+                out.append(stopped_point(p))
+            else:
+                out.append(fn(p) if stop is None else fn(p, stop))
+        return out, "sequential"
     import ray
 
     started_here = not ray.is_initialized()
@@ -104,7 +124,16 @@ def run_points(points: Sequence[Point], parallel: str = "auto", address: str | N
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         task = ray.remote(num_cpus=1)(fn)
-        return ray.get([task.remote(p) for p in points]), "ray"
+        refs = [task.remote(p) for p in points]
+        done: dict[Any, dict[str, Any]] = {}
+        waiting = list(refs)
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1, timeout=0.1)
+            for ref in ready:
+                done[ref] = ray.get(ref)
+            if stop is not None and stop.is_set():
+                break  # the tasks still running end with Ray's shutdown
+        return [done.get(ref) or stopped_point(p) for ref, p in zip(refs, points)], "ray"
     finally:
         if started_here:
             ray.shutdown()

@@ -104,7 +104,7 @@ def test_frontier_keeps_an_answer_that_fits_by_its_start_times_only(monkeypatch)
               "placement": pl.tolist(), "order": device_orders(p, ev), "start": start.tolist(), "memory": [5.0, 5.0],
               "waits": [[p.index[u], p.index[v]] for u, v in rep["control_dependencies"]]}
     monkeypatch.setattr(fmod, "solve_point", lambda point: answer)
-    monkeypatch.setattr(fmod, "run_points", lambda todo, parallel, address: ([answer for _ in todo], "sequential"))
+    monkeypatch.setattr(fmod, "run_points", lambda todo, parallel, address, stop=None: ([answer for _ in todo], "sequential"))
     fr = fmod.frontier(p, "peak", method="cpsat", points=3, time_limit=None, parallel="none")
     assert fr.points and all(pt.makespan == pytest.approx(11.7) for pt in fr.points)
     for pt, ans in zip(fr.points, fr.answers):
@@ -229,7 +229,7 @@ def test_frontier_points_stay_monotone_when_an_answer_re_evaluates_shorter(monke
     results = {0: idle, 1: tight}
     monkeypatch.setattr(fmod, "solve_point", lambda point: top)
     monkeypatch.setattr(fmod, "run_points",
-                        lambda todo, parallel, address: ([results.get(i, tight) for i in range(len(todo))], "sequential"))
+                        lambda todo, parallel, address, stop=None: ([results.get(i, tight) for i in range(len(todo))], "sequential"))
     fr = fmod.frontier(p, "static", method="cpsat", points=3, time_limit=None, parallel="none")
     spans = [pt.makespan for pt in fr.points]
     assert len(spans) == 3 and spans[0] == 3.0
@@ -256,7 +256,7 @@ def test_the_sweep_shares_what_is_left_of_its_limit_by_waves(transformer, monkey
         return real(Point(point.problem, "etf", point.memory_model, None, point.seed, point.label))
 
     monkeypatch.setattr(fm, "solve_point", fake)
-    monkeypatch.setattr(fm, "run_points", lambda todo, parallel, address: ([fake(p) for p in todo], "sequential"))
+    monkeypatch.setattr(fm, "run_points", lambda todo, parallel, address, stop=None: ([fake(p) for p in todo], "sequential"))
     fm.frontier(transformer, "peak", method="etf", points=3, time_limit=20.0, parallel="none",
                 started=_time.monotonic() - 15.0)
     assert len(given) == 4 and 0 < given[0] <= 5.0 / 4
