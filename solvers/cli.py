@@ -226,10 +226,9 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
     return problem, opts
 
 
-def _in_worker(job: Callable[[], Any]) -> Any:
-    """``job()`` run in a worker thread while the main thread waits in short steps: Python runs
-    signal handlers only in the main thread, so a main thread inside a native solve (CP-SAT) would
-    see Ctrl-C only when that solve ends (a frontier took 2-4.5 s to stop, session 40)."""
+def _worker(job: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """A started daemon thread running ``job()``, and the box where it leaves ``result`` or the
+    ``error`` it raised (for the main thread to re-raise)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -238,8 +237,16 @@ def _in_worker(job: Callable[[], Any]) -> Any:
         except BaseException as exc:  # re-raised in the main thread
             box["error"] = exc
 
-    worker = threading.Thread(target=target, name="sweep", daemon=True)
-    worker.start()
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def _in_worker(job: Callable[[], Any]) -> Any:
+    """``job()`` run in a worker thread while the main thread waits in short steps: Python runs
+    signal handlers only in the main thread, so a main thread inside a native solve (CP-SAT) would
+    see Ctrl-C only when that solve ends (a frontier took 2-4.5 s to stop, session 40)."""
+    worker, box = _worker(job, "sweep")
     while worker.is_alive():
         worker.join(0.05)
     if "error" in box:
@@ -488,20 +495,11 @@ class Command:
         """Run ``job`` in a worker thread while the main thread waits in short steps (Python runs
         signal handlers only in the main thread, so a main thread blocked in a native solve would
         not see Ctrl-C) and watches the clock."""
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["result"] = job()
-            except BaseException as exc:  # re-raised in the main thread
-                box["error"] = exc
-
         limit = float(args.time_limit)
         # The run plans to end when the finish reserve begins; past that it is asked to stop, and
         # STOP_GRACE later it is abandoned: the reserve pays for the report either way.
         soft = self.started + limit - finish_reserve(problem, limit)
-        worker = threading.Thread(target=target, name="solve", daemon=True)
-        worker.start()
+        worker, box = _worker(job, "solve")
         while worker.is_alive():
             worker.join(0.05)
             now = time.monotonic()
