@@ -145,7 +145,7 @@ def test_the_pipeline_hands_the_warm_start_to_its_rescue(monkeypatch):
     monkeypatch.setattr(pl, "portfolio", fake)
     monkeypatch.setattr(pl, "HELD_SPLIT_MAX_NODES", 0)
     monkeypatch.setattr(pl, "TOPO_SPLIT_MAX_NODES", 0)
-    run(prob, "auto", SolveOptions(memory_model="peak", time_limit=20, workers=1))
+    run(prob, "auto", SolveOptions(memory_model="peak", time_limit=3, workers=1))
     assert seen[0] is None and seen[1] is warm
 
 
