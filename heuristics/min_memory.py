@@ -304,7 +304,7 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     if found is None and near and opts.memory_model == "peak" and not opts.out_of_time():
         return _descended(problem, opts, near, info, t0, eval_seconds)
     if found is None and near and opts.memory_model == "peak":
-        info["resume"] = [(over, placement, seq, name) for over, _, placement, seq, name in sorted(near, key=lambda x: x[:2])]
+        info["resume"] = [(over, placement, seq, name) for over, _, placement, seq, name in _ranked(near)]
     if found is None:
         why = ("out of time" if opts.out_of_time() else "no pass fitted the capacity" if opts.memory_model == "peak"
                else "its placement, built for the peak model, exceeds static memory")
@@ -324,6 +324,18 @@ def _answer(problem: Problem, opts: SolveOptions, placement: np.ndarray, order: 
                     objective=ev.makespan, seconds=time.monotonic() - t0, info=info)
 
 
+def _ranked(near: list[tuple]) -> list[tuple]:
+    """The overflowing passes (peak / capacity, pass, placement, sequence, order) nearest to
+    fitting first, each placement once: two orders that placed alike descend alike."""
+    ranked, seen = [], set()
+    for x in sorted(near, key=lambda x: x[:2]):
+        key = np.asarray(x[2], dtype=np.int64).tobytes()
+        if key not in seen:
+            seen.add(key)
+            ranked.append(x)
+    return ranked
+
+
 def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: dict, t0: float,
                eval_seconds: float) -> Solution:
     """No pass fitted: the peak descent (heuristics/peak_descent.py) from each pass's placement,
@@ -338,12 +350,7 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     def stop() -> bool:
         return opts.out_of_time() or (until is not None and time.monotonic() >= until)
 
-    ranked, seen = [], set()
-    for x in sorted(near, key=lambda x: x[:2]):
-        key = np.asarray(x[2], dtype=np.int64).tobytes()
-        if key not in seen:  # two orders that placed alike descend alike
-            seen.add(key)
-            ranked.append(x)
+    ranked = _ranked(near)
     info["resume"] = [(over, placement, seq, name) for over, _, placement, seq, name in ranked]
     if until is not None and until - time.monotonic() < DESCENT_MIN_EVALUATIONS * eval_seconds:
         # a descent takes tens to thousands of evaluations: on a graph this large its time would

@@ -347,11 +347,20 @@ def _descend_on(problem: Problem, opts: SolveOptions, resume: list,
     sub = replace(opts, time_limit=opts.remaining(), started=t, hint=None,
                   extra={**opts.extra, "resume_descents": resume, "descent_share": None})
     sol = MEMBERS["min-memory"](problem, sub)
-    ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
-    members.append({"method": "min-memory", "status": sol.status, "makespan": sol.objective if ok else None,
-                    "feasible": ok, "seconds": time.monotonic() - t, "limit": sub.time_limit,
-                    "reason": sol.reason or "its descents went on with the time left"})
+    ok = _answered(sol)
+    members.append(_record("min-memory", sol, ok, time.monotonic() - t, sub.time_limit))
     return (sol if ok else None), ([] if ok else sol.info.get("resume", [])), sol
+
+
+def _answered(sol: Solution) -> bool:
+    """Whether a member's answer is a placement that fits."""
+    return sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
+
+
+def _record(name: str, sol: Solution, ok: bool, seconds: float, limit: float | None) -> dict:
+    """A member's line in info["members"]."""
+    return {"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
+            "seconds": seconds, "limit": limit, "reason": sol.reason}
 
 
 def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
@@ -406,9 +415,8 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
             continue
         if sol.placement is None and opts.memory_model == "peak" and sol.info.get("placement") is not None:
             sol = _reordered(problem, sol, sub.out_of_time)  # overflows in its own order: try a memory-aware one
-        ok = sol.placement is not None and sol.status in ("heuristic", "feasible", "optimal")
-        members.append({"method": name, "status": sol.status, "makespan": sol.objective if ok else None, "feasible": ok,
-                        "seconds": time.monotonic() - t, "limit": limit, "reason": sol.reason})
+        ok = _answered(sol)
+        members.append(_record(name, sol, ok, time.monotonic() - t, limit))
         if name == "min-memory" and not ok:
             resume = sol.info.get("resume")
             nearest = min(nearest, _nearest(sol.info))

@@ -115,11 +115,6 @@ def capacities(low: float, high: float, count: int) -> list[float]:
 POINT_SHARE = 0.8
 
 
-def _solve(point: Point, stop: threading.Event | None) -> dict[str, Any]:
-    """:func:`solvers.sweep.solve_point`, given ``stop`` when there is one."""
-    return solve_point(point) if stop is None else solve_point(point, stop)
-
-
 def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto", points: int = 8,
              time_limit: float | None = 240.0, seed: int = 0, parallel: str = "auto", address: str | None = None,
              started: float | None = None, stop: threading.Event | None = None) -> Frontier:
@@ -137,7 +132,7 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         def share(parts: int, used: float = 1.0) -> float | None:
             return None if deadline is None else used * max(0.0, deadline - time.monotonic()) / parts
 
-        top = _solve(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed), stop)  # in this process
+        top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed), stop)  # in this process
         high = max(top["memory"]) if top["feasible"] else mlb
         caps = capacities(mlb, high, points)
         each = share(waves, POINT_SHARE)
@@ -253,7 +248,7 @@ def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", m
         if stop is not None and stop.is_set():
             break
         share = None if deadline is None else max(0.0, deadline - time.monotonic()) / (len(tries) - i)
-        res = _solve(Point(problem.with_devices(k, capacity), method, memory_model, share, seed), stop)
+        res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed), stop)
         out.tried.append({"devices": k, "status": res["status"], "makespan": res["makespan"]})
         if res["feasible"]:
             out.devices, out.proved = k, k == lb_k

@@ -365,15 +365,15 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
     # the stretch beyond the warm share is for WARM_FIRST (the portfolio's own share ends with it)
     warm_extra = {} if usable is None else {"own_seconds": warm_share * usable, "stretched_for": WARM_FIRST + WARM_ALSO}
     candidates: list[Solution] = []  # the portfolio's distinct placements, best first (the probe's)
-    warm_info: dict = {}  # the portfolio's members and min-memory's descents, for a rescue run
+    warm: Solution | None = None  # the portfolio's answer: its members and min-memory's descents, for a rescue run
     for name in warm_start_methods(problem):
         budget = until(warm_end)
         if budget is not None and budget <= 0.0:
             break  # topo-split would not watch the clock
         sol = WARM_START[name](problem, sub(budget, extra={**opts.extra, **warm_extra}))
         candidates.extend(sol.info.get("candidates", []) if sol.info else [])
-        if name == "portfolio" and sol.info:
-            warm_info = sol.info
+        if name == "portfolio":
+            warm = sol
         if sol.status == "infeasible":
             return PipelineResult(None, bound, False, phases + [Phase("warm-start", time.monotonic() - t, status="infeasible", note=sol.reason)],
                                   [sol.reason], infeasible=True)
@@ -391,10 +391,11 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             if inc.offer(sol) is None and sol.reason:
                 reasons.append(sol.reason)
         if inc.best is None:
-            sol = portfolio(problem, sub(until(end), extra={**opts.extra, "earlier": warm_info}))
+            sol = portfolio(problem, sub(until(end), extra={**opts.extra, "earlier": warm.info if warm else {}}))
             candidates.extend(sol.info.get("candidates", []))
             if inc.offer(sol) is None and sol.reason:
-                reasons = [r for r in reasons if not r.startswith("portfolio:")] + [sol.reason]  # it went on from the first
+                # it went on from the warm start's run: its reason replaces that one's
+                reasons = [r for r in reasons if warm is None or r != warm.reason] + [sol.reason]
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
         # baselines still answer, late rather than never.

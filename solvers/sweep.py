@@ -102,7 +102,7 @@ def stopped_point(point: Point) -> dict[str, Any]:
 
 
 def run_points(points: Sequence[Point], parallel: str = "auto", address: str | None = None,
-               fn: Callable[[Point], dict[str, Any]] = solve_point,
+               fn: Callable[[Point, threading.Event | None], dict[str, Any]] = solve_point,
                stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], str]:
     """Run every point; returns the results in the order given and how they ran ("ray" or
     "sequential"). ``parallel``: "auto" (Ray when installed), "ray" (required), "none". Once
@@ -110,21 +110,12 @@ def run_points(points: Sequence[Point], parallel: str = "auto", address: str | N
     points not started are not run, and Ray's tasks not done are left to Ray's shutdown
     (:func:`stopped_point`)."""
     if not uses_ray(parallel):
-        out = []
-        for p in points:
-            if stop is not None and stop.is_set():
-                out.append(stopped_point(p))
-            else:
-                out.append(fn(p) if stop is None else fn(p, stop))
-        return out, "sequential"
+        return [stopped_point(p) if stop is not None and stop.is_set() else fn(p, stop) for p in points], "sequential"
     import ray
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
+    with ray_session(parallel, address):
         task = ray.remote(num_cpus=1)(fn)
-        refs = [task.remote(p) for p in points]
+        refs = [task.remote(p, None) for p in points]
         done: dict[Any, dict[str, Any]] = {}
         waiting = list(refs)
         while waiting:
@@ -134,9 +125,6 @@ def run_points(points: Sequence[Point], parallel: str = "auto", address: str | N
             if stop is not None and stop.is_set():
                 break  # the tasks still running end with Ray's shutdown
         return [done.get(ref) or stopped_point(p) for ref, p in zip(refs, points)], "ray"
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def finite(x: float | None) -> bool:

@@ -103,7 +103,7 @@ def test_frontier_keeps_an_answer_that_fits_by_its_start_times_only(monkeypatch)
     answer = {"feasible": True, "status": "feasible", "makespan": ev.makespan, "lower_bound": None, "seconds": 0.0,
               "placement": pl.tolist(), "order": device_orders(p, ev), "start": start.tolist(), "memory": [5.0, 5.0],
               "waits": [[p.index[u], p.index[v]] for u, v in rep["control_dependencies"]]}
-    monkeypatch.setattr(fmod, "solve_point", lambda point: answer)
+    monkeypatch.setattr(fmod, "solve_point", lambda point, stop=None: answer)
     monkeypatch.setattr(fmod, "run_points", lambda todo, parallel, address, stop=None: ([answer for _ in todo], "sequential"))
     fr = fmod.frontier(p, "peak", method="cpsat", points=3, time_limit=None, parallel="none")
     assert fr.points and all(pt.makespan == pytest.approx(11.7) for pt in fr.points)
@@ -227,7 +227,7 @@ def test_frontier_points_stay_monotone_when_an_answer_re_evaluates_shorter(monke
     tight = answer([0, 1, 0], [0, 1.5, 3])  # claims 4 = what its order gives: two transfers
     top = dict(answer([0, 1, 0], [0, 1.5, 9]), memory=[2.0, 2.0])  # claims 10; "needs" 2 bytes: capacities 1 to 2
     results = {0: idle, 1: tight}
-    monkeypatch.setattr(fmod, "solve_point", lambda point: top)
+    monkeypatch.setattr(fmod, "solve_point", lambda point, stop=None: top)
     monkeypatch.setattr(fmod, "run_points",
                         lambda todo, parallel, address, stop=None: ([results.get(i, tight) for i in range(len(todo))], "sequential"))
     fr = fmod.frontier(p, "static", method="cpsat", points=3, time_limit=None, parallel="none")
@@ -251,7 +251,7 @@ def test_the_sweep_shares_what_is_left_of_its_limit_by_waves(transformer, monkey
     given: list[float | None] = []
     real = fm.solve_point
 
-    def fake(point):
+    def fake(point, stop=None):
         given.append(point.time_limit)
         return real(Point(point.problem, "etf", point.memory_model, None, point.seed, point.label))
 
