@@ -1,13 +1,14 @@
 """PyTorch in: a model's training step (or inference pass) as an ATen-level placement problem.
 
     python -m placement.importers.torch MODULE:FACTORY -o graph.json [--inference]
-        [--optimizer adam|sgd] [--clip-grad-norm MAX] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
+        [--optimizer adam|adamw|sgd|sgd-momentum|sgd-nesterov|rmsprop|adagrad] [--clip-grad-norm MAX] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
 
 ``FACTORY()`` returns ``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``. The step
 is captured with ``make_fx`` over fake tensors (docs/importers.md says why not torch.export or
 aot_autograd): a function running the forward pass through ``torch.func.functional_call``, the
 loss, ``torch.autograd.grad`` and the optimizer's own per-tensor update (as torch.optim's
-single-tensor Adam/SGD writes it, in place), so forward, backward and update are one ATen graph.
+single-tensor Adam, AdamW, SGD, RMSprop or Adagrad writes it, in place), so forward, backward and
+update are one ATen graph.
 
 Modelling (every choice is in docs/importers.md):
 - one node per ATen operator; pure views (schema: returns alias an input, no write) and
@@ -39,10 +40,15 @@ from .build import GraphBuilder, check_output_path, hold_until_end, write_native
 from .costs import load_time_table, table_time
 from .devicespec import DeviceSpec, device_spec
 
-OPTIMIZERS = ("adam", "sgd")
+# optimizer -> state tensors per weight (each the weight's size), as torch.optim keeps them
+OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "sgd": 0, "sgd-momentum": 1, "sgd-nesterov": 1, "rmsprop": 1, "adagrad": 1}
+OPTIMIZERS = tuple(OPTIMIZER_STATES)
 COSTS = ("roofline", "measure")
 ADAM_STATES = 2
 LR, BETA1, BETA2, EPS = 1e-3, 0.9, 0.999, 1e-8
+# torch.optim's defaults: AdamW's weight decay, RMSprop's alpha, Adagrad's eps; SGD's momentum as
+# training recipes set it (torchvision's ResNet: 0.9)
+ADAMW_DECAY, MOMENTUM, RMS_ALPHA, ADAGRAD_EPS = 1e-2, 0.9, 0.99, 1e-10
 
 
 @dataclass
@@ -195,6 +201,51 @@ def _clip_grad_norm(grads: Sequence[Any], max_norm: float) -> None:
 def _sgd_update(p: Any, g: Any) -> None:
     """torch.optim.SGD's update without momentum or weight decay."""
     p.add_(g, alpha=-LR)
+
+
+def _update(optimizer: str, p: Any, g: Any, states: Sequence[Any]) -> None:
+    """One weight's update by ``optimizer``, as torch.optim's single-tensor code writes it (same ops,
+    same temporaries, in place), in its steady state: the states exist (SGD's first step clones the
+    gradient into a new momentum buffer; every later step, which the problem models, updates it
+    in place). Values equal torch.optim's at any step for SGD, RMSprop and Adagrad, at step 1 for
+    Adam and AdamW (their bias corrections depend on the step count)."""
+    if optimizer in ("adam", "adamw"):
+        if optimizer == "adamw":  # decoupled weight decay, before the moments
+            p.mul_(1 - LR * ADAMW_DECAY)
+        _adam_update(p, g, states[0], states[1])
+    elif optimizer == "sgd":
+        _sgd_update(p, g)
+    elif optimizer in ("sgd-momentum", "sgd-nesterov"):
+        buf = states[0]
+        buf.mul_(MOMENTUM).add_(g)
+        p.add_(g.add(buf, alpha=MOMENTUM) if optimizer == "sgd-nesterov" else buf, alpha=-LR)
+    elif optimizer == "rmsprop":
+        square_avg = states[0]
+        square_avg.mul_(RMS_ALPHA).addcmul_(g, g, value=1 - RMS_ALPHA)
+        p.addcdiv_(g, square_avg.sqrt().add_(EPS), value=-LR)
+    elif optimizer == "adagrad":
+        state_sum = states[0]
+        state_sum.addcmul_(g, g, value=1)
+        p.addcdiv_(g, state_sum.sqrt().add_(ADAGRAD_EPS), value=-LR)
+    else:
+        raise ProblemError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+
+
+def torch_optimizer(optimizer: str, params: Sequence[Any]) -> Any:
+    """The torch.optim optimizer whose step :func:`_update` traces (single-tensor, ``foreach=False``)."""
+    torch = _import_torch()
+    made = {
+        "adam": lambda: torch.optim.Adam(params, lr=LR, foreach=False),
+        "adamw": lambda: torch.optim.AdamW(params, lr=LR, weight_decay=ADAMW_DECAY, foreach=False),
+        "sgd": lambda: torch.optim.SGD(params, lr=LR, foreach=False),
+        "sgd-momentum": lambda: torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, foreach=False),
+        "sgd-nesterov": lambda: torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, nesterov=True, foreach=False),
+        "rmsprop": lambda: torch.optim.RMSprop(params, lr=LR, alpha=RMS_ALPHA, eps=EPS, foreach=False),
+        "adagrad": lambda: torch.optim.Adagrad(params, lr=LR, eps=ADAGRAD_EPS, foreach=False),
+    }
+    if optimizer not in made:
+        raise ProblemError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+    return made[optimizer]()
 
 
 @dataclass
@@ -366,7 +417,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         raise ProblemError(f"{type(model).__name__} has no trainable parameter (none requires grad): "
                            "nothing for a training step to update; capture its forward pass with --inference")
     buffers = {**frozen, **dict(model.named_buffers())}
-    n_states = (ADAM_STATES if optimizer == "adam" else 0) if train else 0
+    n_states = OPTIMIZER_STATES[optimizer] if train else 0
     states = [_Zeros(p.detach()) for p in params.values() for _ in range(n_states)]
     leaves, spec = tree_flatten((args, kwargs))
     tensor_pos = [i for i, x in enumerate(leaves) if _is_tensor(x)]
@@ -401,13 +452,12 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                 if g.layout != torch.strided:
                     if optimizer != "sgd":  # torch.optim.Adam refuses it too, at its first step
                         raise ProblemError(f"cannot trace {type(model).__name__}: {pname} gets a sparse gradient "
-                                           "(nn.Embedding or nn.EmbeddingBag with sparse=True), which Adam does not "
-                                           "support: use --optimizer sgd, or sparse=False")
+                                           "(nn.Embedding or nn.EmbeddingBag with sparse=True), which "
+                                           + ("Adam does not support" if optimizer == "adam"
+                                              else f"the importer's {optimizer} update does not take")
+                                           + ": use --optimizer sgd, or sparse=False")
                     layout.sparse_gradient.add(pname)
-                if optimizer == "adam":
-                    _adam_update(p, g, st[2 * i], st[2 * i + 1])
-                else:
-                    _sgd_update(p, g)
+                _update(optimizer, p, g, st[n_states * i:n_states * (i + 1)])
         return loss, [g for g in grads if g is not None]
 
     flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
@@ -1086,7 +1136,7 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
     params = [p for p in model.parameters() if p.requires_grad]
     opt = None
     if train:
-        opt = torch.optim.Adam(params, lr=LR, foreach=False) if optimizer == "adam" else torch.optim.SGD(params, lr=LR, foreach=False)
+        opt = torch_optimizer(optimizer, params)
 
     def step() -> None:
         if not train:
@@ -1234,7 +1284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("factory", metavar="MODULE:FACTORY", help="FACTORY() returns (model, example_inputs[, loss_fn]); MODULE is a module name or a .py file")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="native JSON to write (.json.gz: gzipped)")
     p.add_argument("--inference", action="store_true", help="the forward pass only (no gradients, no optimizer)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="optimizer of the training step (default adam)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
+                   help="optimizer of the training step, torch.optim's update (default adam; adamw: weight decay 0.01; "
+                        "sgd: no momentum; sgd-momentum, sgd-nesterov: momentum 0.9)")
     p.add_argument("--cost", default="roofline", metavar="roofline|measure|FILE",
                    help="roofline (default): FLOPs and bytes against --device-spec; measure: time every op on this CPU; FILE: JSON {node id or op name: ms}")
     p.add_argument("--device-spec", default="h100", metavar="h100|a100|FILE", help="accelerator for the roofline, device memory and links (default h100)")
