@@ -34,6 +34,9 @@ default loss), as in bench/real_models.py to real_models7.py.
   an attention mask for the shifted windows, reverse roll.
 - ``mlm_ignore_index``: a BERT-style masked-LM step whose labels are -100 except at the 15% masked
   positions (``F.cross_entropy(ignore_index=-100)``), for ``--optimizer adamw`` (real BERT training).
+- ``mlm_accumulate``: the same MLM at batch 32 taking its labels as an input and returning its loss
+  (Hugging Face style), for ``--accumulate 4 --optimizer adamw``: gradient accumulation over four
+  micro-batches of 8, as Hugging Face's Trainer runs ``gradient_accumulation_steps``.
 """
 from __future__ import annotations
 
@@ -400,3 +403,25 @@ def mlm_ignore_index():
     masked = torch.rand(8, 64) < 0.15
     labels = torch.where(masked, ids, torch.full_like(ids, -100))
     return _Mlm(), (ids,), lambda logits: F.cross_entropy(logits.reshape(-1, 4000), labels.reshape(-1), ignore_index=-100)
+
+
+# ----- mlm_accumulate ---------------------------------------------------------------------------
+
+class _MlmWithLoss(nn.Module):
+    """The MLM above taking its labels as an input and returning its loss, as Hugging Face models do
+    (so gradient accumulation can split labels with the batch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlm = _Mlm()
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.mlm(ids).reshape(-1, 4000), labels.reshape(-1), ignore_index=-100)
+
+
+def mlm_accumulate():
+    """``mlm_ignore_index`` at batch 32 x 64 with labels as an input, for ``--accumulate 4
+    --optimizer adamw`` (Hugging Face's Trainer: gradient_accumulation_steps, AdamW)."""
+    ids = torch.randint(0, 4000, (32, 64))
+    labels = torch.where(torch.rand(32, 64) < 0.15, ids, torch.full_like(ids, -100))
+    return _MlmWithLoss(), (ids, labels), lambda loss: loss

@@ -262,6 +262,16 @@ class _Layout:
     without_gradient: set[str] = field(default_factory=set)
     # parameters whose gradient is sparse (nn.Embedding(sparse=True)): no dense gradient persists
     sparse_gradient: set[str] = field(default_factory=set)
+    # gradient accumulation: micro-batches per step; with more than one, each parameter's first state
+    # is its gradient buffer (the micro-batches add into it), and micro_ends names the last FX node
+    # of each micro-batch but the last
+    accumulate: int = 1
+    micro_ends: list[str] = field(default_factory=list)
+
+    @property
+    def grad_slot(self) -> int:
+        """1 when the gradient buffer is a traced state of its own (accumulation), else 0."""
+        return 1 if self.accumulate > 1 else 0
 
     def role(self, pos: int) -> tuple[str, Any]:
         p, b = len(self.param_names), len(self.buffer_names)
@@ -404,10 +414,21 @@ def _set_step_mode(model: Any, train: bool) -> None:
         model.train(True)
 
 
+def _micro_batches(leaves: list[Any], tensor_pos: list[int], n: int, model_name: str) -> None:
+    """Gradient accumulation splits every tensor input along its first dimension into ``n`` equal
+    micro-batches (as a training loop feeds them): refuse inputs that cannot be split so."""
+    for i in tensor_pos:
+        t = leaves[i]
+        if t.dim() == 0 or t.shape[0] % n:
+            raise ProblemError(f"cannot trace {model_name} with accumulate={n}: every tensor input is split along its "
+                               f"first dimension into {n} equal micro-batches, and input {tensor_pos.index(i)} has shape "
+                               f"{list(t.shape)}")
+
+
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None,
-           clip_grad_norm: float | None = None) -> tuple[Any, _Layout, list[Any]]:
+           clip_grad_norm: float | None = None, accumulate: int = 1) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
-    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
     from torch.func import functional_call
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -417,12 +438,23 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
         raise ProblemError(f"{type(model).__name__} has no trainable parameter (none requires grad): "
                            "nothing for a training step to update; capture its forward pass with --inference")
     buffers = {**frozen, **dict(model.named_buffers())}
-    n_states = OPTIMIZER_STATES[optimizer] if train else 0
+    slot = 1 if train and accumulate > 1 else 0  # the gradient buffer, when micro-batches add into it
+    n_states = OPTIMIZER_STATES[optimizer] + slot if train else 0
     states = [_Zeros(p.detach()) for p in params.values() for _ in range(n_states)]
     leaves, spec = tree_flatten((args, kwargs))
     tensor_pos = [i for i, x in enumerate(leaves) if _is_tensor(x)]
-    layout = _Layout(list(params), list(buffers), n_states, spec, len(tensor_pos))
+    if slot:
+        _micro_batches(leaves, tensor_pos, accumulate, type(model).__name__)
+    layout = _Layout(list(params), list(buffers), n_states, spec, len(tensor_pos), accumulate=accumulate if train else 1)
     p_count, b_count = len(params), len(buffers)
+
+    def sparse_refused(pname: str) -> ProblemError:
+        what = f"cannot trace {type(model).__name__}: {pname} gets a sparse gradient (nn.Embedding or nn.EmbeddingBag with sparse=True)"
+        if slot:
+            return ProblemError(f"{what}, which gradient accumulation does not take here (a dense buffer would "
+                                "hold it): use sparse=False, or no accumulation")
+        why = "Adam does not support" if optimizer == "adam" else f"the importer's {optimizer} update does not take"
+        return ProblemError(f"{what}, which {why}: use --optimizer sgd, or sparse=False")
 
     def step(*flat: Any) -> Any:
         ps = dict(zip(layout.param_names, flat[:p_count]))
@@ -437,11 +469,38 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                 return functional_call(model, {**ps, **bs}, tuple(a), kw)
         for p in ps.values():
             p.requires_grad_(True)
-        out = functional_call(model, {**ps, **bs}, tuple(a), kw)
-        loss = loss_fn(out) if loss_fn is not None else default_loss(out)
-        if not _is_tensor(loss) or loss.numel() != 1:
-            raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
-        grads = torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
+
+        def _loss_and_grads(a: Any, kw: Any, scale: int = 1) -> tuple[Any, Any]:
+            out = functional_call(model, {**ps, **bs}, tuple(a), kw)
+            loss = loss_fn(out) if loss_fn is not None else default_loss(out)
+            if not _is_tensor(loss) or loss.numel() != 1:
+                raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
+            if scale > 1:  # as a training loop scales each micro-batch's loss: (loss / N).backward()
+                loss = loss / scale
+            return loss, torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
+
+        if not slot:
+            loss, grads = _loss_and_grads(a, kw)
+        else:  # micro-batch by micro-batch, each gradient added into the weight's gradient buffer
+            losses = []
+            for j in range(accumulate):
+                micro = [x.narrow(0, j * x.shape[0] // accumulate, x.shape[0] // accumulate) if _is_tensor(x) else x
+                         for x in vals]
+                a_j, kw_j = tree_unflatten(micro, spec)
+                loss_j, grads_j = _loss_and_grads(a_j, kw_j, scale=accumulate)
+                losses.append(loss_j)
+                with torch.no_grad():
+                    for i, (pname, g) in enumerate(zip(ps, grads_j)):
+                        if g is not None:
+                            if g.layout != torch.strided:
+                                raise sparse_refused(pname)
+                            st[n_states * i].add_(g)
+                if j < accumulate - 1:
+                    layout.micro_ends.append(list(get_proxy_mode().tracer.graph.nodes)[-1].name)
+            loss = losses[0]
+            for loss_j in losses[1:]:
+                loss = loss + loss_j
+            grads = [st[n_states * i] if g is not None else None for i, g in enumerate(grads_j)]
         with torch.no_grad():
             if clip_grad_norm is not None:
                 _clip_grad_norm([g for g in grads if g is not None], clip_grad_norm)
@@ -451,13 +510,9 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                     continue
                 if g.layout != torch.strided:
                     if optimizer != "sgd":  # torch.optim.Adam refuses it too, at its first step
-                        raise ProblemError(f"cannot trace {type(model).__name__}: {pname} gets a sparse gradient "
-                                           "(nn.Embedding or nn.EmbeddingBag with sparse=True), which "
-                                           + ("Adam does not support" if optimizer == "adam"
-                                              else f"the importer's {optimizer} update does not take")
-                                           + ": use --optimizer sgd, or sparse=False")
+                        raise sparse_refused(pname)
                     layout.sparse_gradient.add(pname)
-                _update(optimizer, p, g, st[n_states * i:n_states * (i + 1)])
+                _update(optimizer, p, g, st[n_states * i + slot:n_states * (i + 1)])
         return loss, [g for g in grads if g is not None]
 
     flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
@@ -705,7 +760,7 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     # Training: the weight is the node's output, read until its update at the step's end (so a copy
     # on another device is charged there too); gradient and optimizer states are persistent bytes.
     # Inference: nothing updates the weight, so it is persistent bytes.
-    state_factor = (1 + layout.n_states) if train else 1
+    state_factor = (1 + layout.n_states - layout.grad_slot) if train else 1
     op_nodes: list[Any] = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -821,6 +876,8 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     for rec in b.nodes:  # an order token after a write is in its writer's phase
         if rec["id"].endswith(":wrote"):
             phase[rec["id"]] = phase[rec["id"].removesuffix(":wrote")]
+    if layout.micro_ends:
+        _micro_batches_in_turn(b, gm, op_nodes, layout.micro_ends, writes_into, phase)
     _colocate(b, ref, writes_into, phase, op_nodes)
     _split_saved_outputs(b, phase, op_nodes)
     _order_writes_after_reads(b, war, phase)
@@ -837,6 +894,37 @@ def _build(gm: Any, layout: _Layout, *, train: bool, optimizer: str, cost: str |
     prob = b.problem(name=name, link=spec.link(), memory=spec.memory, devices=devices,
                      attrs={"format": "torch", "time_unit": unit, "capture": kind, "optimizer": optimizer if train else None})
     return Capture(gm, prob, owner, phase, param_nodes, flat)
+
+
+def _micro_batches_in_turn(b: GraphBuilder, gm: Any, op_nodes: list[Any], ends: list[str], writes_into: dict[str, list[str]],
+                           phase: dict[str, str]) -> None:
+    """Gradient accumulation: micro-batch j + 1 starts after micro-batch j's gradients are added.
+
+    Why: nothing in the data orders them (micro-batch j + 1 reads only the inputs and weights), so a
+    schedule could run every forward first and hold every micro-batch's activations until its
+    backward, the memory accumulation exists to save (and one device's FIFO peak would be the
+    whole batch's). The program runs them in turn: a zero-time, zero-byte node ``micro:<j>:end``
+    waits for micro-batch j's gradient accumulations (in-place adds, which allocate nothing, so the
+    edges hold no bytes), and every op of micro-batch j + 1 that no op of its own micro-batch
+    feeds waits for it."""
+    micro: dict[str, int] = {}
+    j = 0
+    for node in gm.graph.nodes:
+        micro[node.name] = j
+        if j < len(ends) and node.name == ends[j]:
+            j += 1
+    ops = [n.name for n in op_nodes]
+    pred = _predecessors(b)
+    for j in range(len(ends)):
+        token = f"micro:{j}:end"
+        b.node(token, op="order")
+        phase[token] = "backward"
+        for nid in ops:
+            if micro[nid] == j and any(t.startswith("param:") for t in writes_into.get(nid, ())):
+                b.use(nid, token, 0.0)
+        for nid in ops:
+            if micro[nid] == j + 1 and not any(micro.get(u) == j + 1 for u in pred.get(nid, ()) if u in micro):
+                b.use(token, nid, 0.0)
 
 
 def _wrote(b: GraphBuilder, writer: str) -> str:
@@ -1117,7 +1205,7 @@ def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int =
 # ----- what PyTorch itself measures ----------------------------------------------------------------
 
 def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam",
-                       loss_fn: Callable | None = None) -> dict[str, float]:
+                       loss_fn: Callable | None = None, accumulate: int = 1) -> dict[str, float]:
     """The peak of live tensor bytes during one eager step of ``model`` on this CPU, as PyTorch's
     own allocator reports it (torch.profiler's memory events), for checking an imported graph's
     peak memory. The step runs on a copy, after a warm-up step, in the steady state the problem
@@ -1129,6 +1217,7 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
     import copy
 
     from torch.profiler import ProfilerActivity, profile
+    from torch.utils._pytree import tree_map
 
     model = copy.deepcopy(_unwrapped(model))  # the step capture() traces, run eagerly
     _set_step_mode(model, train)
@@ -1143,9 +1232,12 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
             with torch.no_grad():
                 model(*args, **kwargs)
             return
-        out = model(*args, **kwargs)
-        loss = loss_fn(out) if loss_fn is not None else default_loss(out)
-        loss.backward()
+        for j in range(accumulate):  # micro-batches, each loss divided by their number
+            a_j, kw_j = (args, kwargs) if accumulate == 1 else tree_map(
+                lambda x: x.chunk(accumulate)[j] if _is_tensor(x) else x, (args, kwargs))
+            out = model(*a_j, **kw_j)
+            loss = loss_fn(out) if loss_fn is not None else default_loss(out)
+            (loss / accumulate if accumulate > 1 else loss).backward()
         opt.step()
 
     step()
@@ -1207,16 +1299,21 @@ def _unwrapped(model: Any) -> Any:
 
 def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam", loss_fn: Callable | None = None,
             cost: str | Mapping[str, float] = "roofline", device_spec_: str | dict | DeviceSpec = "h100",
-            devices: int = 1, name: str | None = None, clip_grad_norm: float | None = None) -> Capture:
+            devices: int = 1, name: str | None = None, clip_grad_norm: float | None = None, accumulate: int = 1) -> Capture:
     """Capture ``model``'s training step (or inference pass when ``train`` is False) and build its
     placement problem; see :func:`graph_from_torch`. Also returns the FX graph and the map from its
     nodes to the problem's, for :func:`placement.importers.devicemap.annotate_graph`.
     clip_grad_norm: clip the gradients' total 2-norm to this before the update, as
-    ``torch.nn.utils.clip_grad_norm_`` (None: no clipping)."""
+    ``torch.nn.utils.clip_grad_norm_`` (None: no clipping).
+    accumulate: gradient accumulation over this many micro-batches (every tensor input split along
+    its first dimension; each micro-batch's forward and backward in turn, its loss divided by
+    ``accumulate``, its gradients added into the weights' gradients; one optimizer update)."""
     if optimizer not in OPTIMIZERS:
         raise ProblemError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
     if clip_grad_norm is not None and not (train and clip_grad_norm > 0):
         raise ProblemError(f"clip_grad_norm {clip_grad_norm}: expected a positive norm, in a training step")
+    if not (isinstance(accumulate, int) and accumulate >= 1) or (accumulate > 1 and not train):
+        raise ProblemError(f"accumulate {accumulate}: expected a whole number of micro-batches >= 1, in a training step")
     if isinstance(cost, str) and cost not in COSTS:
         cost = load_time_table(cost)
     elif isinstance(cost, Mapping):
@@ -1224,17 +1321,20 @@ def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: s
     spec = device_spec(device_spec_)
     args, kwargs = _normalise_inputs(example_inputs)
     model = _unwrapped(model)
-    gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn, clip_grad_norm=clip_grad_norm)
+    gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn, clip_grad_norm=clip_grad_norm,
+                              accumulate=accumulate)
     cap = _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
                  name=name or type(model).__name__, devices=devices)
     if clip_grad_norm is not None:
         cap.problem.attrs["clip_grad_norm"] = clip_grad_norm
+    if accumulate > 1:
+        cap.problem.attrs["accumulate"] = accumulate
     return cap
 
 
 def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimizer: str = "adam", cost: str | Mapping[str, float] = "roofline",
                      device_spec: str | dict | DeviceSpec = "h100", loss_fn: Callable | None = None, devices: int = 1,
-                     clip_grad_norm: float | None = None) -> Problem:
+                     clip_grad_norm: float | None = None, accumulate: int = 1) -> Problem:
     """The placement problem of ``model``'s training step with ``optimizer`` (or its inference
     pass when ``train`` is False), at ATen level.
 
@@ -1244,7 +1344,7 @@ def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimi
     mapping or JSON file of ms per node id or op name. Times in ms; memory in bytes; the devices
     get the spec's memory and the spec's link prices the edges."""
     return capture(model, example_inputs, train=train, optimizer=optimizer, loss_fn=loss_fn, cost=cost,
-                   device_spec_=device_spec, devices=devices, clip_grad_norm=clip_grad_norm).problem
+                   device_spec_=device_spec, devices=devices, clip_grad_norm=clip_grad_norm, accumulate=accumulate).problem
 
 
 # ----- command line -------------------------------------------------------------------------------
@@ -1293,6 +1393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--devices", type=int, default=1, metavar="K", help="device count written in the problem (default 1)")
     p.add_argument("--clip-grad-norm", type=float, default=None, metavar="MAX",
                    help="clip the gradients' total 2-norm to MAX before the update (torch.nn.utils.clip_grad_norm_)")
+    p.add_argument("--accumulate", type=int, default=1, metavar="N",
+                   help="gradient accumulation: the inputs split along their first dimension into N micro-batches, "
+                        "each forward and backward in turn, one update (default 1)")
     args = p.parse_args(argv)
     try:
         if args.devices < 1:
@@ -1307,7 +1410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model, inputs, loss_fn = _unpack(made, args.factory)
         cap = capture(model, inputs, train=not args.inference, optimizer=args.optimizer, loss_fn=loss_fn,
                       cost=args.cost, device_spec_=args.device_spec, devices=args.devices,
-                      name=args.factory.rsplit(":", 1)[1], clip_grad_norm=args.clip_grad_norm)
+                      name=args.factory.rsplit(":", 1)[1], clip_grad_norm=args.clip_grad_norm, accumulate=args.accumulate)
         write_native(cap.problem, out)
     except ProblemError as exc:
         print(f"placement.importers.torch: error: {exc}", file=sys.stderr)
