@@ -37,6 +37,9 @@ default loss), as in bench/real_models.py to real_models7.py.
 - ``mlm_accumulate``: the same MLM at batch 32 taking its labels as an input and returning its loss
   (Hugging Face style), for ``--accumulate 4 --optimizer adamw``: gradient accumulation over four
   micro-batches of 8, as Hugging Face's Trainer runs ``gradient_accumulation_steps``.
+- ``amp_rnn``: fp16 ``torch.autocast`` over a GRU-style cell written with ``nn.Linear`` and
+  unrolled over 32 steps: every step reads the same weights in half precision (autocast's cast
+  cache).
 """
 from __future__ import annotations
 
@@ -425,3 +428,33 @@ def mlm_accumulate():
     ids = torch.randint(0, 4000, (32, 64))
     labels = torch.where(torch.rand(32, 64) < 0.15, ids, torch.full_like(ids, -100))
     return _MlmWithLoss(), (ids, labels), lambda loss: loss
+
+
+# ----- amp_rnn ----------------------------------------------------------------------------------
+
+class _AmpRnn(nn.Module):
+    """A GRU-style recurrent cell written with nn.Linear (gates z, r, candidate) unrolled over 32
+    steps under fp16 autocast: every step reads the same weights in half precision."""
+
+    def __init__(self, d_in: int = 128, d: int = 512, classes: int = 10) -> None:
+        super().__init__()
+        self.ih = nn.Linear(d_in, 3 * d)
+        self.hh = nn.Linear(d, 3 * d)
+        self.head = nn.Linear(d, classes)
+        self.d = d
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [t, b, d_in]
+        with torch.autocast("cpu", dtype=torch.float16):
+            h = x.new_zeros(x.shape[1], self.d)
+            for xt in x.unbind(0):
+                zi, ri, ni = self.ih(xt).chunk(3, -1)
+                zh, rh, nh = self.hh(h).chunk(3, -1)
+                z, r = torch.sigmoid(zi + zh), torch.sigmoid(ri + rh)
+                h = (1 - z) * torch.tanh(ni + r * nh) + z * h
+            return self.head(h).float()
+
+
+def amp_rnn():
+    """fp16 autocast over an unrolled 32-step recurrent cell (d 512, batch 32)."""
+    labels = torch.randint(0, 10, (32,))
+    return _AmpRnn(), (torch.randn(32, 32, 128),), lambda logits: F.cross_entropy(logits, labels)

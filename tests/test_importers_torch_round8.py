@@ -205,3 +205,51 @@ def test_accumulation_that_does_not_split_the_batch_is_one_line(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "into 3 equal micro-batches, and input 0 has shape [2, 8]" in err[0], err
     assert not out.exists()
+
+
+class _ReusedUnderAutocast(torch.nn.Module):
+    """Two layers applied twice under fp16 autocast (weights shared across the two passes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(128, 512)
+        self.down = torch.nn.Linear(512, 128)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.float16):
+            for _ in range(2):
+                x = self.down(torch.nn.functional.gelu(self.up(x)))
+            return x.float()
+
+
+def test_autocast_casts_each_weight_once_per_region_as_eager_pytorch():
+    """Eager autocast caches a weight's half-precision copy for the region; make_fx turns that cache
+    off, so the capture cast ``up.weight`` at each of its two uses (two 128 KB fp16 copies held
+    until the backward) and cast each use's gradient back to fp32 separately. Now: one cast per
+    weight and one gradient cast back, the step eager PyTorch's, the one-device peak PyTorch's."""
+    torch.manual_seed(0)
+    model, x = _ReusedUnderAutocast(), torch.randn(64, 128)
+    ref = copy.deepcopy(model)
+    cap = capture(model, (x,), loss_fn=lambda out: out.square().mean())
+    p = cap.problem
+    casts = {}
+    for i in range(p.n):
+        meta = p.node_meta[i]
+        if meta["op"] == "aten._to_copy":
+            key = (tuple(meta["outputs"][0]["shape"]), meta["outputs"][0]["dtype"])
+            casts[key] = casts.get(key, 0) + 1
+    for shape in ((512, 128), (512,), (128, 512), (128,)):  # the weights and biases
+        assert casts[(shape, "float16")] == 1 and casts[(shape, "float32")] == 1, casts
+    assert torch.is_autocast_cache_enabled()  # as it was
+    args = [a.clone() for a in cap.arguments]
+    loss, _ = cap.graph_module(*args)
+    opt = torch.optim.Adam(ref.parameters(), lr=LR, foreach=False)
+    eager = ref(x).square().mean()
+    eager.backward()
+    opt.step()
+    assert loss.item() == pytest.approx(eager.item(), rel=1e-6)
+    for (name, prm), updated in zip(ref.named_parameters(), args):
+        torch.testing.assert_close(updated, prm.detach(), rtol=1e-5, atol=1e-7, msg=name)
+    ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
+    theirs = measured_step_peak(model, (x,), loss_fn=lambda out: out.square().mean())["peak"]
+    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
