@@ -253,3 +253,56 @@ def test_autocast_casts_each_weight_once_per_region_as_eager_pytorch():
     ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
     theirs = measured_step_peak(model, (x,), loss_fn=lambda out: out.square().mean())["peak"]
     assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
+
+
+class _CheckpointedBn(torch.nn.Module):
+    """A checkpointed Linear -> BatchNorm -> ReLU block (as torchvision's memory-efficient DenseNet
+    checkpoints its batch-norm bottlenecks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 64)
+        self.bn = torch.nn.BatchNorm1d(64)
+        self.head = torch.nn.Linear(64, 4)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return self.head(checkpoint(lambda t: torch.relu(self.bn(self.fc(t))), x, use_reentrant=False))
+
+
+def test_checkpoint_recomputation_reads_and_writes_the_traced_state_not_the_model():
+    """The checkpointed block is recomputed inside autograd.grad. It ran after functional_call had
+    put the model's own tensors back, so the recomputation read the model's weights as constants and
+    its batch norm wrote the model's own buffers: capturing added 1 to the user's
+    ``num_batches_tracked``, and running the captured graph updated the model's running statistics
+    instead of the step's (eager PyTorch's step, which updates them in the forward and again in the
+    recomputation, differed from the graph's by 0.03 in running_mean). Now the module's tensors stay
+    swapped for the traced ones through the backward."""
+    torch.manual_seed(0)
+    model, x = _CheckpointedBn(), torch.randn(16, 32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ref = copy.deepcopy(model)
+    cap = capture(model, (x,))
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k  # capturing changed nothing in the user's model
+    assert not any(n.op == "get_attr" for n in cap.graph_module.graph.nodes)
+    args = [a.clone() for a in cap.arguments]
+    loss, _ = cap.graph_module(*args)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k  # nor did running the captured step
+    opt = torch.optim.Adam(ref.parameters(), lr=LR, foreach=False)
+    eager = ref(x).sum()
+    eager.backward()
+    opt.step()
+    assert loss.item() == pytest.approx(eager.item(), rel=1e-6)
+    n = len(list(ref.parameters()))
+    for (name, prm), updated in zip(ref.named_parameters(), args):
+        torch.testing.assert_close(updated, prm.detach(), rtol=1e-5, atol=1e-7, msg=name)
+    for (name, buf), updated in zip(ref.named_buffers(), args[n:]):
+        torch.testing.assert_close(updated, buf, msg=name)  # running statistics, num_batches_tracked = 2
+    p = cap.problem
+    assert not [i for i in p.ids if i.startswith("const:")]
+    writes = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "aten.native_batch_norm"]
+    assert len(writes) == 2  # the forward's and the recomputation's, each on the buffers' device
+    assert len({int(p.colocate[p.index[w]]) for w in writes} | {int(p.colocate[p.index["buffer:bn.running_mean"]])}) == 1

@@ -430,6 +430,7 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
     from torch.func import functional_call
+    from torch.nn.utils.stateless import _reparametrize_module
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
     params = {n: p for n, p in model.named_parameters() if (p.requires_grad or not train)}
@@ -478,13 +479,20 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
             p.requires_grad_(True)
 
         def _loss_and_grads(a: Any, kw: Any, scale: int = 1) -> tuple[Any, Any]:
-            out = functional_call(model, {**ps, **bs}, tuple(a), kw)
-            loss = loss_fn(out) if loss_fn is not None else default_loss(out)
-            if not _is_tensor(loss) or loss.numel() != 1:
-                raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
-            if scale > 1:  # as a training loop scales each micro-batch's loss: (loss / N).backward()
-                loss = loss / scale
-            return loss, torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
+            # the module's tensors stay swapped for the traced ones through the backward (as
+            # functional_call swaps them, weights tied), not only through the forward: a block under
+            # torch.utils.checkpoint is recomputed inside autograd.grad, and with the model's own
+            # tensors back it read them as constants and its batch norm wrote the user's buffers
+            # (capturing added 1 to num_batches_tracked; the graph updated the model's running
+            # statistics, not the step's)
+            with _reparametrize_module(model, {**ps, **bs}, tie_weights=True):
+                out = model(*a, **kw)
+                loss = loss_fn(out) if loss_fn is not None else default_loss(out)
+                if not _is_tensor(loss) or loss.numel() != 1:
+                    raise ProblemError(f"the loss must be a scalar tensor, got {type(loss).__name__} {getattr(loss, 'shape', '')}")
+                if scale > 1:  # as a training loop scales each micro-batch's loss: (loss / N).backward()
+                    loss = loss / scale
+                return loss, torch.autograd.grad(loss, list(ps.values()), allow_unused=True)
 
         if not slot:
             loss, grads = _loss_and_grads(a, kw)
