@@ -306,3 +306,38 @@ def test_checkpoint_recomputation_reads_and_writes_the_traced_state_not_the_mode
     writes = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "aten.native_batch_norm"]
     assert len(writes) == 2  # the forward's and the recomputation's, each on the buffers' device
     assert len({int(p.colocate[p.index[w]]) for w in writes} | {int(p.colocate[p.index["buffer:bn.running_mean"]])}) == 1
+
+
+ONE_HOT = '''
+import torch
+import torch.nn.functional as F
+
+
+class OneHot(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(10, 10)
+
+    def forward(self, x, y):
+        target = F.one_hot(y).float()  # no num_classes: its size is y.max() + 1
+        return F.mse_loss(self.fc(x).softmax(-1), target)
+
+
+def one_hot():
+    return OneHot(), (torch.randn(8, 10), torch.arange(8)), lambda loss: loss
+'''
+
+
+def test_a_size_taken_from_a_value_is_named_with_the_users_line(tmp_path, capsys):
+    """``F.one_hot(y)`` without ``num_classes`` sizes its output by ``y.max() + 1``. The refusal said
+    "the step branches on a tensor's value (Could not extract specialized integer from data-dependent
+    expression u0)": no branch in sight, and nothing said where. It now says a size or number is
+    taken from a value, and names the user's line."""
+    mod = tmp_path / "onehot.py"
+    mod.write_text(ONE_HOT)
+    out = tmp_path / "g.json"
+    assert main([f"{mod}:one_hot", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and not out.exists(), err
+    assert "cannot trace OneHot: the step takes a size or a Python number from a tensor's value" in err[0], err
+    assert "at onehot.py:12 (target = F.one_hot(y).float()" in err[0], err

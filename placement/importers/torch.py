@@ -551,7 +551,13 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                                "outside the step or use one whose output size is fixed") from None
         if type(exc).__name__ == "GuardOnDataDependentSymNode":  # e.g. "if x.sum() > 0:" or ".item()" in the forward
             what = first.split(" (unhinted")[0]
-            raise ProblemError(f"cannot trace {type(model).__name__}: the step branches on a tensor's value ({what}): "
+            where = _user_line(exc)
+            if "extract specialized integer" in first:  # a size or int from a value: F.one_hot(y) without num_classes
+                raise ProblemError(f"cannot trace {type(model).__name__}: the step takes a size or a Python number from a "
+                                   f"tensor's value{where} ({what}): PyTorch traces one graph for every input, so sizes "
+                                   "may depend on shapes only (give F.one_hot its num_classes, torch.arange a fixed end)"
+                                   ) from None
+            raise ProblemError(f"cannot trace {type(model).__name__}: the step branches on a tensor's value{where} ({what}): "
                                "PyTorch traces one graph for every input, so control flow may depend on shapes only, "
                                "not on values (a Python if on a tensor, .item(), bool(tensor))") from None
         raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
@@ -561,6 +567,23 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
             module.training = mode
     _check_static_shapes(gm, type(model).__name__)
     return gm, layout, flat
+
+
+def _user_line(exc: BaseException) -> str:
+    """`` at FILE:LINE (source)`` of the innermost frame of ``exc`` in the user's code (not PyTorch's,
+    not this package's, not the standard library's), or "" when there is none: where a refused
+    model does the untraceable thing (torch's own message names a symbol, ``u0``)."""
+    import traceback
+
+    torch = _import_torch()
+    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, os, contextlib))
+    skip += (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)  # placement/
+    frames = [fs for fs in traceback.extract_tb(exc.__traceback__)
+              if fs.filename and not fs.filename.startswith("<") and not os.path.abspath(fs.filename).startswith(skip)]
+    if not frames:
+        return ""
+    fs = frames[-1]
+    return f" at {os.path.basename(fs.filename)}:{fs.lineno} ({(fs.line or '').strip()})"
 
 
 def _check_static_shapes(gm: Any, model_name: str) -> None:
