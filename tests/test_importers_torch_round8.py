@@ -341,3 +341,17 @@ def test_a_size_taken_from_a_value_is_named_with_the_users_line(tmp_path, capsys
     assert len(err) == 1 and not out.exists(), err
     assert "cannot trace OneHot: the step takes a size or a Python number from a tensor's value" in err[0], err
     assert "at onehot.py:12 (target = F.one_hot(y).float()" in err[0], err
+
+
+def test_accumulation_with_labels_in_a_closure_says_why():
+    """With accumulation the inputs are split, but labels a ``loss_fn`` closes over are not: the
+    loss then fails on mismatched batch sizes, which alone does not say what to change."""
+    torch.manual_seed(0)
+    model, labels = torch.nn.Linear(8, 4), torch.randint(0, 4, (8,))
+    with pytest.raises(Exception) as exc:
+        capture(model, (torch.randn(8, 8),), loss_fn=lambda out: torch.nn.functional.cross_entropy(out, labels),
+                accumulate=2)
+    msg = str(exc.value)
+    assert "Expected input batch_size (4) to match target batch_size (8)" in msg
+    assert "with accumulate=2 every tensor input is split into micro-batches along its first dimension, " \
+           "but tensors the loss_fn closes over (labels) are not: pass them as inputs" in msg

@@ -560,7 +560,12 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
             raise ProblemError(f"cannot trace {type(model).__name__}: the step branches on a tensor's value{where} ({what}): "
                                "PyTorch traces one graph for every input, so control flow may depend on shapes only, "
                                "not on values (a Python if on a tensor, .item(), bool(tensor))") from None
-        raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}") from None
+        hint = ""
+        if slot:  # the usual cause: labels in a closure keep the whole batch while the output is a micro-batch's
+            hint = (f" (with accumulate={accumulate} every tensor input is split into micro-batches along its first "
+                    "dimension, but tensors the loss_fn closes over (labels) are not: pass them as inputs and return "
+                    "the loss from the model)")
+        raise ProblemError(f"cannot trace {type(model).__name__}: {type(exc).__name__}: {first}{hint}") from None
     finally:
         fake_log.disabled = was_disabled
         for module, mode in modes:  # each module's own mode back, as the user set it
