@@ -121,7 +121,7 @@ def _better_move(problem: Problem, mover: Mover, pl: np.ndarray, ev: Evaluation,
                     return None, evaluations, "evaluation budget spent"
                 trial = pl.copy()
                 trial[unit] = e
-                got = evaluate(problem, trial, order=device_orders(trial, sequence, k), memory_model="peak")
+                got = evaluate(problem, trial, order=device_orders(trial, sequence, k, lists=False), memory_model="peak")
                 evaluations += 1
                 got_key = pressure(problem, got)
                 if got_key < key:

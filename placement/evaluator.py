@@ -193,6 +193,11 @@ def peak_profile(problem: Problem, placement: np.ndarray, start: np.ndarray, fin
     k = problem.k
     peak = np.bincount(placement, weights=problem.param_bytes, minlength=k)
     when = np.full(k, np.nan)
+    fast = kernels.for_size(problem.n) if buf is None else None
+    if fast is not None:  # the same floats, without building the buffers (kernels.device_peaks)
+        ptr, nbr, _ = problem.succ_ptr
+        top, when = fast.device_peaks(ptr, nbr, placement, start, finish, problem.out_bytes, k)
+        return peak + top, when
     if buf is None:
         buf = buffers(problem, placement, start, finish)
     if buf.device.size == 0:
@@ -436,6 +441,12 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     prev = _order_chains(n, placement, order)
     if prev is None:
         prev = _checked_order_chains(problem, placement, order)
+    fast = kernels.for_size(n)
+    if fast is not None and (waits is None or not waits.size):  # no union CSR to build (kernels.chain_starts)
+        ptr, nbr, eid = problem.succ_ptr
+        start_a, done = fast.chain_starts(ptr, nbr, delay[eid], prev, problem.time)
+        if done == n:
+            return start_a, start_a + problem.time
     # Kahn over DAG edges plus the chain edges prev[v] -> v.
     has_prev = prev >= 0
     src = np.concatenate([problem.src, prev[has_prev]])
@@ -449,7 +460,6 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     ptr = np.zeros(n + 1, dtype=np.int64)
     srt = np.argsort(src, kind="stable")
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    fast = kernels.for_size(n)
     if fast is not None:
         start_a, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time, np.zeros(n))
         if done != n:

@@ -1497,13 +1497,176 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
     return seq[:done], start
 
 
+def chain_starts(ptr, nbr, dly, prev, dur):
+    """The earliest starts when each node also waits for ``prev[v]`` (its predecessor in its
+    device's order, -1 for none) to finish: release_starts over the graph's successor CSR
+    (``ptr``/``nbr``, delays ``dly`` by CSR slot) plus the device chains, without building their
+    union's CSR (placement.evaluator._ordered_schedule). Every start is a maximum of the same
+    sums, so the floats are release_starts' on that union; ``done`` < n on a cycle."""
+    n = dur.size
+    nxt = np.full(n, -1, dtype=np.int64)
+    indeg = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        if prev[v] >= 0:
+            nxt[prev[v]] = v
+            indeg[v] += 1
+    for j in range(nbr.size):
+        indeg[nbr[j]] += 1
+    start = np.zeros(n)
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            stack[top] = v
+            top += 1
+    done = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        done += 1
+        f = start[v] + dur[v]
+        for j in range(ptr[v], ptr[v + 1]):
+            w = nbr[j]
+            t = f + dly[j]
+            if t > start[w]:
+                start[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack[top] = w
+                top += 1
+        w = nxt[v]
+        if w >= 0:
+            if f > start[w]:
+                start[w] = f
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack[top] = w
+                top += 1
+    return start, done
+
+
+def device_peaks(ptr, nbr, pl, start, finish, size, k):
+    """placement.evaluator.peak_profile without the parameters, in one pass (the evaluator's
+    ``buffers`` then its sweep): per device the highest level of tensor bytes held and the first
+    time it is reached (nan where nothing is ever held). ``ptr``/``nbr``: the successor CSR.
+    Bit for bit the numpy version: the intervals in its order (holds by node then device, then
+    the outputs no local consumer reads), the events sorted as its lexsort sorts them (device,
+    time, releases first, then the order made), and the levels from one running sum over all
+    devices, less its value at each device's first event, as its cumsum gives them."""
+    n = pl.size
+    cap = nbr.size + n
+    dev = np.empty(cap, dtype=np.int64)
+    t0 = np.empty(cap)
+    t1 = np.empty(cap)
+    sz = np.empty(cap)
+    r_dev = np.empty(n, dtype=np.int64)
+    r_t0 = np.empty(n)
+    r_t1 = np.empty(n)
+    r_sz = np.empty(n)
+    latest = np.empty(k)
+    seen = np.zeros(k, dtype=np.bool_)
+    touched = np.empty(k, dtype=np.int64)
+    m = 0
+    runs = 0
+    for u in range(n):
+        nt = 0
+        for j in range(ptr[u], ptr[u + 1]):
+            v = nbr[j]
+            d = pl[v]
+            if not seen[d]:
+                seen[d] = True
+                latest[d] = finish[v]
+                touched[nt] = d
+                nt += 1
+            elif finish[v] > latest[d]:
+                latest[d] = finish[v]
+        for i in range(1, nt):  # devices in ascending order, as the numpy version's key sorts them
+            x = touched[i]
+            j = i - 1
+            while j >= 0 and touched[j] > x:
+                touched[j + 1] = touched[j]
+                j -= 1
+            touched[j + 1] = x
+        local = False
+        for i in range(nt):
+            d = touched[i]
+            seen[d] = False
+            if d == pl[u]:
+                local = True
+                a = start[u]
+                b = latest[d] if latest[d] > finish[u] else finish[u]
+            else:
+                a = finish[u]
+                b = latest[d]
+            if b > a and size[u] > 0:
+                dev[m] = d
+                t0[m] = a
+                t1[m] = b
+                sz[m] = size[u]
+                m += 1
+        if not local and finish[u] > start[u] and size[u] > 0:
+            r_dev[runs] = pl[u]
+            r_t0[runs] = start[u]
+            r_t1[runs] = finish[u]
+            r_sz[runs] = size[u]
+            runs += 1
+    for i in range(runs):
+        dev[m] = r_dev[i]
+        t0[m] = r_t0[i]
+        t1[m] = r_t1[i]
+        sz[m] = r_sz[i]
+        m += 1
+    top = np.zeros(k)
+    when = np.full(k, np.nan)
+    count = np.zeros(k + 1, dtype=np.int64)
+    for i in range(m):
+        count[dev[i] + 1] += 2
+    for d in range(k):
+        count[d + 1] += count[d]
+    fill = count[:k].copy()
+    ev = np.empty(2 * m, dtype=np.int64)  # event e < m: allocation of interval e; e >= m: release of e - m
+    for i in range(m):  # per device: releases first, each kind in the order made
+        ev[fill[dev[i]]] = m + i
+        fill[dev[i]] += 1
+    for i in range(m):
+        ev[fill[dev[i]]] = i
+        fill[dev[i]] += 1
+    running = 0.0
+    for d in range(k):
+        lo, hi = count[d], count[d + 1]
+        if hi == lo:
+            continue
+        seg = ev[lo:hi]
+        times = np.empty(hi - lo)
+        for i in range(hi - lo):
+            e = seg[i]
+            times[i] = t0[e] if e < m else t1[e - m]
+        seg = seg[np.argsort(times, kind="mergesort")]
+        base = running
+        best = 0.0
+        first = np.nan
+        for i in range(hi - lo):
+            e = seg[i]
+            if e < m:
+                running += sz[e]
+            else:
+                running -= sz[e - m]
+            level = running - base
+            if level > best:
+                best = level
+                first = t0[e] if e < m else t1[e - m]
+        top[d] = best
+        when[d] = first
+    return top, when
+
+
 _HELPERS = ["_before", "_push", "_pop", "_ipush", "_queue_pushed", "_ipop", "_segments", "_reoffer", "_avoids", "_outer",
             "_dropped", "_early", "_root", "_busy_before"]
 _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_trial)
 _KERNELS = ["bottom_levels", "kept_order_start", "avoid_jumps", "merge_order", "order_ties", "device_chains",
             "retime_order", "tails", "forest_intervals", "move_trial",
             "spread_pieces", "spread_assign", "chain_walk", "by_parent", "release_starts",
-            "fifo_schedule", "list_schedule"]
+            "fifo_schedule", "list_schedule", "device_peaks", "chain_starts"]
 
 
 def warm_up() -> dict[str, float]:
@@ -1557,6 +1720,8 @@ def _call_each(fast: SimpleNamespace) -> None:
         "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),
+        "device_peaks": lambda: fast.device_peaks(ptr, nbr, dev, dur, dur + 1.0, dur, 2),
+        "chain_starts": lambda: fast.chain_starts(ptr, nbr, dly, np.array([-1, -1, 1], dtype=i64), dur),
     }
     for name, call in calls.items():
         t = time.perf_counter()

@@ -528,3 +528,26 @@ def test_auto_never_waits_for_a_load_under_way(monkeypatch):
         release.set()
         thread.join(20.0)
         kernels._loader.join(20.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prob=graphs, seed=st.integers(0, 10**6), fractional=st.booleans())
+def test_device_peaks_equal_the_buffers_sweep(prob, seed, fractional):
+    """placement.evaluator.peak_profile (each device's peak and the first time it is reached)
+    through kernels.device_peaks equals the numpy buffers-and-sweep, bit for bit: on a FIFO
+    schedule and on random start times with many ties (rounded to halves), with byte sizes that
+    are whole and that are fractions (where the order of the sums shows in the last bits)."""
+    require_compiled()
+    from placement.evaluator import peak_profile
+
+    rng = np.random.default_rng(seed)
+    if fractional:
+        prob = dataclasses.replace(prob, out_bytes=rng.random(prob.n) * 1e3 / 7)
+    pl = placement_of(prob, seed)
+    fifo = evaluate(prob, pl, memory_model="peak")
+    start = np.round(rng.random(prob.n) * 8) / 2
+    finish = start + np.round(rng.random(prob.n) * 4) / 2
+    for s, f in ((fifo.start, fifo.finish), (start, finish)):
+        (peak_p, when_p), (peak_f, when_f) = both(lambda: peak_profile(prob, pl, s, f))
+        assert_same_floats(peak_p, peak_f)
+        assert_same_floats(when_p, when_f)
