@@ -49,7 +49,9 @@ from placement.memory_bounds import bin_packing_bound, memory_lower_bound, param
 from placement.problem import Problem
 from placement.solution import Solution, SolveOptions
 
-from .peak_descent import descents
+from .peak_descent import Descended, descents, pressure
+from .peak_kicks import kick_descend
+from .peak_holders import device_orders
 from .peak_tracker import PeakTracker
 
 TOL = 1e-12  # relative tolerance of a capacity check (the evaluator's)
@@ -249,9 +251,9 @@ def min_memory(problem: Problem, opts: SolveOptions) -> Solution:
     memory is tight, and when the portfolio is run again with the rest of the limit it starts over."""
     t0 = time.monotonic()
     resume = opts.extra.get("resume_descents")
-    if resume is not None and opts.memory_model == "peak":
+    if (resume is not None or opts.extra.get("kick_from")) and opts.memory_model == "peak":
         # an earlier run's passes all overflowed: go on with its descents where they stopped
-        near = [(over, i, placement, seq, name) for i, (over, placement, seq, name) in enumerate(resume)]
+        near = [(over, i, placement, seq, name) for i, (over, placement, seq, name) in enumerate(resume or [])]
         return _descended(problem, opts, near, {"passes": [], "resumed": len(near)}, t0, 0.0)
     orders: list[tuple[str, np.ndarray]] = []
     source = memory_light_orders(problem, opts.out_of_time)
@@ -342,7 +344,10 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     nearest to fitting first, each device in that pass's order, until one ends within the capacity.
     Why every pass: the nearest is not always the one that descends furthest (the imported MoE at
     K = 4 and 1.05 x its memory bound: the pass at 1.156 x the capacity ends at 1.032, one at 1.203
-    fits)."""
+    fits). When the descents may keep all the time left (no ``descent_share``: min-memory alone, or
+    the portfolio's last turn) and every one ended at a local minimum, kicks
+    (heuristics/peak_kicks.py) from the lowest of those minima, and of an earlier run's
+    (``kick_from``), use the rest."""
     runs: list[dict] = []
     left, share = opts.remaining(), opts.extra.get("descent_share")
     until = None if left is None or share is None else time.monotonic() + float(share) * left
@@ -362,6 +367,7 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     info["descents"] = runs
     done: set[int] = set()
     cut: tuple | None = None  # where a descent the clock stopped ended: the first to resume
+    minima = [_minimum_descended(problem, m) for m in opts.extra.get("kick_from") or []]
     for i, got, seconds in descents(problem, [(placement, seq) for _, _, placement, seq, _ in ranked], stop):
         over, name, ev = ranked[i][0], ranked[i][4], got.evaluation
         to = float(np.max(ev.memory / problem.memory))
@@ -373,15 +379,44 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
         done.add(i)
         if got.reason == "stopped":
             cut = (to, got.placement, schedule_order(problem, ev.start), name)
+        else:
+            minima.append((got, name))
+    minima = sorted(minima, key=lambda m: pressure(problem, m[0].evaluation))[:1]
+    if minima and share is None and not stop():
+        t = time.monotonic()
+        start, name = minima[0]
+        got, kicks = kick_descend(problem, start, seed=opts.seed, stop=stop)
+        info["kicks"] = {"from": float(np.max(start.evaluation.memory / problem.memory)),
+                         "to": float(np.max(got.evaluation.memory / problem.memory)), "kicks": kicks,
+                         "ended": got.reason, "seconds": round(time.monotonic() - t, 3)}
+        if got.evaluation.feasible(problem):
+            info["order"] = f"{name}, kicked"
+            return _answer(problem, opts, got.placement, got.order, got.evaluation, info, t0)
+        minima = [(got, name)]
     # What a later run may go on with (portfolio's rescue): the cut descent's end, then the starts
-    # not yet descended; a descent that ended at a local minimum is not worth repeating.
+    # not yet descended; a descent that ended at a local minimum is not worth repeating, but the
+    # lowest such end is where kicks start (``minima``).
     info["resume"] = ([cut] if cut is not None else []) + \
         [(over, placement, seq, name) for j, (over, _, placement, seq, name) in enumerate(ranked) if j not in done]
+    info["minima"] = [(float(np.max(m.evaluation.memory / problem.memory)), m.placement,
+                       schedule_order(problem, m.evaluation.start), name) for m, name in minima]
     why = "out of time" if opts.out_of_time() else "no pass fitted the capacity"
     if runs:
         ended = "its time for them ended" if stop() else "none fitted"
         why += f"; peak descents from {len(runs)} of them: {ended} (least: {min(r['to'] for r in runs):.3f} x it)"
+    if "kicks" in info:
+        why += f"; {info['kicks']['kicks']} kicks from the lowest: {info['kicks']['to']:.3f} x it"
     return Solution("min-memory", "unknown", reason=f"min-memory: {why}", seconds=time.monotonic() - t0, info=info)
+
+
+def _minimum_descended(problem: Problem, minimum: tuple) -> tuple[Descended, str]:
+    """An earlier run's local minimum (peak / capacity, placement, sequence, order name) as a
+    descent's end, evaluated again in its sequence."""
+    _, placement, seq, name = minimum
+    pl = np.asarray(placement, dtype=np.int64)
+    order = device_orders(pl, seq, problem.k)
+    ev = evaluate(problem, pl, order=order, memory_model="peak")
+    return Descended(pl, ev, order, 0, 1, "earlier"), name
 
 
 def fifo_if_better(problem: Problem, placement: np.ndarray, order: list[list[int]], ev: Evaluation,

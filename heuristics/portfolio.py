@@ -335,21 +335,24 @@ def _nearest(info: dict) -> float:
     """The least peak / capacity (on the fullest device) of min-memory's overflowing placements:
     its passes' and its descents' ends (inf when it measured none)."""
     seen = [p["memory_over_capacity"] for p in info.get("passes", []) if not p["fits"]]
-    seen += [d["to"] for d in info.get("descents", [])] + [r[0] for r in info.get("resume", [])]
+    seen += [d["to"] for d in info.get("descents", [])] + [r[0] for r in info.get("resume", []) + info.get("minima", [])]
     return float(min(seen, default=np.inf))
 
 
-def _descend_on(problem: Problem, opts: SolveOptions, resume: list,
-                members: list[dict]) -> tuple[Solution | None, list, Solution]:
-    """min-memory's descents from where they stopped, with all the time left (RERUN_USED): its
-    answer when one fits (else None), where they stopped again, and min-memory's own answer."""
+def _descend_on(problem: Problem, opts: SolveOptions, resume: list, minima: list,
+                members: list[dict]) -> tuple[Solution | None, list, list, Solution]:
+    """min-memory's descents from where they stopped, then its kicks from the lowest local minimum
+    (heuristics/peak_kicks.py), with all the time left (RERUN_USED): its answer when one fits (else
+    None), where the descents stopped again, the lowest minimum, and min-memory's own answer."""
     t = time.monotonic()
     sub = replace(opts, time_limit=opts.remaining(), started=t, hint=None,
-                  extra={**opts.extra, "resume_descents": resume, "descent_share": None})
+                  extra={**opts.extra, "resume_descents": resume, "kick_from": minima, "descent_share": None})
     sol = MEMBERS["min-memory"](problem, sub)
     ok = _answered(sol)
     members.append(_record("min-memory", sol, ok, time.monotonic() - t, sub.time_limit))
-    return (sol if ok else None), ([] if ok else sol.info.get("resume", [])), sol
+    if ok:
+        return sol, [], [], sol
+    return None, sol.info.get("resume", []), sol.info.get("minima", minima), sol
 
 
 def _answered(sol: Solution) -> bool:
@@ -378,6 +381,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     stretched_for = tuple(opts.extra.get("stretched_for", ()))
     earlier = {m["method"]: m for m in opts.extra.get("earlier", {}).get("members", [])}
     resume = opts.extra.get("earlier", {}).get("resume")  # min-memory's descents still to go on with
+    minima = opts.extra.get("earlier", {}).get("minima") or []  # and the lowest of its local minima
     nearest = float(opts.extra.get("earlier", {}).get("nearest", np.inf))  # the least overflow min-memory reached
     for name in names:
         said_no = _said_no(earlier.get(name))
@@ -419,21 +423,22 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
         members.append(_record(name, sol, ok, time.monotonic() - t, limit))
         if name == "min-memory" and not ok:
             resume = sol.info.get("resume")
+            minima = sol.info.get("minima") or minima
             nearest = min(nearest, _nearest(sol.info))
         if ok:
             kept = keep_candidate(kept, sol, problem.k)
         if ok and (best is None or sol.objective < best.objective):
             best = sol
             opts.best_so_far.publish_answer(problem, sol)  # kept if a later member overruns the limit
-    if best is None and resume and mlb is not None and not opts.out_of_time():
-        best, resume, last = _descend_on(problem, opts, resume, members)
+    if best is None and (resume or minima) and mlb is not None and not opts.out_of_time():
+        best, resume, minima, last = _descend_on(problem, opts, resume or [], minima, members)
         nearest = min(nearest, _nearest(last.info))
         if best is not None:
             kept = keep_candidate(kept, best, problem.k)
             opts.best_so_far.publish_answer(problem, best)
     info = {"members": members}
     if best is None:
-        info["resume"], info["nearest"] = resume, nearest
+        info["resume"], info["minima"], info["nearest"] = resume, minima, nearest
         why = "portfolio: no member found a memory-feasible placement"
         if np.isfinite(nearest):  # what the user can do about it: its placement fits that much more memory
             why += f" (the nearest, min-memory's, fits {math.ceil(nearest * 1000) / 1000:.3f} x each device's capacity"

@@ -85,7 +85,8 @@ def test_net_sequence_sums_gradients_as_they_are_made():
     assert evaluate(p, one, memory_model="peak").peak_memory[0] > 81
 
 
-def test_deterministic_and_passes_only_where_memory_binds():
+def test_deterministic_and_passes_only_where_memory_binds(monkeypatch):
+    monkeypatch.setattr("heuristics.peak_kicks.KICK_PATIENCE", 5)  # what is tested here is the passes
     p0 = random_problem(3, 30, 3)
     p = p0.with_devices(3, 1.2 * memory_lower_bound(p0, "peak")["best"])
     a = min_memory(p, SolveOptions(memory_model="peak", seed=1))
@@ -132,6 +133,7 @@ def test_passes_at_the_lowest_floor_go_first_when_all_would_not_fit_the_time_lim
     otherwise floor 1 runs first."""
     import heuristics.min_memory as mm
 
+    monkeypatch.setattr("heuristics.peak_kicks.KICK_PATIENCE", 5)  # what is tested here is the passes
     p0 = random_problem(5, 40, 3)
     p = p0.with_devices(3, 1.05 * memory_lower_bound(p0, "peak")["best"])
     lowest = min(f for f, *_ in passes(p, "peak"))

@@ -57,7 +57,8 @@ def test_a_cut_descent_goes_on_from_where_it_stopped(monkeypatch):
 
 
 def test_a_descent_at_its_local_minimum_is_not_resumed(monkeypatch):
-    """Only starts not yet descended, and the end of one the clock cut, are handed on."""
+    """Only starts not yet descended, and the end of one the clock cut, are handed on as descents;
+    a local minimum is handed on as where kicks start."""
     prob = _tight()
     monkeypatch.setattr(mm, "descents", lambda problem, starts, stop=None: iter(()))  # no descent runs
     sol = mm.min_memory(prob, SolveOptions(memory_model="peak", time_limit=60))
@@ -73,8 +74,11 @@ def test_a_descent_at_its_local_minimum_is_not_resumed(monkeypatch):
             yield i, got, seconds
 
     monkeypatch.setattr(mm, "descents", one_local_minimum)
-    again = mm.min_memory(prob, SolveOptions(memory_model="peak", time_limit=60, extra={"resume_descents": starts}))
-    assert again.status == "unknown"
+    # under a descent share (its turn among the members) it does not kick from the minimum either
+    again = mm.min_memory(prob, SolveOptions(memory_model="peak", time_limit=60,
+                                             extra={"resume_descents": starts, "descent_share": 0.5}))
+    assert again.status == "unknown" and "kicks" not in again.info
+    assert [m[3] for m in again.info["minima"]] == [starts[0][3]] and again.info["minima"][0][0] == pytest.approx(1.5)
     assert [s[3] for s in again.info["resume"]] == [s[3] for s in starts[1:]]
     assert all(np.array_equal(a[1], b[1]) for a, b in zip(again.info["resume"], starts[1:]))
 
