@@ -166,12 +166,15 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         else:
             out.answers.append(None)
         out.points.append(point)
-    # bounds: valid at c, hence at every smaller capacity; never above that point's answer
-    bound = 0.0
+    # bounds: valid at c, hence at every smaller capacity; never above that point's answer. A point
+    # with no bound of its own or from above (stopped before it answered) keeps none, not a 0
+    # that would read as a 100% gap.
+    bound: float | None = None
     for p in reversed(out.points):
         if p.lower_bound is not None:
-            bound = max(bound, p.lower_bound)
-        p.lower_bound = bound if p.makespan is None else min(bound, p.makespan)
+            bound = p.lower_bound if bound is None else max(bound, p.lower_bound)
+        if bound is not None:
+            p.lower_bound = bound if p.makespan is None else min(bound, p.makespan)
     return out
 
 

@@ -264,3 +264,30 @@ def test_the_sweep_shares_what_is_left_of_its_limit_by_waves(transformer, monkey
     given.clear()
     fm.min_devices(transformer, float(transformer.memory.max()), "peak", "etf", 20.0, started=_time.monotonic() - 4.0)
     assert given and 0 < given[0] <= 16.0 / 4
+
+
+def test_a_stopped_point_shows_no_bound_rather_than_zero(monkeypatch):
+    """Points a Ctrl-C left unanswered (sweep.stopped_point) have no bound of their own. One below
+    an answered point takes that point's bound (valid at every smaller capacity); one with no
+    bounded point above keeps none: the table shows "-", not a bound of 0 and a gap of 100%."""
+    import solvers.frontier as fmod
+    from placement.evaluator import check
+    from placement.problem import make_problem
+    from solvers.sweep import stopped_point
+
+    nodes = [{"id": x, "time": 1.0, "out_bytes": 1, "param_bytes": 0} for x in "ab"]
+    p = make_problem(nodes, [{"src": "a", "dst": "b", "comm": 0.5}], devices=2)
+    ev = check(p, np.array([0, 0]), np.array([0.0, 1.0]), "peak")
+    done = {"feasible": True, "status": "optimal", "makespan": ev.makespan, "lower_bound": 2.0, "seconds": 0.0,
+            "placement": [0, 0], "order": [[0, 1], []], "waits": [], "start": [0.0, 1.0], "memory": ev.memory.tolist()}
+    top = dict(done, memory=[1.0e6, 0.0])  # needs more than any point: no point carries it
+
+    def run(todo, parallel, address, stop=None, answered=()):
+        return [done if i in answered else stopped_point(pt) for i, pt in enumerate(todo)], "sequential"
+
+    monkeypatch.setattr(fmod, "solve_point", lambda point, stop=None: top)
+    monkeypatch.setattr(fmod, "run_points", lambda *a, **kw: run(*a, **kw, answered=(1,)))
+    fr = fmod.frontier(p, "peak", method="cpsat", points=3, time_limit=None, parallel="none")
+    assert [pt.lower_bound for pt in fr.points] == [2.0, 2.0, None]
+    last = fmod.frontier_table(fr).splitlines()[-1].split()
+    assert last[2:6] == ["2", "-", "-", "unknown"]  # the answer carried from below, no bound, no gap
