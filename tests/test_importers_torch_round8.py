@@ -355,3 +355,49 @@ def test_accumulation_with_labels_in_a_closure_says_why():
     assert "Expected input batch_size (4) to match target batch_size (8)" in msg
     assert "with accumulate=2 every tensor input is split into micro-batches along its first dimension, " \
            "but tensors the loss_fn closes over (labels) are not: pass them as inputs" in msg
+
+
+def test_an_ema_of_the_weights_after_the_update_is_in_the_step():
+    """``ema=DECAY``: after the update every trained weight's EMA copy moves towards it in place
+    (``ema.lerp_(w, 1 - DECAY)``, as torch.optim.swa_utils' ``get_ema_multi_avg_fn`` and timm's
+    ModelEmaV3 do). The copy is one more weight-size of persistent bytes, on the weight's device,
+    and the lerp reads the weight after its update. A factory cannot reach past the update, so no
+    imported step had its EMA (diffusion, detection and timm recipes keep one)."""
+    model, inputs = tm.mlp_factory()
+    ref = copy.deepcopy(model)
+    cap = capture(model, inputs, ema=0.99)
+    p = cap.problem
+    assert p.attrs["ema"] == 0.99
+    for pname, size in W.items():
+        i = p.index[f"param:{pname}"]
+        assert (p.param_bytes[i], p.out_bytes[i]) == (4 * size, size)  # gradient, Adam's two states, the EMA
+    groups = {}
+    for i, g in enumerate(p.colocate.tolist()):
+        if g >= 0:
+            groups.setdefault(p.colocate_names[g], []).append(p.node_meta[i]["op"])
+    assert sorted(groups["param:fc1.weight"]) == sorted(["placeholder.param", "aten.add_", "aten.addcdiv_", "aten.addcmul_",
+                                                         "aten.div", "aten.lerp_", "aten.lerp_", "aten.mul_", "aten.sqrt"])
+    emas = [e for e in range(p.m) if (p.edge_meta[e] or {}).get("src_output") == 3 and p.ids[p.src[e]] == "param:fc1.weight"]
+    assert len(emas) == 1 and p.node_meta[p.dst[emas[0]]]["op"] == "aten.lerp_"
+    lerp = p.dst[emas[0]]
+    update = next(i for i in range(p.n) if p.node_meta[i]["op"] == "aten.addcdiv_" and p.colocate[i] == p.colocate[lerp])
+    assert lerp in _descendants(p, update)  # the EMA reads the updated weight
+    # the values: eager Adam's step, then the EMA of the weights from a copy of them
+    n = len(W)
+    args = [a.clone() for a in cap.arguments]
+    for i, prm in enumerate(ref.parameters()):
+        args[n + 3 * i + 2] = prm.detach().clone()
+    cap.graph_module(*args)
+    opt = torch.optim.Adam(ref.parameters(), lr=LR, foreach=False)
+    ema = [prm.detach().clone() for prm in ref.parameters()]
+    ref(*inputs).sum().backward()
+    opt.step()
+    for e, prm in zip(ema, ref.parameters()):
+        e.lerp_(prm.detach(), 1 - 0.99)
+    for i, (e, prm) in enumerate(zip(ema, ref.parameters())):
+        torch.testing.assert_close(args[i], prm.detach(), rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(args[n + 3 * i + 2], e, rtol=1e-5, atol=1e-7)
+    ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
+    theirs = measured_step_peak(model, inputs, loss_fn=lambda out: out.sum(), ema=0.99)
+    assert theirs["persistent"] >= 5 * sum(W.values())  # weights, gradients, Adam's states, the EMA
+    assert abs(ours - theirs["peak"]) <= 0.25 * theirs["peak"]

@@ -1,7 +1,8 @@
 """PyTorch in: a model's training step (or inference pass) as an ATen-level placement problem.
 
     python -m placement.importers.torch MODULE:FACTORY -o graph.json [--inference]
-        [--optimizer adam|adamw|sgd|sgd-momentum|sgd-nesterov|rmsprop|adagrad] [--clip-grad-norm MAX] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
+        [--optimizer adam|adamw|sgd|sgd-momentum|sgd-nesterov|rmsprop|adagrad] [--clip-grad-norm MAX]
+        [--accumulate N] [--ema DECAY] [--cost measure|roofline|TIMES.json] [--device-spec h100|a100|FILE]
 
 ``FACTORY()`` returns ``(model, example_inputs)`` or ``(model, example_inputs, loss_fn)``. The step
 is captured with ``make_fx`` over fake tensors (docs/importers.md says why not torch.export or
@@ -426,7 +427,7 @@ def _micro_batches(leaves: list[Any], tensor_pos: list[int], n: int, model_name:
 
 
 def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str, loss_fn: Callable | None,
-           clip_grad_norm: float | None = None, accumulate: int = 1) -> tuple[Any, _Layout, list[Any]]:
+           clip_grad_norm: float | None = None, accumulate: int = 1, ema: float | None = None) -> tuple[Any, _Layout, list[Any]]:
     torch = _import_torch()
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
     from torch.func import functional_call
@@ -440,7 +441,9 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                            "nothing for a training step to update; capture its forward pass with --inference")
     buffers = {**frozen, **dict(model.named_buffers())}
     slot = 1 if train and accumulate > 1 else 0  # the gradient buffer, when micro-batches add into it
-    n_states = OPTIMIZER_STATES[optimizer] + slot if train else 0
+    n_opt = OPTIMIZER_STATES[optimizer]
+    ema_slot = 1 if train and ema is not None else 0  # the weight's EMA copy, after the optimizer's states
+    n_states = n_opt + slot + ema_slot if train else 0
     states = [_Zeros(p.detach()) for p in params.values() for _ in range(n_states)]
     leaves, spec = tree_flatten((args, kwargs))
     tensor_pos = [i for i, x in enumerate(leaves) if _is_tensor(x)]
@@ -527,7 +530,9 @@ def _trace(model: Any, args: tuple, kwargs: dict, *, train: bool, optimizer: str
                     if optimizer != "sgd":  # torch.optim.Adam refuses it too, at its first step
                         raise sparse_refused(pname)
                     layout.sparse_gradient.add(pname)
-                _update(optimizer, p, g, st[n_states * i + slot:n_states * (i + 1)])
+                _update(optimizer, p, g, st[n_states * i + slot:n_states * i + slot + n_opt])
+                if ema_slot:  # after the update, as AveragedModel.update_parameters / timm's ModelEma run
+                    st[n_states * i + slot + n_opt].lerp_(p, 1 - ema)
         return loss, [g for g in grads if g is not None]
 
     flat = [p.detach() for p in params.values()] + [b.detach() for b in buffers.values()] + states + [leaves[i] for i in tensor_pos]
@@ -1248,7 +1253,7 @@ def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int =
 # ----- what PyTorch itself measures ----------------------------------------------------------------
 
 def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam",
-                       loss_fn: Callable | None = None, accumulate: int = 1) -> dict[str, float]:
+                       loss_fn: Callable | None = None, accumulate: int = 1, ema: float | None = None) -> dict[str, float]:
     """The peak of live tensor bytes during one eager step of ``model`` on this CPU, as PyTorch's
     own allocator reports it (torch.profiler's memory events), for checking an imported graph's
     peak memory. The step runs on a copy, after a warm-up step, in the steady state the problem
@@ -1269,6 +1274,7 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
     opt = None
     if train:
         opt = torch_optimizer(optimizer, params)
+    averaged = [p.detach().clone() for p in params] if train and ema is not None else []
 
     def step() -> None:
         if not train:
@@ -1282,6 +1288,9 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
             loss = loss_fn(out) if loss_fn is not None else default_loss(out)
             (loss / accumulate if accumulate > 1 else loss).backward()
         opt.step()
+        with torch.no_grad():  # the EMA of the trained weights, as get_ema_multi_avg_fn's per-tensor update
+            for a, p in zip(averaged, params):
+                a.lerp_(p, 1 - ema)
 
     step()
     if opt is not None:
@@ -1291,6 +1300,7 @@ def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, o
     held += [p.grad for p in params if p.grad is not None]
     if opt is not None:
         held += [t for state in opt.state.values() for t in state.values() if _is_tensor(t)]
+    held += averaged
     for t in held:
         live.update(_storages(t))
     persistent = float(sum(live.values()))
@@ -1342,7 +1352,8 @@ def _unwrapped(model: Any) -> Any:
 
 def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam", loss_fn: Callable | None = None,
             cost: str | Mapping[str, float] = "roofline", device_spec_: str | dict | DeviceSpec = "h100",
-            devices: int = 1, name: str | None = None, clip_grad_norm: float | None = None, accumulate: int = 1) -> Capture:
+            devices: int = 1, name: str | None = None, clip_grad_norm: float | None = None, accumulate: int = 1,
+            ema: float | None = None) -> Capture:
     """Capture ``model``'s training step (or inference pass when ``train`` is False) and build its
     placement problem; see :func:`graph_from_torch`. Also returns the FX graph and the map from its
     nodes to the problem's, for :func:`placement.importers.devicemap.annotate_graph`.
@@ -1350,13 +1361,17 @@ def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: s
     ``torch.nn.utils.clip_grad_norm_`` (None: no clipping).
     accumulate: gradient accumulation over this many micro-batches (every tensor input split along
     its first dimension; each micro-batch's forward and backward in turn, its loss divided by
-    ``accumulate``, its gradients added into the weights' gradients; one optimizer update)."""
+    ``accumulate``, its gradients added into the weights' gradients; one optimizer update).
+    ema: keep an exponential moving average of the trained weights with this decay, updated in
+    place after the optimizer's update (``ema.lerp_(w, 1 - ema)``; None: no EMA)."""
     if optimizer not in OPTIMIZERS:
         raise ProblemError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
     if clip_grad_norm is not None and not (train and clip_grad_norm > 0):
         raise ProblemError(f"clip_grad_norm {clip_grad_norm}: expected a positive norm, in a training step")
     if not (isinstance(accumulate, int) and accumulate >= 1) or (accumulate > 1 and not train):
         raise ProblemError(f"accumulate {accumulate}: expected a whole number of micro-batches >= 1, in a training step")
+    if ema is not None and not (train and 0.0 < ema < 1.0):
+        raise ProblemError(f"ema {ema}: expected a decay between 0 and 1 (exclusive), in a training step")
     if isinstance(cost, str) and cost not in COSTS:
         cost = load_time_table(cost)
     elif isinstance(cost, Mapping):
@@ -1365,19 +1380,21 @@ def capture(model: Any, example_inputs: Any, *, train: bool = True, optimizer: s
     args, kwargs = _normalise_inputs(example_inputs)
     model = _unwrapped(model)
     gm, layout, flat = _trace(model, args, kwargs, train=train, optimizer=optimizer, loss_fn=loss_fn, clip_grad_norm=clip_grad_norm,
-                              accumulate=accumulate)
+                              accumulate=accumulate, ema=ema)
     cap = _build(gm, layout, train=train, optimizer=optimizer, cost=cost, spec=spec, flat=flat,
                  name=name or type(model).__name__, devices=devices)
     if clip_grad_norm is not None:
         cap.problem.attrs["clip_grad_norm"] = clip_grad_norm
     if accumulate > 1:
         cap.problem.attrs["accumulate"] = accumulate
+    if ema is not None:
+        cap.problem.attrs["ema"] = ema
     return cap
 
 
 def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimizer: str = "adam", cost: str | Mapping[str, float] = "roofline",
                      device_spec: str | dict | DeviceSpec = "h100", loss_fn: Callable | None = None, devices: int = 1,
-                     clip_grad_norm: float | None = None, accumulate: int = 1) -> Problem:
+                     clip_grad_norm: float | None = None, accumulate: int = 1, ema: float | None = None) -> Problem:
     """The placement problem of ``model``'s training step with ``optimizer`` (or its inference
     pass when ``train`` is False), at ATen level.
 
@@ -1387,7 +1404,8 @@ def graph_from_torch(model: Any, example_inputs: Any, train: bool = True, optimi
     mapping or JSON file of ms per node id or op name. Times in ms; memory in bytes; the devices
     get the spec's memory and the spec's link prices the edges."""
     return capture(model, example_inputs, train=train, optimizer=optimizer, loss_fn=loss_fn, cost=cost,
-                   device_spec_=device_spec, devices=devices, clip_grad_norm=clip_grad_norm, accumulate=accumulate).problem
+                   device_spec_=device_spec, devices=devices, clip_grad_norm=clip_grad_norm, accumulate=accumulate,
+                   ema=ema).problem
 
 
 # ----- command line -------------------------------------------------------------------------------
@@ -1439,6 +1457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--accumulate", type=int, default=1, metavar="N",
                    help="gradient accumulation: the inputs split along their first dimension into N micro-batches, "
                         "each forward and backward in turn, one update (default 1)")
+    p.add_argument("--ema", type=float, default=None, metavar="DECAY",
+                   help="keep an EMA of the trained weights, updated after the optimizer's update (e.g. 0.999)")
     args = p.parse_args(argv)
     try:
         if args.devices < 1:
@@ -1453,7 +1473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         model, inputs, loss_fn = _unpack(made, args.factory)
         cap = capture(model, inputs, train=not args.inference, optimizer=args.optimizer, loss_fn=loss_fn,
                       cost=args.cost, device_spec_=args.device_spec, devices=args.devices,
-                      name=args.factory.rsplit(":", 1)[1], clip_grad_norm=args.clip_grad_norm, accumulate=args.accumulate)
+                      name=args.factory.rsplit(":", 1)[1], clip_grad_norm=args.clip_grad_norm, accumulate=args.accumulate,
+                      ema=args.ema)
         write_native(cap.problem, out)
     except ProblemError as exc:
         print(f"placement.importers.torch: error: {exc}", file=sys.stderr)
