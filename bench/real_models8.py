@@ -26,7 +26,8 @@ default loss), as in bench/real_models.py to real_models7.py.
   passes, shared weights), ``nn.TripletMarginLoss(margin=0.2)``.
 - ``convnext_droppath``: ConvNeXt blocks (7x7 depthwise conv, LayerNorm over channels through
   ``permute``, inverted MLP, layer scale), with stochastic depth (timm's ``drop_path``: a per-sample
-  Bernoulli mask made by ``new_empty(...).bernoulli_(keep)`` and ``div_``).
+  Bernoulli mask made by ``new_empty(...).bernoulli_(keep)`` and ``div_``). timm trains ConvNeXt with
+  AdamW and an EMA of the weights: ``--optimizer adamw --ema 0.9999``.
 - ``mixup``: mixup on a CNN: the batch mixed with a ``torch.randperm`` permutation of itself (a
   random permutation inside the step), the loss the same mix of the two targets' cross entropies.
 - ``swin_window``: Swin-style shifted-window attention: ``torch.roll`` by half a window, window
