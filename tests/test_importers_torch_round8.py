@@ -401,3 +401,17 @@ def test_an_ema_of_the_weights_after_the_update_is_in_the_step():
     theirs = measured_step_peak(model, inputs, loss_fn=lambda out: out.sum(), ema=0.99)
     assert theirs["persistent"] >= 5 * sum(W.values())  # weights, gradients, Adam's states, the EMA
     assert abs(ours - theirs["peak"]) <= 0.25 * theirs["peak"]
+
+
+@pytest.mark.parametrize("jit", ["script", "trace"])
+def test_a_torchscript_model_imports_as_the_eager_module(jit):
+    """``torch.jit.script`` / ``torch.jit.trace`` models were refused ("The stateless API can't be
+    used with Jitted modules": functional_call's own check). The traced tensors are now swapped in
+    without it (to keep them through the backward, fix 4 above), and a TorchScript module runs the
+    swapped tensors: the problem is the eager module's, node for node."""
+    from placement.formats.native import problem_to_native
+
+    model, inputs = tm.mlp_factory()
+    compiled = torch.jit.script(model) if jit == "script" else torch.jit.trace(model, inputs)
+    eager = problem_to_native(capture(model, inputs, name="mlp").problem)
+    assert problem_to_native(capture(compiled, inputs, name="mlp").problem) == eager
