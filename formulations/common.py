@@ -174,7 +174,8 @@ def _retime_compiled(fast, problem: Problem, placement: np.ndarray, order: Seque
     srt = np.argsort(src, kind="stable")  # each node's graph edges in edge order, then its chain edge (as the lists)
     dur = np.asarray(problem.time if time is None else time, dtype=np.float64)
     rel = np.zeros(n) if release is None else np.asarray(release, dtype=np.float64)
-    start, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), dur, rel)
+    start, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), dur, rel,
+                                      np.full(n, -1, dtype=np.int64))
     return start if done == n else None
 
 

@@ -442,9 +442,13 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     if prev is None:
         prev = _checked_order_chains(problem, placement, order)
     fast = kernels.for_size(n)
-    if fast is not None and (waits is None or not waits.size):  # no union CSR to build (kernels.chain_starts)
+    if fast is not None and (waits is None or not waits.size):  # the device chains beside the graph's CSR
         ptr, nbr, eid = problem.succ_ptr
-        start_a, done = fast.chain_starts(ptr, nbr, delay[eid], prev, problem.time)
+        has_prev = prev >= 0
+        nxt = np.full(n, -1, dtype=np.int64)
+        nxt[prev[has_prev]] = np.flatnonzero(has_prev)
+        indeg = np.bincount(nbr, minlength=n) + has_prev
+        start_a, done = fast.release_starts(ptr, nbr, delay[eid], indeg, problem.time, np.zeros(n), nxt)
         if done == n:
             return start_a, start_a + problem.time
     # Kahn over DAG edges plus the chain edges prev[v] -> v.
@@ -461,7 +465,8 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     srt = np.argsort(src, kind="stable")
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     if fast is not None:
-        start_a, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time, np.zeros(n))
+        start_a, done = fast.release_starts(ptr, dst[srt], dly[srt], np.bincount(dst, minlength=n), problem.time, np.zeros(n),
+                                            np.full(n, -1, dtype=np.int64))
         if done != n:
             raise _contradiction(problem, src, dst, n_graph, waits)
         return start_a, start_a + problem.time

@@ -261,7 +261,7 @@ def ordered_start(problem: Problem, placement: np.ndarray, order: list[list[int]
     indeg = np.bincount(dst, minlength=n)
     fast = kernels.for_size(n)
     if fast is not None:
-        start, done = fast.release_starts(ptr, nbr, dly[eid], indeg, problem.time, np.zeros(n))
+        start, done = fast.release_starts(ptr, nbr, dly[eid], indeg, problem.time, np.zeros(n), np.full(n, -1, dtype=np.int64))
         return start if done == n else None
     ptr_l, nbr_l, dly_l, deg, dur = ptr.tolist(), nbr.tolist(), dly[eid].tolist(), indeg.tolist(), problem.time.tolist()
     st = [0.0] * n

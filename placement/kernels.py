@@ -1266,12 +1266,15 @@ def forest_intervals(seq, parent):
     return tin, tin + size
 
 
-def release_starts(ptr, nbr, dly, indeg, dur, release):
-    """Kahn's pass (stack order) over a graph given as one CSR (for placement.evaluator._ordered_schedule
-    the graph plus the device chains, with ``release`` zero; for formulations.common.longest_starts,
-    as formulations.common.retime calls it, release times): each node starts when its inputs have
-    arrived, no earlier than ``release``; ``done`` < n when the CSR has a cycle (an order against
-    the graph)."""
+def release_starts(ptr, nbr, dly, indeg, dur, release, nxt):
+    """Kahn's pass (stack order) over a graph given as one CSR (for formulations.common.longest_starts,
+    as formulations.common.retime calls it, with release times; for placement.evaluator's ordered
+    schedule with waits, the graph plus the device chains and waits) and, besides it, each node's
+    one successor ``nxt[v]`` (-1 for none) reached with no delay (placement.evaluator's ordered
+    schedule: the device chains, with no union CSR to build; ``indeg`` counts those edges too):
+    each node starts when its inputs have arrived, no earlier than ``release``; ``done`` < n when
+    the edges close a cycle (an order against the graph). Every start is a maximum of the same
+    sums whichever way an edge is given, so the floats do not depend on it."""
     n = dur.size
     indeg = indeg.copy()
     start = release.copy()
@@ -1292,6 +1295,14 @@ def release_starts(ptr, nbr, dly, indeg, dur, release):
             t = f + dly[j]
             if t > start[w]:
                 start[w] = t
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack[top] = w
+                top += 1
+        w = nxt[v]
+        if w >= 0:
+            if f > start[w]:
+                start[w] = f
             indeg[w] -= 1
             if indeg[w] == 0:
                 stack[top] = w
@@ -1497,54 +1508,6 @@ def list_schedule(ptr, nbr, delay_e, indeg, rank, key, dur, dev, k):
     return seq[:done], start
 
 
-def chain_starts(ptr, nbr, dly, prev, dur):
-    """The earliest starts when each node also waits for ``prev[v]`` (its predecessor in its
-    device's order, -1 for none) to finish: release_starts over the graph's successor CSR
-    (``ptr``/``nbr``, delays ``dly`` by CSR slot) plus the device chains, without building their
-    union's CSR (placement.evaluator._ordered_schedule). Every start is a maximum of the same
-    sums, so the floats are release_starts' on that union; ``done`` < n on a cycle."""
-    n = dur.size
-    nxt = np.full(n, -1, dtype=np.int64)
-    indeg = np.zeros(n, dtype=np.int64)
-    for v in range(n):
-        if prev[v] >= 0:
-            nxt[prev[v]] = v
-            indeg[v] += 1
-    for j in range(nbr.size):
-        indeg[nbr[j]] += 1
-    start = np.zeros(n)
-    stack = np.empty(n, dtype=np.int64)
-    top = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            stack[top] = v
-            top += 1
-    done = 0
-    while top > 0:
-        top -= 1
-        v = stack[top]
-        done += 1
-        f = start[v] + dur[v]
-        for j in range(ptr[v], ptr[v + 1]):
-            w = nbr[j]
-            t = f + dly[j]
-            if t > start[w]:
-                start[w] = t
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack[top] = w
-                top += 1
-        w = nxt[v]
-        if w >= 0:
-            if f > start[w]:
-                start[w] = f
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack[top] = w
-                top += 1
-    return start, done
-
-
 def device_peaks(ptr, nbr, pl, start, finish, size, k):
     """placement.evaluator.peak_profile without the parameters, in one pass (the evaluator's
     ``buffers`` then its sweep): per device the highest level of tensor bytes held and the first
@@ -1666,7 +1629,7 @@ _INNER = ["cone", "move_bound"]  # compiled, called by other kernels only (move_
 _KERNELS = ["bottom_levels", "kept_order_start", "avoid_jumps", "merge_order", "order_ties", "device_chains",
             "retime_order", "tails", "forest_intervals", "move_trial",
             "spread_pieces", "spread_assign", "chain_walk", "by_parent", "release_starts",
-            "fifo_schedule", "list_schedule", "device_peaks", "chain_starts"]
+            "fifo_schedule", "list_schedule", "device_peaks"]
 
 
 def warm_up() -> dict[str, float]:
@@ -1717,11 +1680,10 @@ def _call_each(fast: SimpleNamespace) -> None:
             np.ones(2), 1, np.zeros(3, dtype=np.bool_)),
         "chain_walk": lambda: fast.chain_walk(2, dur, dur + 1.0, np.full(3, -1, dtype=i64), ptr, nbr, dly, 1e-9),
         "by_parent": lambda: fast.by_parent(order, np.array([-1, 0, 0], dtype=i64)),
-        "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3)),
+        "release_starts": lambda: fast.release_starts(ptr, nbr, dly, indeg, dur, np.zeros(3), np.full(3, -1, dtype=i64)),
         "fifo_schedule": lambda: fast.fifo_schedule(ptr, nbr, dly, indeg, order, dur, dev, 2),
         "list_schedule": lambda: fast.list_schedule(ptr, nbr, dly, indeg, order, -dur, dur, dev, 2),
         "device_peaks": lambda: fast.device_peaks(ptr, nbr, dev, dur, dur + 1.0, dur, 2),
-        "chain_starts": lambda: fast.chain_starts(ptr, nbr, dly, np.array([-1, -1, 1], dtype=i64), dur),
     }
     for name, call in calls.items():
         t = time.perf_counter()
