@@ -382,10 +382,13 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
         else:
             minima.append((got, name))
     minima = sorted(minima, key=lambda m: pressure(problem, m[0].evaluation))[:1]
+    kicked = int(opts.extra.get("kicked", 0))  # kicks an earlier run made: its random choices are not repeated
     if minima and share is None and not stop():
         t = time.monotonic()
         start, name = minima[0]
-        got, kicks = kick_descend(problem, start, seed=opts.seed, stop=stop)
+        got, kicks = kick_descend(problem, start, seed=[opts.seed, kicked], stop=stop)
+        kicked += kicks
+        info["kicked"] = kicked
         info["kicks"] = {"from": float(np.max(start.evaluation.memory / problem.memory)),
                          "to": float(np.max(got.evaluation.memory / problem.memory)), "kicks": kicks,
                          "ended": got.reason, "seconds": round(time.monotonic() - t, 3)}
@@ -393,6 +396,7 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
             info["order"] = f"{name}, kicked"
             return _answer(problem, opts, got.placement, got.order, got.evaluation, info, t0)
         minima = [(got, name)]
+    info["kicked"] = kicked
     # What a later run may go on with (portfolio's rescue): the cut descent's end, then the starts
     # not yet descended; a descent that ended at a local minimum is not worth repeating, but the
     # lowest such end is where kicks start (``minima``).

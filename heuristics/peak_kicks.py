@@ -17,13 +17,15 @@ of the best's (a walk among near-best minima: kept only when better, the kicks s
 minimum's neighbours; on the imported U-Net at 1.1 x its bound and a generated 300-node CNN at
 1.05 x, two of seven seeded 30 s runs each fitted with the slack, none without), and the best
 when its pressure (peak_descent.pressure) is lower; the best is returned, so the answer is never
-worse than the start. Kicks go on until everything fits, ``stop()`` turns true or
-``max_kicks`` is spent or KICK_PATIENCE kicks in a row lowered nothing. The random choices come from ``numpy.random.default_rng(seed)`` and the
-descent is deterministic, so a run is repeatable given the seed and the same number of kicks.
+worse than the start. Kicks go on until everything fits, ``stop()`` turns true, ``max_kicks``
+is spent or KICK_PATIENCE kicks in a row lowered nothing. The random choices come from
+``numpy.random.default_rng(seed)`` (min-memory passes the run's seed and the kicks made before, so
+a rescue run does not repeat the warm start's choices) and the descent is deterministic, so a run
+is repeatable given the seed and the same number of kicks.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -62,7 +64,7 @@ def kick(problem: Problem, mover: Mover, at: Descended, rng: np.random.Generator
     return None
 
 
-def kick_descend(problem: Problem, start: Descended, seed: int = 0, stop: Callable[[], bool] | None = None,
+def kick_descend(problem: Problem, start: Descended, seed: int | Sequence[int] = 0, stop: Callable[[], bool] | None = None,
                  max_kicks: int | None = None, patience: int | None = None) -> tuple[Descended, int]:
     """Kicks and descents from ``start`` (module docstring): the best placement found, never worse
     than ``start`` by :func:`pressure`, and the number of kicks made."""

@@ -339,14 +339,14 @@ def _nearest(info: dict) -> float:
     return float(min(seen, default=np.inf))
 
 
-def _descend_on(problem: Problem, opts: SolveOptions, resume: list, minima: list,
+def _descend_on(problem: Problem, opts: SolveOptions, resume: list, minima: list, kicked: int,
                 members: list[dict]) -> tuple[Solution | None, list, list, Solution]:
     """min-memory's descents from where they stopped, then its kicks from the lowest local minimum
     (heuristics/peak_kicks.py), with all the time left (RERUN_USED): its answer when one fits (else
     None), where the descents stopped again, the lowest minimum, and min-memory's own answer."""
     t = time.monotonic()
     sub = replace(opts, time_limit=opts.remaining(), started=t, hint=None,
-                  extra={**opts.extra, "resume_descents": resume, "kick_from": minima, "descent_share": None})
+                  extra={**opts.extra, "resume_descents": resume, "kick_from": minima, "kicked": kicked, "descent_share": None})
     sol = MEMBERS["min-memory"](problem, sub)
     ok = _answered(sol)
     members.append(_record("min-memory", sol, ok, time.monotonic() - t, sub.time_limit))
@@ -382,6 +382,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
     earlier = {m["method"]: m for m in opts.extra.get("earlier", {}).get("members", [])}
     resume = opts.extra.get("earlier", {}).get("resume")  # min-memory's descents still to go on with
     minima = opts.extra.get("earlier", {}).get("minima") or []  # and the lowest of its local minima
+    kicked = int(opts.extra.get("earlier", {}).get("kicked", 0))  # and the kicks made from them
     nearest = float(opts.extra.get("earlier", {}).get("nearest", np.inf))  # the least overflow min-memory reached
     for name in names:
         said_no = _said_no(earlier.get(name))
@@ -431,14 +432,15 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
             best = sol
             opts.best_so_far.publish_answer(problem, sol)  # kept if a later member overruns the limit
     if best is None and (resume or minima) and mlb is not None and not opts.out_of_time():
-        best, resume, minima, last = _descend_on(problem, opts, resume or [], minima, members)
+        best, resume, minima, last = _descend_on(problem, opts, resume or [], minima, kicked, members)
+        kicked = int(last.info.get("kicked", kicked))
         nearest = min(nearest, _nearest(last.info))
         if best is not None:
             kept = keep_candidate(kept, best, problem.k)
             opts.best_so_far.publish_answer(problem, best)
     info = {"members": members}
     if best is None:
-        info["resume"], info["minima"], info["nearest"] = resume, minima, nearest
+        info["resume"], info["minima"], info["kicked"], info["nearest"] = resume, minima, kicked, nearest
         why = "portfolio: no member found a memory-feasible placement"
         if np.isfinite(nearest):  # what the user can do about it: its placement fits that much more memory
             why += f" (the nearest, min-memory's, fits {math.ceil(nearest * 1000) / 1000:.3f} x each device's capacity"

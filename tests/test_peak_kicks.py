@@ -84,3 +84,28 @@ def test_min_memory_kicks_from_an_earlier_minimum_only_with_all_the_time():
                                            extra={"resume_descents": [], "kick_from": minima, "descent_share": 0.5}))
     assert shared.status == "unknown" and "kicks" not in shared.info
     assert shared.info["minima"][0][0] == minima[0][0]
+
+
+
+def test_a_second_turn_does_not_repeat_the_first_turns_kicks(monkeypatch):
+    """min-memory reports the kicks it made (info["kicked"]) and seeds its kicks with the run's
+    seed and the kicks made before it, so a later turn from the same minimum makes other random
+    choices than the first instead of repeating them."""
+    import heuristics.min_memory as mm
+
+    seeds = []
+    real = mm.kick_descend
+
+    def spy(problem, start, seed=0, stop=None, **kw):
+        seeds.append(list(seed))
+        return real(problem, start, seed=seed, stop=stop, **kw)
+
+    monkeypatch.setattr(mm, "kick_descend", spy)
+    prob, stuck = _stuck(33, 2, 0.6)
+    extra = {"resume_descents": [], "kick_from": _earlier_minimum(prob, stuck), "descent_share": None}
+    first = min_memory(prob, SolveOptions(memory_model="peak", time_limit=10, seed=7, extra=extra))
+    made = first.info["kicks"]["kicks"]
+    assert made >= 1 and first.info["kicked"] == made
+    later = min_memory(prob, SolveOptions(memory_model="peak", time_limit=10, seed=7, extra={**extra, "kicked": made}))
+    assert seeds == [[7, 0], [7, made]]
+    assert later.info["kicked"] == made + later.info["kicks"]["kicks"]
