@@ -347,7 +347,8 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
     fits). When the descents may keep all the time left (no ``descent_share``: min-memory alone, or
     the portfolio's last turn) and every one ended at a local minimum, kicks
     (heuristics/peak_kicks.py) from the lowest of those minima, and of an earlier run's
-    (``kick_from``), use the rest."""
+    (``kick_from``), use the rest. Kicks fill the time a limit leaves: without a time limit none
+    run (on a 2K-node graph a kick's descent takes seconds, and 200 idle kicks end the search)."""
     runs: list[dict] = []
     left, share = opts.remaining(), opts.extra.get("descent_share")
     until = None if left is None or share is None else time.monotonic() + float(share) * left
@@ -383,7 +384,7 @@ def _descended(problem: Problem, opts: SolveOptions, near: list[tuple], info: di
             minima.append((got, name))
     minima = sorted(minima, key=lambda m: pressure(problem, m[0].evaluation))[:1]
     kicked = int(opts.extra.get("kicked", 0))  # kicks an earlier run made: its random choices are not repeated
-    if minima and share is None and not stop():
+    if minima and share is None and opts.remaining() is not None and not stop():
         t = time.monotonic()
         start, name = minima[0]
         got, kicks = kick_descend(problem, start, seed=[opts.seed, kicked], stop=stop)

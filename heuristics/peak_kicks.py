@@ -67,7 +67,8 @@ def kick(problem: Problem, mover: Mover, at: Descended, rng: np.random.Generator
 def kick_descend(problem: Problem, start: Descended, seed: int | Sequence[int] = 0, stop: Callable[[], bool] | None = None,
                  max_kicks: int | None = None, patience: int | None = None) -> tuple[Descended, int]:
     """Kicks and descents from ``start`` (module docstring): the best placement found, never worse
-    than ``start`` by :func:`pressure`, and the number of kicks made."""
+    than ``start`` by :func:`pressure` (its ``moves`` and ``evaluations`` count all the work, the
+    start's and every kick's, whether or not it led to the best), and the number of kicks made."""
     stop = stop or (lambda: False)
     patience = KICK_PATIENCE if patience is None else patience
     rng = np.random.default_rng(seed)
@@ -88,10 +89,9 @@ def kick_descend(problem: Problem, start: Descended, seed: int | Sequence[int] =
             current, sequence = got, schedule_order(problem, got.evaluation.start)
         if got_key < key:
             idle = 0
-            best = Descended(got.placement, got.evaluation, got.order, start.moves + moves,
-                             start.evaluations + evaluations, got.reason)
-            key = got_key
+            best, key = got, got_key
     reason = "fits" if key[0] <= 1.0 else "stopped" if stop() else \
         "kick budget spent" if max_kicks is not None and kicks >= max_kicks else \
         f"{patience} kicks in a row lowered nothing" if idle >= patience else "no kick left"
-    return Descended(best.placement, best.evaluation, best.order, best.moves, best.evaluations, reason), kicks
+    return Descended(best.placement, best.evaluation, best.order, start.moves + moves, start.evaluations + evaluations,
+                     reason), kicks

@@ -339,6 +339,12 @@ def _nearest(info: dict) -> float:
     return float(min(seen, default=np.inf))
 
 
+def _lowest(minima: list) -> list:
+    """The local minimum (peak / capacity, placement, sequence, order name) nearest to fitting, as a
+    list of at most one: a rescue turn's own minima must not replace an earlier run's lower one."""
+    return sorted(minima, key=lambda m: m[0])[:1]
+
+
 def _descend_on(problem: Problem, opts: SolveOptions, resume: list, minima: list, kicked: int,
                 members: list[dict]) -> tuple[Solution | None, list, list, Solution]:
     """min-memory's descents from where they stopped, then its kicks from the lowest local minimum
@@ -424,7 +430,7 @@ def portfolio(problem: Problem, opts: SolveOptions) -> Solution:
         members.append(_record(name, sol, ok, time.monotonic() - t, limit))
         if name == "min-memory" and not ok:
             resume = sol.info.get("resume")
-            minima = sol.info.get("minima") or minima
+            minima = _lowest((sol.info.get("minima") or []) + minima)
             nearest = min(nearest, _nearest(sol.info))
         if ok:
             kept = keep_candidate(kept, sol, problem.k)

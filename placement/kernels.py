@@ -1512,7 +1512,8 @@ def device_peaks(ptr, nbr, pl, start, finish, size, k):
     """placement.evaluator.peak_profile without the parameters, in one pass (the evaluator's
     ``buffers`` then its sweep): per device the highest level of tensor bytes held and the first
     time it is reached (nan where nothing is ever held). ``ptr``/``nbr``: the successor CSR.
-    Bit for bit the numpy version: the intervals in its order (holds by node then device, then
+    Bit for bit the numpy version on finite times (the evaluator's; a NaN would compare
+    differently): the intervals in its order (holds by node then device, then
     the outputs no local consumer reads), the events sorted as its lexsort sorts them (device,
     time, releases first, then the order made), and the levels from one running sum over all
     devices, less its value at each device's first event, as its cumsum gives them."""

@@ -205,7 +205,7 @@ def plot_frontier(path: str, fr: Frontier) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([c for c, p in zip(caps, fr.points) if p.makespan is not None],
             [p.makespan for p in fr.points if p.makespan is not None], "o-", label="makespan found")
-    ax.plot(caps, [p.lower_bound for p in fr.points], "s--", label="lower bound")
+    ax.plot(caps, [math.nan if p.lower_bound is None else p.lower_bound for p in fr.points], "s--", label="lower bound")
     ax.axvline(fr.memory_lower_bound, color="grey", linestyle=":", label="memory lower bound")
     ax.set_xlabel("memory per device (bytes)")
     ax.set_ylabel("makespan")

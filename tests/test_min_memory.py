@@ -85,8 +85,7 @@ def test_net_sequence_sums_gradients_as_they_are_made():
     assert evaluate(p, one, memory_model="peak").peak_memory[0] > 81
 
 
-def test_deterministic_and_passes_only_where_memory_binds(monkeypatch):
-    monkeypatch.setattr("heuristics.peak_kicks.KICK_PATIENCE", 5)  # what is tested here is the passes
+def test_deterministic_and_passes_only_where_memory_binds():
     p0 = random_problem(3, 30, 3)
     p = p0.with_devices(3, 1.2 * memory_lower_bound(p0, "peak")["best"])
     a = min_memory(p, SolveOptions(memory_model="peak", seed=1))

@@ -70,8 +70,9 @@ def _earlier_minimum(prob, stuck) -> list:
 
 def test_min_memory_kicks_from_an_earlier_minimum_only_with_all_the_time():
     """Given an earlier run's local minimum and no descents left: with the time left its own
-    (no descent_share: the portfolio's last turn) min-memory kicks from it and fits; under a
-    descent share (its turn among the other members) it leaves the minimum for later."""
+    (no descent_share: the portfolio's last turn) min-memory kicks from it and fits; without a
+    time limit, or under a descent share (its turn among the other members), it leaves the
+    minimum for later."""
     prob, stuck = _stuck(1, 3, 0.5)
     minima = _earlier_minimum(prob, stuck)
     opts = SolveOptions(memory_model="peak", time_limit=10, seed=0,
@@ -80,6 +81,8 @@ def test_min_memory_kicks_from_an_earlier_minimum_only_with_all_the_time():
     assert sol.status == "heuristic" and sol.info["kicks"]["kicks"] >= 1, sol.reason
     ev = check(prob, sol.placement, sol.start, "peak")
     assert np.all(ev.peak_memory <= prob.memory * (1 + 1e-12)) and sol.objective == ev.makespan
+    untimed = min_memory(prob, SolveOptions(memory_model="peak", seed=0, extra=opts.extra))
+    assert untimed.status == "unknown" and "kicks" not in untimed.info  # no limit: no time to fill
     shared = min_memory(prob, SolveOptions(memory_model="peak", time_limit=10, seed=0,
                                            extra={"resume_descents": [], "kick_from": minima, "descent_share": 0.5}))
     assert shared.status == "unknown" and "kicks" not in shared.info

@@ -13,6 +13,7 @@ from placement.evaluator import check
 from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
 from placement.solution import Solution, SolveOptions
+from tests.conftest import random_problem
 
 
 def _tight(family: str = "transformer", n: int = 200, k: int = 4, ratio: float = 1.2):
@@ -176,3 +177,34 @@ def test_an_empty_answer_says_how_much_memory_its_nearest_placement_fits(monkeyp
     ev = evaluate(roomier, placement, order=device_orders(placement, seq, prob.k), memory_model="peak")
     assert ev.feasible(roomier) and not evaluate(prob, placement, order=device_orders(placement, seq, prob.k),
                                                  memory_model="peak").feasible(prob)
+
+
+def test_the_rescue_keeps_the_lower_of_the_earlier_and_its_own_minimum(monkeypatch):
+    """(Found in review.) An earlier run handed on a local minimum at 1.01 x the capacity (info["minima"], after its
+    kicks) and a cut descent to resume. In the rescue, min-memory's turn resumes the cut descent
+    (with a descent share, no kick_from) and it ends at a worse local minimum, 1.5 x. The kicks
+    of the last turn must start from the lowest minimum (min_memory._descended's docstring, the
+    portfolio's "the lowest of its local minima"), but the loop's
+    ``minima = sol.info.get("minima") or minima`` drops the 1.01 one for the 1.5 one."""
+    prob = random_problem(1, 6, 2, edge_p=0.3).with_devices(2, memory=100.0)
+    seq = np.asarray(prob.topo_order)
+    low = (1.01, np.zeros(prob.n, dtype=np.int64), seq, "low")
+    high = (1.5, np.ones(prob.n, dtype=np.int64), seq, "high")
+    cut = (1.2, np.zeros(prob.n, dtype=np.int64), seq, "cut")
+    earlier = {"members": [{"method": "min-memory", "status": "unknown", "feasible": False, "seconds": 0.5, "limit": 5.0}],
+               "resume": [cut], "minima": [low], "kicked": 3}
+    calls: list[dict] = []
+
+    def fake(problem, opts):
+        calls.append(dict(opts.extra))
+        if opts.extra.get("descent_share") is not None:  # its turn: the cut descent ends at a worse minimum
+            return Solution("min-memory", "unknown", reason="fake", info={"resume": [], "minima": [high], "kicked": 0})
+        return Solution("min-memory", "unknown", reason="fake",
+                        info={"resume": [], "minima": list(opts.extra.get("kick_from") or []), "kicked": 3})
+
+    monkeypatch.setitem(pf.MEMBERS, "min-memory", fake)
+    monkeypatch.setattr(pf, "member_order", lambda problem, opts: (("min-memory",), 1.0))
+    sol = pf.portfolio(prob, SolveOptions(memory_model="peak", time_limit=30, extra={"earlier": earlier}))
+    assert sol.status == "unknown" and len(calls) == 2 and calls[1]["descent_share"] is None
+    kick_from = [m[0] for m in calls[1]["kick_from"]]
+    assert min(kick_from) == 1.01, f"the last turn kicks from {kick_from}, not the earlier run's 1.01 minimum"
