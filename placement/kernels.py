@@ -1290,19 +1290,17 @@ def release_starts(ptr, nbr, dly, indeg, dur, release, nxt):
         v = stack[top]
         done += 1
         f = start[v] + dur[v]
-        for j in range(ptr[v], ptr[v + 1]):
-            w = nbr[j]
-            t = f + dly[j]
+        for j in range(ptr[v], ptr[v + 1] + 1):  # the CSR's edges, then the chain successor
+            if j < ptr[v + 1]:
+                w = nbr[j]
+                t = f + dly[j]
+            else:
+                w = nxt[v]
+                if w < 0:
+                    break
+                t = f
             if t > start[w]:
                 start[w] = t
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack[top] = w
-                top += 1
-        w = nxt[v]
-        if w >= 0:
-            if f > start[w]:
-                start[w] = f
             indeg[w] -= 1
             if indeg[w] == 0:
                 stack[top] = w
