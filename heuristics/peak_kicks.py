@@ -52,11 +52,12 @@ def kick(problem: Problem, mover: Mover, at: Descended, rng: np.random.Generator
         return None
     buf = buffers(problem, pl, ev.start, ev.finish)
     _, when = peak_profile(problem, pl, ev.start, ev.finish, buf)
+    emptiest = np.argsort(ratio, kind="stable").tolist()
     for d in rng.permutation(over).tolist():
         units = _holders(problem, mover, pl, ev, buf, float(when[d]), d)[:KICK_HOLDERS]
         for i in rng.permutation(len(units)).tolist():
             unit = units[i]
-            targets = [e for e in np.argsort(ratio, kind="stable").tolist() if e != d and mover.can_go(unit, e)]
+            targets = [e for e in emptiest if e != d and mover.can_go(unit, e)]
             if targets:
                 trial = pl.copy()
                 trial[unit] = targets[int(rng.integers(min(KICK_TARGETS, len(targets))))]

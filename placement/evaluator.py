@@ -441,10 +441,10 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
     prev = _order_chains(n, placement, order)
     if prev is None:
         prev = _checked_order_chains(problem, placement, order)
+    has_prev = prev >= 0
     fast = kernels.for_size(n)
     if fast is not None and (waits is None or not waits.size):  # the device chains beside the graph's CSR
         ptr, nbr, eid = problem.succ_ptr
-        has_prev = prev >= 0
         nxt = np.full(n, -1, dtype=np.int64)
         nxt[prev[has_prev]] = np.flatnonzero(has_prev)
         indeg = np.bincount(nbr, minlength=n) + has_prev
@@ -452,7 +452,6 @@ def _ordered_schedule(problem: Problem, placement: np.ndarray, delay: np.ndarray
         if done == n:
             return start_a, start_a + problem.time
     # Kahn over DAG edges plus the chain edges prev[v] -> v.
-    has_prev = prev >= 0
     src = np.concatenate([problem.src, prev[has_prev]])
     dst = np.concatenate([problem.dst, np.flatnonzero(has_prev)])
     dly = np.concatenate([delay, np.zeros(int(has_prev.sum()))])

@@ -410,11 +410,7 @@ def device_chains(at, pl, k):
     counting), each device's first slot in it, and every node's device predecessor and successor
     (-1: none): the chains of IncrementalSchedule.reset."""
     n = at.size
-    lo = np.zeros(k + 1, dtype=np.int64)
-    for v in range(n):
-        lo[pl[v] + 1] += 1
-    for d in range(k):
-        lo[d + 1] += lo[d]
+    lo = _segments(pl, k)
     fill = lo[:k].copy()
     seq = np.empty(n, dtype=np.int64)
     prev = np.full(n, -1, dtype=np.int64)
@@ -1580,11 +1576,7 @@ def device_peaks(ptr, nbr, pl, start, finish, size, k):
         m += 1
     top = np.zeros(k)
     when = np.full(k, np.nan)
-    count = np.zeros(k + 1, dtype=np.int64)
-    for i in range(m):
-        count[dev[i] + 1] += 2
-    for d in range(k):
-        count[d + 1] += count[d]
+    count = 2 * _segments(dev[:m], k)  # two events per interval
     fill = count[:k].copy()
     ev = np.empty(2 * m, dtype=np.int64)  # event e < m: allocation of interval e; e >= m: release of e - m
     for i in range(m):  # per device: releases first, each kind in the order made
