@@ -25,8 +25,10 @@ from placement.solution import Solution, SolveOptions
 from .ordering import fit_by_order, order_report, overflowing_placement
 from .methods import get as method_info
 from .methods import methods
-from .pipeline import finish_reserve, pipeline
+from .pipeline import BASELINES, finish_reserve, pipeline
 
+# From this size on, ``auto`` publishes a baseline answer before the bounds (publish_baseline).
+BASELINE_FIRST_NODES = 10000
 
 
 @dataclass
@@ -211,6 +213,9 @@ def run(
         return run_objective(problem, method, opts, objective, progress)
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
+    if method == "auto" and problem.n >= BASELINE_FIRST_NODES:
+        opts.best_so_far.enter("baseline")
+        publish_baseline(problem, opts)
     opts.best_so_far.enter("bounds")
     # The cheap bounds are published first: a run stopped in the communication, forced or memory path
     # bound (pure Python, a second or more at 200K nodes) still reports a valid one.
@@ -228,6 +233,26 @@ def run(
     res = _run_makespan(problem, method, opts, say, lbs, t0)
     res.memory_bound = mem_lb
     return res
+
+
+def publish_baseline(problem: Problem, opts: SolveOptions) -> None:
+    """Publish the first linear-time baseline (solvers.pipeline.BASELINES) that fits memory as the
+    run's answer so far, before the bound suite runs.
+
+    Why: on big graphs the bounds come before any heuristic and take seconds (2.4 s at 50K nodes),
+    so a run whose limit ended or that was stopped (Ctrl-C) in them had nothing to report: a
+    50K-node transformer with ``--time-limit 3`` answered ``unknown`` where topo-fill answers in
+    0.3 s. The pipeline replaces this answer with its own as soon as it has one."""
+    for baseline in BASELINES.values():
+        if opts.stop.is_set():
+            return
+        sol = baseline(problem, replace(opts, time_limit=None, started=time.monotonic()))
+        if sol.placement is None:
+            continue
+        ev = verify(problem, sol, opts.memory_model)
+        if ev.feasible(problem):
+            opts.best_so_far.publish_answer(problem, sol, ev)
+            return
 
 
 def memory_infeasibility(problem: Problem, mem_lb: dict[str, float]) -> str | None:

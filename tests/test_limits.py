@@ -200,3 +200,31 @@ def test_an_unknown_answer_names_each_reason_once(monkeypatch):
     monkeypatch.setattr(run_module, "pipeline", lambda *a, **k: PipelineResult(None, 1.0, False, [], [same, "held-split: x", same]))
     result = run_module.run(random_problem(9, 6, 2), "auto", SolveOptions(time_limit=5.0))
     assert result.status == "unknown" and result.reason == f"{same}; held-split: x"
+
+
+@pytest.mark.parametrize("memory_model", ["static", "peak"])
+def test_auto_has_a_verified_answer_before_the_bounds(monkeypatch, memory_model):
+    """On big graphs the bound suite takes seconds before any heuristic runs: a run cut there (time
+    limit, Ctrl-C) must already have a baseline answer that fits, for the watchdog to report."""
+    import solvers.run as run_module
+
+    roomy = random_problem(30, 60, 3)
+    need = float((roomy.param_bytes + roomy.out_bytes).sum())
+    problem = roomy.with_devices(3, [0.8 * need] * 3)  # too small for one device (static)
+    seen = {}
+
+    def bounds_stopped_here(p, memory_model=None, stop=None, **kw):
+        seen.setdefault("answer", opts.best_so_far.get()[0])
+        raise KeyboardInterrupt  # the run goes no further: what was published is all a watchdog has
+
+    monkeypatch.setattr(run_module, "BASELINE_FIRST_NODES", 10)
+    monkeypatch.setattr(run_module, "lower_bounds", bounds_stopped_here)
+    opts = SolveOptions(time_limit=5.0, memory_model=memory_model)
+    with pytest.raises(KeyboardInterrupt):
+        run_module.run(problem, "auto", opts)
+    published, sol, _ = seen["answer"]
+    assert published is problem
+    ev = check(problem, sol.placement, sol.start, memory_model) if sol.start is not None else \
+        evaluate(problem, sol.placement, order=sol.order, memory_model=memory_model)
+    assert ev.feasible(problem)
+    assert sol.objective == pytest.approx(ev.makespan)
