@@ -52,8 +52,10 @@ W = {"fc1.weight": 16 * 8 * 4, "fc1.bias": 16 * 4, "fc2.weight": 16 * 16 * 4, "f
 
 
 def test_mlp_training_step_checked_by_hand():
+    """The step with gradients kept zeroed in place (``zero_grad="zeros"``, the only problem before
+    session 42), node by node; then what the default (``set_to_none=True``) changes in it."""
     model, inputs = tm.mlp_factory()
-    cap = capture(model, inputs)
+    cap = capture(model, inputs, zero_grad="zeros")
     p = cap.problem
     assert _ops(cap, "forward") == sorted(["aten.addmm", "aten.relu", "aten.addmm", "aten.relu", "aten.mm", "aten.sum"])
     # backward: the loss's seed, fc3's weight gradient and input gradient, two ReLU backwards, fc2's
@@ -102,6 +104,27 @@ def test_mlp_training_step_checked_by_hand():
         assert edges[(f"param:{name}", lerp)][1] == {"src_output": 1, "dst_inputs": [0]}  # exp_avg is output 1
     # no views left
     assert not VIEWS & set(_ops(cap))
+    # PyTorch 2.x's default, zero_grad(set_to_none=True): the same ops; no gradient among the
+    # persistent bytes; each gradient (the mm or sum that makes it) and each weight held to the step's
+    # end by a zero-time :kept node colocated with it, which waits for optimizer:end, after every
+    # update's last in-place write (addcdiv_)
+    new = capture(model, inputs)
+    q = new.problem
+    assert q.attrs["zero_grad"] == "none"
+    assert {nid: q.param_bytes[q.index[f"param:{nid}"]] for nid in W} == {k: 2 * v for k, v in W.items()}
+    assert {nid: q.out_bytes[q.index[f"param:{nid}"]] for nid in W} == W
+    added = sorted(set(q.ids) - set(p.ids))
+    grads = [a.removesuffix(":kept") for a in added if a.endswith(":kept") and not a.startswith("param:")]
+    assert sorted(q.node_meta[q.index[g]]["op"] for g in grads) == ["aten.mm"] * 3 + ["aten.sum"] * 2  # weights, biases
+    assert sorted(_bytes(q, g) for g in grads) == sorted(W.values())
+    assert added == sorted(["optimizer:end"] + [f"{g}:kept" for g in grads] + [f"param:{n}:kept" for n in W])
+    assert all(q.node_meta[q.index[a]]["op"] == "order" and q.time[q.index[a]] == 0 and _bytes(q, a) == 0 for a in added)
+    qedges = set(zip((q.ids[u] for u in q.src.tolist()), (q.ids[v] for v in q.dst.tolist())))
+    for held in grads + [f"param:{n}" for n in W]:
+        assert (held, f"{held}:kept") in qedges and ("optimizer:end", f"{held}:kept") in qedges
+        assert q.colocate[q.index[f"{held}:kept"]] == q.colocate[q.index[held]] >= 0
+    assert sorted(q.node_meta[q.index[u]]["op"] for u, v in qedges if v == "optimizer:end") == ["aten.addcdiv_"] * 5
+    assert sorted(q.ids[i] for i in range(q.n) if q.ids[i] not in added) == sorted(p.ids)
 
 
 def test_mlp_inference_and_sgd_persistent_bytes():
@@ -121,8 +144,10 @@ def test_mlp_inference_and_sgd_persistent_bytes():
     assert all(p.comm_between(v, p.index["step:end"]) == 0.0 for v in range(p.n) if p.index["step:end"] in
                p.succ_ptr[1][p.succ_ptr[0][v]:p.succ_ptr[0][v + 1]])
     sgd = capture(model, inputs, optimizer="sgd")
-    assert sgd.problem.param_bytes.sum() == sum(W.values())  # the gradients; the weights are outputs
-    assert _ops(sgd, "optimizer") == ["aten.add_"] * 5
+    assert sgd.problem.param_bytes.sum() == 0  # nothing: the weights are outputs, the gradients the backward's
+    assert [o for o in _ops(sgd, "optimizer") if o != "order"] == ["aten.add_"] * 5  # (and the :kept holds)
+    kept = capture(model, inputs, optimizer="sgd", zero_grad="zeros")
+    assert kept.problem.param_bytes.sum() == sum(W.values())  # the gradients, zeroed in place
 
 
 def test_roofline_times_by_hand():
@@ -236,7 +261,7 @@ def test_bert():
     assert fwd["aten.embedding"] == 3
     bwd = Counter(_ops(cap, "backward"))
     assert bwd["aten._softmax_backward_data"] == c.layers and bwd["aten.native_layer_norm_backward"] == 2 * c.layers + 2
-    assert _weights_and_states(cap) == 4 * _param_bytes(model)
+    assert _weights_and_states(cap) == 3 * _param_bytes(model)  # weights, Adam's states (gradients: set_to_none)
     assert len([g for g in _groups(p) if g.startswith("param:")]) == len(list(model.parameters()))
     assert not VIEWS & set(_ops(cap))
     groups = _groups(p)
@@ -253,7 +278,7 @@ def test_bert():
         assert shape in ([c.batch, c.seq, c.hidden], [c.batch, c.heads, c.seq, c.seq])
         assert p.out_bytes[i] == 4 * np.prod(shape)
     # layer-norm statistics are held for the backward apart from the outputs
-    saved = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "saved"]
+    saved = [p.ids[i] for i in range(p.n) if p.node_meta[i]["op"] == "saved" and ":saved" in p.ids[i]]
     assert len(saved) == 2 * (2 * c.layers + 2)
 
 
@@ -272,7 +297,7 @@ def test_gpt2_block_stack_with_tied_embeddings():
     lerp = next(m for m in wte if p.node_meta[p.index[m]]["op"] == "aten.lerp_")
     grad = [p.ids[u] for u, v in zip(p.src.tolist(), p.dst.tolist()) if p.ids[v] == lerp and not p.ids[u].startswith("param:")]
     assert [p.node_meta[p.index[g]]["op"] for g in grad] == ["aten.add"]
-    assert _weights_and_states(cap) == 4 * _param_bytes(model)
+    assert _weights_and_states(cap) == 3 * _param_bytes(model)
 
 
 def _ancestors(p, node_id):
@@ -312,7 +337,8 @@ def test_reads_of_a_tensor_precede_its_later_in_place_writes(optimizer, update):
     p = capture(model, inputs, optimizer=optimizer).problem
     for name in W:
         pid = f"param:{name}"
-        readers = {p.ids[v] for u, v in zip(p.src.tolist(), p.dst.tolist()) if p.ids[u] == pid}
+        # (not the zero-time node that holds the weight to the step's end: it reads nothing)
+        readers = {p.ids[v] for u, v in zip(p.src.tolist(), p.dst.tolist()) if p.ids[u] == pid and p.ids[v] != f"{pid}:kept"}
         writes = [r for r in readers if p.node_meta[p.index[r]]["op"] == update
                   and p.edge_meta[next(j for j in range(len(p.src)) if p.ids[p.src[j]] == pid and p.ids[p.dst[j]] == r)].get("dst_inputs") == [0]]
         assert len(writes) == 1, (name, writes)
@@ -341,7 +367,7 @@ def test_cnn_batch_norm_sits_with_its_running_statistics():
         assert f"buffer:{bn}.running_var" in group
         assert [p.node_meta[p.index[m]]["op"] for m in group].count("aten.native_batch_norm") == 1
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    assert _weights_and_states(cap) == 4 * _param_bytes(model) + buffers
+    assert _weights_and_states(cap) == 3 * _param_bytes(model) + buffers
 
 
 @pytest.mark.parametrize("name, made", [
@@ -463,12 +489,12 @@ def test_parameters_without_a_gradient_keep_only_their_weight():
         i = p.index[cap.param_nodes[name]]
         if name.startswith("unused."):
             assert (p.param_bytes[i], p.out_bytes[i]) == (size, 0.0)
-        else:  # the weight as the node's output, read until its update; gradient and Adam's two states persist
-            assert (p.param_bytes[i], p.out_bytes[i]) == (3 * size, size)
+        else:  # the weight as the node's output, read until its update; Adam's two states persist
+            assert (p.param_bytes[i], p.out_bytes[i]) == (2 * size, size)
     for name, _ in model.named_parameters():
         i = p.index[cap.param_nodes[name]]
         readers = {p.ids[d] for s, d in zip(p.src.tolist(), p.dst.tolist()) if s == i}
-        updates = [r for r in readers if cap.phase.get(r) == "optimizer"]
+        updates = [r for r in readers if cap.phase.get(r) == "optimizer" and not r.endswith(":kept")]
         # Adam's step reads each used weight; nothing reads the unused ones, nothing updates them
         assert (not readers) if name.startswith("unused.") else updates, (name, readers)
     ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
@@ -502,10 +528,11 @@ def test_a_sparse_gradient_holds_the_rows_looked_up_not_the_table():
     i = p.index[cap.param_nodes["emb.weight"]]
     assert (p.param_bytes[i], p.out_bytes[i]) == (0.0, table)
     j = p.index[cap.param_nodes["cls.weight"]]
-    assert (p.param_bytes[j], p.out_bytes[j]) == (2 * 16 * 4, 2 * 16 * 4)  # dense: weight + gradient (SGD)
+    assert (p.param_bytes[j], p.out_bytes[j]) == (0.0, 2 * 16 * 4)  # dense: the weight; SGD keeps no state
     grads = [k for k in range(p.n) if p.node_meta[k]["op"] == "aten._sparse_coo_tensor_with_dims_and_tensors"]
     assert len(grads) == 1 and p.out_bytes[grads[0]] == 40 * 8 + 40 * 16 * 4
-    assert all(p.edge_bytes[e] == 40 * 8 + 40 * 16 * 4 for e in range(len(p.src)) if p.src[e] == grads[0])
+    assert all(p.edge_bytes[e] == 40 * 8 + 40 * 16 * 4 for e in range(len(p.src))
+               if p.src[e] == grads[0] and not p.ids[p.dst[e]].endswith(":kept"))  # (:kept holds it, reading nothing)
     ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
     theirs = measured_step_peak(model, (ids,), optimizer="sgd")
     assert theirs["persistent"] < table + 2 * 16 * 4 + 2 * 4 + 2 * ids.numel() * 8  # no dense gradient in PyTorch either
@@ -974,7 +1001,7 @@ def test_gpt2_with_48_layers_imports_whole():
     assert len(cap.param_nodes) == 4 + 12 * 48
     assert sum(1 for g in cap.problem.colocate_names if g.startswith("param:")) == 4 + 12 * 48
     assert not VIEWS & set(ops)
-    assert _weights_and_states(cap) == 4 * _param_bytes(model)
+    assert _weights_and_states(cap) == 3 * _param_bytes(model)
 
 
 class _WithLoss(torch.nn.Module):

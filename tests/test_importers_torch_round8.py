@@ -54,13 +54,13 @@ def test_optimizers_beyond_adam_and_sgd_are_torchs_own_step(name):
     p = cap.problem
     for pname, size in W.items():
         nid = f"param:{pname}"
-        assert p.param_bytes[p.index[nid]] == (1 + n_states) * size  # gradient + states; the weight is the output
+        assert p.param_bytes[p.index[nid]] == n_states * size  # the states; the weight is the output, the gradient the backward's
         assert p.out_bytes[p.index[nid]] == size
     groups = {}
     for i, g in enumerate(p.colocate.tolist()):
         if g >= 0:
             groups.setdefault(p.colocate_names[g], []).append(p.node_meta[i]["op"])
-    assert sorted(groups["param:fc1.weight"]) == sorted(["placeholder.param"] + update)
+    assert sorted(groups["param:fc1.weight"]) == sorted(["placeholder.param", "order"] + update)  # order: its :kept
     assert p.attrs["optimizer"] == name
 
     params = list(ref.parameters())
@@ -98,7 +98,7 @@ def test_momentum_sgd_memory_matches_pytorchs_own_step():
         p = capture(model, inputs, optimizer=name).problem
         ours[name] = (p.param_bytes.sum(), evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0])
         theirs[name] = measured_step_peak(model, inputs, optimizer=name, loss_fn=lambda out: out.sum())
-    assert ours["sgd"][0] == weights and ours["sgd-momentum"][0] == 2 * weights  # + the weights themselves, as outputs
+    assert ours["sgd"][0] == 0 and ours["sgd-momentum"][0] == weights  # + the weights themselves, as outputs
     assert theirs["sgd-momentum"]["persistent"] - theirs["sgd"]["persistent"] == weights
     assert abs(ours["sgd-momentum"][1] - theirs["sgd-momentum"]["peak"]) <= 0.25 * theirs["sgd-momentum"]["peak"]
 
@@ -190,8 +190,9 @@ def test_gradient_accumulation_holds_one_micro_batch_of_activations():
                                 torch.nn.Linear(512, 10))
     x = torch.randn(512, 64)
     peak = {}
+    # (the one-batch steps with their gradients persistent, as accumulation's gradient buffer is)
     for key, inputs, n in (("whole", x, 1), ("micro", x[:128], 1), ("accumulated", x, 4)):
-        q = capture(model, (inputs,), optimizer="sgd", accumulate=n).problem
+        q = capture(model, (inputs,), optimizer="sgd", accumulate=n, zero_grad="zeros").problem
         peak[key] = evaluate(q, np.zeros(q.n, dtype=int), memory_model="peak").peak_memory[0]
     assert peak["micro"] <= peak["accumulated"] <= peak["micro"] + 384 * 64 * 4  # the rest of the batch's input
     assert peak["whole"] - peak["accumulated"] > 3 * 128 * 512 * 4  # three more micro-batches of an activation
@@ -250,8 +251,13 @@ def test_autocast_casts_each_weight_once_per_region_as_eager_pytorch():
     assert loss.item() == pytest.approx(eager.item(), rel=1e-6)
     for (name, prm), updated in zip(ref.named_parameters(), args):
         torch.testing.assert_close(updated, prm.detach(), rtol=1e-5, atol=1e-7, msg=name)
-    ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
-    theirs = measured_step_peak(model, (x,), loss_fn=lambda out: out.square().mean())["peak"]
+    # the peak with the gradients kept (zero_grad="zeros"): under the default (set_to_none) both
+    # weights' gradients are cast back at the backward's very end, so both updates are ready at once
+    # and the FIFO executor interleaves them, holding two weights' Adam temporaries where eager
+    # PyTorch's loop holds one (1.07 x; docs/importers.md); the cast cache is what is checked here
+    q = capture(model, (x,), loss_fn=lambda out: out.square().mean(), zero_grad="zeros").problem
+    ours = evaluate(q, np.zeros(q.n, dtype=int), memory_model="peak").peak_memory[0]
+    theirs = measured_step_peak(model, (x,), loss_fn=lambda out: out.square().mean(), zero_grad="zeros")["peak"]
     assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
 
 
@@ -370,12 +376,12 @@ def test_an_ema_of_the_weights_after_the_update_is_in_the_step():
     assert p.attrs["ema"] == 0.99
     for pname, size in W.items():
         i = p.index[f"param:{pname}"]
-        assert (p.param_bytes[i], p.out_bytes[i]) == (4 * size, size)  # gradient, Adam's two states, the EMA
+        assert (p.param_bytes[i], p.out_bytes[i]) == (3 * size, size)  # Adam's two states, the EMA
     groups = {}
     for i, g in enumerate(p.colocate.tolist()):
         if g >= 0:
             groups.setdefault(p.colocate_names[g], []).append(p.node_meta[i]["op"])
-    assert sorted(groups["param:fc1.weight"]) == sorted(["placeholder.param", "aten.add_", "aten.addcdiv_", "aten.addcmul_",
+    assert sorted(groups["param:fc1.weight"]) == sorted(["placeholder.param", "order", "aten.add_", "aten.addcdiv_", "aten.addcmul_",
                                                          "aten.div", "aten.lerp_", "aten.lerp_", "aten.mul_", "aten.sqrt"])
     emas = [e for e in range(p.m) if (p.edge_meta[e] or {}).get("src_output") == 3 and p.ids[p.src[e]] == "param:fc1.weight"]
     assert len(emas) == 1 and p.node_meta[p.dst[emas[0]]]["op"] == "aten.lerp_"
@@ -399,7 +405,7 @@ def test_an_ema_of_the_weights_after_the_update_is_in_the_step():
         torch.testing.assert_close(args[n + 3 * i + 2], e, rtol=1e-5, atol=1e-7)
     ours = evaluate(p, np.zeros(p.n, dtype=int), memory_model="peak").peak_memory[0]
     theirs = measured_step_peak(model, inputs, loss_fn=lambda out: out.sum(), ema=0.99)
-    assert theirs["persistent"] >= 5 * sum(W.values())  # weights, gradients, Adam's states, the EMA
+    assert theirs["persistent"] >= 4 * sum(W.values())  # weights, Adam's states, the EMA (zero_grad frees the gradients)
     assert abs(ours - theirs["peak"]) <= 0.25 * theirs["peak"]
 
 
