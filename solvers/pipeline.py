@@ -99,6 +99,8 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # cpsat's unit LNS (formulations/unit_lns.py) then starts from refine's answer, not the warm
 # start's (NASNet: refine 8.37 -> 7.42 in 17 s, the unit LNS from 8.81 far slower).
 PRE_REFINE_NODES = 400
+SMALL_SEARCH_SHARE = 0.5  # under the peak model, of the exact phase's time: the alternating search first
+EXACT_TRY_SHARE = 0.1  # ... after a CP-SAT try of this share of it
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
 # "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
 # opts.extra["big_exact"] overrides (bench/results_scale.md).
@@ -460,27 +462,48 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         exact_budget = None if end is None or usable is None else until(end - refine_share * usable)
         t = time.monotonic()
         if not coarse:
-            if opts.memory_model == "peak" and problem.n > PRE_REFINE_NODES and exact_budget is not None and usable:
+            search_share = float(opts.extra.get("small_search_share", SMALL_SEARCH_SHARE))
+            search_first = opts.memory_model == "peak" and search_share > 0.0 and exact_budget is not None and \
+                inc.best is not None
+            if search_first:
+                # A short CP-SAT try (a small graph is proved in it), the alternating search, then
+                # CP-SAT again from the search's answer with the rest.
+                exact_budget *= EXACT_TRY_SHARE
+            elif opts.memory_model == "peak" and problem.n > PRE_REFINE_NODES and exact_budget is not None and usable:
                 # Refine first (cpsat's unit LNS then starts from its answer): formulations/cpsat.py.
                 _refine_phase(problem, opts, inc, phases, bound, until(time.monotonic() + refine_share * usable),
                               hb, sub, name="pre-refine")
                 exact_budget = until(end - refine_share * usable)
-            hb.enter("exact")
-            ph = Phase("exact")
-            # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
-            # search when the hint's gap is large; the option in opts.extra wins.
-            extra = {"schedule": "auto", **opts.extra}
-            sol = cpsat(problem, sub(exact_budget, hint=inc.hint(), extra=extra))
-            used_exact = True
-            if sol.status == "infeasible":
-                phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
-                return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
-            if sol.lower_bound is not None:
-                bound = max(bound, float(sol.lower_bound))
-                opts.best_so_far.publish_bound(bound)
-            inc.offer(sol)
-            proved = sol.status == "optimal"
-            ph.status = sol.status
+            while True:
+                hb.enter("exact")
+                ph = Phase("exact")
+                # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
+                # search when the hint's gap is large; the option in opts.extra wins.
+                extra = {"schedule": "auto", **opts.extra}
+                sol = cpsat(problem, sub(exact_budget, hint=inc.hint(), extra=extra))
+                used_exact = True
+                if sol.status == "infeasible":
+                    phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
+                    return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
+                if sol.lower_bound is not None:
+                    bound = max(bound, float(sol.lower_bound))
+                    opts.best_so_far.publish_bound(bound)
+                inc.offer(sol)
+                proved = sol.status == "optimal"
+                ph.status = sol.status
+                if not search_first or proved or opts.stop.is_set():
+                    break
+                search_first = False
+                ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
+                phases.append(ph)
+                phases.extend(_alternate_phase(problem, opts, inc, bound,
+                                               search_share * until(end - refine_share * usable), hb))
+                t = time.monotonic()
+                exact_budget = until(end - refine_share * usable)
+                proved = inc.makespan <= bound * (1 + 1e-9)
+                if proved or opts.stop.is_set():
+                    ph = Phase("exact", status="skipped", note="the search reached the bound" if proved else "stopped")
+                    break
         elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
             hb.enter("exact-lns")
             ph = _lns_phase(problem, opts, inc, exact_budget, hb)
