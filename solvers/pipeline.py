@@ -463,6 +463,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         t = time.monotonic()
         if not coarse:
             search_share = float(opts.extra.get("small_search_share", SMALL_SEARCH_SHARE))
+            # (the search needs an incumbent: without one CP-SAT keeps the whole phase to find one)
             search_first = opts.memory_model == "peak" and search_share > 0.0 and exact_budget is not None and \
                 inc.best is not None
             if search_first:
