@@ -22,7 +22,6 @@ One JSON line per row and setting goes to OUTDIR/rows.jsonl (the solve runs to O
 from __future__ import annotations
 
 import argparse
-import heapq
 import importlib.util
 import json
 import runpy
@@ -41,35 +40,6 @@ def _realcheck2():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def program_order(p) -> list[int]:
-    """Trace order, each zero-time node the importer adds (``order`` tokens, ``saved`` holders) right
-    after its last predecessor; a topological order by those keys (as tests/test_importers_torch_round9.py)."""
-    pred = [[] for _ in range(p.n)]
-    succ = [[] for _ in range(p.n)]
-    for u, v in zip(p.src.tolist(), p.dst.tolist()):
-        pred[v].append(u)
-        succ[u].append(v)
-    buffered = p.attrs.get("zero_grad") == "zeros" and p.attrs.get("grad_scaler")
-    into_buffer = {int(p.dst[e]) for e in range(p.m) if buffered and p.ids[p.src[e]].startswith("param:")
-                   and (p.edge_meta[e] or {}).get("src_output") == 1 and p.node_meta[p.dst[e]]["op"] == "aten.add_"}
-    key = {}
-    for v in np.argsort(p.topo_rank, kind="stable").tolist():
-        added = p.node_meta[v]["op"] in ("order", "saved") or v in into_buffer
-        key[v] = (max(key[u] for u in pred[v])[0] if added and pred[v] else v, v)
-    indeg = [len(x) for x in pred]
-    heap = [(key[v], v) for v in range(p.n) if not indeg[v]]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        out.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if not indeg[v]:
-                heapq.heappush(heap, (key[v], v))
-    return out
 
 
 def measure(spec: str, flags: list[str], zero_grad: str) -> dict:
@@ -103,6 +73,7 @@ def main() -> None:
         return
     from placement.evaluator import evaluate
     from placement.formats import load_problem
+    from placement.importers.torch import program_order
 
     a.out.mkdir(parents=True, exist_ok=True)
     rc2 = _realcheck2()

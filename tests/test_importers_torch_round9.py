@@ -14,50 +14,15 @@ import torch_models as tm  # noqa: E402  (tests/torch_models.py)
 
 from placement.evaluator import evaluate  # noqa: E402
 from placement.formats.native import problem_to_native  # noqa: E402
-from placement.importers.torch import LR, capture, main  # noqa: E402
-
-
-def _program_order(p) -> list[int]:
-    """The nodes in the order the traced program runs them, as eager PyTorch does: operators by
-    their position in the trace (the importer adds them in that order), each zero-time node it adds
-    (order tokens, saved-tensor holders, ``:kept`` holds) right after its last predecessor, and so
-    each add of a gradient into a gradient buffer (the trace adds them after the whole backward,
-    eager PyTorch's AccumulateGrad as each gradient is made); a topological order by those keys."""
-    import heapq
-
-    pred = [[] for _ in range(p.n)]
-    for u, v in zip(p.src.tolist(), p.dst.tolist()):
-        pred[v].append(u)
-    buffered = p.attrs.get("zero_grad") == "zeros" and p.attrs.get("grad_scaler")  # output 1: the buffer
-    into_buffer = {int(p.dst[e]) for e in range(p.m) if buffered and p.ids[p.src[e]].startswith("param:")
-                   and (p.edge_meta[e] or {}).get("src_output") == 1 and p.node_meta[p.dst[e]]["op"] == "aten.add_"}
-    key = {}
-    for v in np.argsort(p.topo_rank, kind="stable").tolist():
-        added = p.node_meta[v]["op"] in ("order", "saved") or v in into_buffer
-        key[v] = (max(key[u] for u in pred[v])[0] if added and pred[v] else v, v)
-    indeg = [len(x) for x in pred]
-    succ = [[] for _ in range(p.n)]
-    for u, v in zip(p.src.tolist(), p.dst.tolist()):
-        succ[u].append(v)
-    heap = [(key[v], v) for v in range(p.n) if not indeg[v]]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        out.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if not indeg[v]:
-                heapq.heappush(heap, (key[v], v))
-    return out
+from placement.importers.torch import LR, capture, main, program_order  # noqa: E402
 
 
 def _one_device_peak(p) -> float:
-    """One device, every node in program order (:func:`_program_order`): the graph's memory against
+    """One device, every node in program order (``program_order``): the graph's memory against
     eager PyTorch's on the same schedule. (The FIFO executor runs two updates whose gradients are
     ready together interleaved, holding both weights' Adam temporaries, which eager's loop never
     does: docs/importers.md.)"""
-    return float(evaluate(p, np.zeros(p.n, dtype=int), order=[_program_order(p)], memory_model="peak").peak_memory[0])
+    return float(evaluate(p, np.zeros(p.n, dtype=int), order=[program_order(p)], memory_model="peak").peak_memory[0])
 
 
 def _eager_peak(model, x, step) -> float:

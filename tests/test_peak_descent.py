@@ -184,7 +184,9 @@ def test_a_reorder_takes_the_descent_past_its_local_minimum(seed):
 def test_min_memory_fits_the_imported_lstmp_at_1_3_times_its_bound():
     """bench/real_models6.py lstm_proj at K = 4 and 1.3 x its memory bound: no member fitted
     (min-memory's descents ended at 1.0014 x the capacity and above); with a reorder after the
-    descent, it fits (session 38). Imports PyTorch: about 25 s."""
+    descent, it fits (session 38). Imports PyTorch: about 25 s. Captured as in session 38, with the
+    gradients persistent (``zero_grad="zeros"``): under session 42's default (``none``) it is another
+    problem, where min-memory ends at 1.021 x the capacity."""
     import importlib.util
     from pathlib import Path
 
@@ -194,7 +196,7 @@ def test_min_memory_fits_the_imported_lstmp_at_1_3_times_its_bound():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model, inputs, loss_fn = mod.lstm_proj()
-    p = graph_from_torch(model, inputs, loss_fn=loss_fn, devices=4)
+    p = graph_from_torch(model, inputs, loss_fn=loss_fn, devices=4, zero_grad="zeros")
     q = p.with_devices(4, 1.3 * float(memory_lower_bound(p, "peak")["best"]))
     sol = min_memory(q, SolveOptions(memory_model="peak", time_limit=120))
     assert sol.status == "heuristic", sol.reason

@@ -1390,6 +1390,46 @@ def measure_ops(gm: Any, flat: Sequence[Any], *, warmup: int = 1, repeats: int =
 
 # ----- what PyTorch itself measures ----------------------------------------------------------------
 
+def program_order(problem: Problem) -> list[int]:
+    """The nodes of an imported step in the order eager PyTorch runs them: operators by their
+    position in the trace (the importer adds them in that order), each zero-time node the importer
+    adds (order tokens, saved-tensor holders, ``:kept`` holds) right after its last predecessor, and
+    so each add of a gradient into a gradient buffer (the trace adds them after the whole backward,
+    eager PyTorch's AccumulateGrad as each gradient is made); a topological order by those keys.
+    Evaluated on one device in this order, the problem's peak is comparable with
+    :func:`measured_step_peak` (the FIFO executor may interleave two updates that eager runs one
+    after the other)."""
+    import heapq
+
+    import numpy as np
+
+    p = problem
+    pred: list[list[int]] = [[] for _ in range(p.n)]
+    succ: list[list[int]] = [[] for _ in range(p.n)]
+    for u, v in zip(p.src.tolist(), p.dst.tolist()):
+        pred[v].append(u)
+        succ[u].append(v)
+    buffered = p.attrs.get("zero_grad") == "zeros" and p.attrs.get("grad_scaler")  # output 1: the buffer
+    into_buffer = {int(p.dst[e]) for e in range(p.m) if buffered and p.ids[p.src[e]].startswith("param:")
+                   and (p.edge_meta[e] or {}).get("src_output") == 1 and p.node_meta[p.dst[e]]["op"] == "aten.add_"}
+    key: dict[int, tuple[int, int]] = {}
+    for v in np.argsort(p.topo_rank, kind="stable").tolist():
+        added = p.node_meta[v]["op"] in ("order", "saved") or v in into_buffer
+        key[v] = (max(key[u] for u in pred[v])[0] if added and pred[v] else v, v)
+    indeg = [len(x) for x in pred]
+    heap = [(key[v], v) for v in range(p.n) if not indeg[v]]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        _, u = heapq.heappop(heap)
+        out.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if not indeg[v]:
+                heapq.heappush(heap, (key[v], v))
+    return out
+
+
 def measured_step_peak(model: Any, example_inputs: Any, *, train: bool = True, optimizer: str = "adam",
                        loss_fn: Callable | None = None, accumulate: int = 1, ema: float | None = None,
                        zero_grad: str = "none", grad_scaler: bool = False) -> dict[str, float]:
