@@ -466,45 +466,45 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             # (the search needs an incumbent: without one CP-SAT keeps the whole phase to find one)
             search_first = opts.memory_model == "peak" and search_share > 0.0 and exact_budget is not None and \
                 inc.best is not None
-            if search_first:
-                # A short CP-SAT try (a small graph is proved in it), the alternating search, then
-                # CP-SAT again from the search's answer with the rest.
-                exact_budget *= EXACT_TRY_SHARE
-            elif opts.memory_model == "peak" and problem.n > PRE_REFINE_NODES and exact_budget is not None and usable:
+            if not search_first and opts.memory_model == "peak" and problem.n > PRE_REFINE_NODES and \
+                    exact_budget is not None and usable:
                 # Refine first (cpsat's unit LNS then starts from its answer): formulations/cpsat.py.
                 _refine_phase(problem, opts, inc, phases, bound, until(time.monotonic() + refine_share * usable),
                               hb, sub, name="pre-refine")
                 exact_budget = until(end - refine_share * usable)
-            while True:
+
+            def exact_once(budget: float | None) -> tuple[Phase, Solution]:
+                """CP-SAT on the whole graph from the incumbent; its answer offered, its bound kept."""
+                nonlocal bound, used_exact
                 hb.enter("exact")
-                ph = Phase("exact")
                 # CP-SAT's two-phase "auto" schedule (formulations/cpsat.py): a bound phase after the
                 # search when the hint's gap is large; the option in opts.extra wins.
-                extra = {"schedule": "auto", **opts.extra}
-                sol = cpsat(problem, sub(exact_budget, hint=inc.hint(), extra=extra))
+                sol = cpsat(problem, sub(budget, hint=inc.hint(), extra={"schedule": "auto", **opts.extra}))
                 used_exact = True
-                if sol.status == "infeasible":
-                    phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
-                    return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
-                if sol.lower_bound is not None:
+                if sol.lower_bound is not None and sol.status != "infeasible":
                     bound = max(bound, float(sol.lower_bound))
                     opts.best_so_far.publish_bound(bound)
                 inc.offer(sol)
-                proved = sol.status == "optimal"
-                ph.status = sol.status
-                if not search_first or proved or opts.stop.is_set():
-                    break
-                search_first = False
+                return Phase("exact", status=sol.status, note=sol.reason if sol.status == "infeasible" else ""), sol
+
+            # With search_first: a short CP-SAT try (a small graph is proved in it), the alternating
+            # search, then CP-SAT again from the search's answer with the rest.
+            ph, sol = exact_once(exact_budget * EXACT_TRY_SHARE if search_first else exact_budget)
+            if search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set():
                 ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
                 phases.append(ph)
                 phases.extend(_alternate_phase(problem, opts, inc, bound,
                                                search_share * until(end - refine_share * usable), hb))
                 t = time.monotonic()
-                exact_budget = until(end - refine_share * usable)
-                proved = inc.makespan <= bound * (1 + 1e-9)
-                if proved or opts.stop.is_set():
-                    ph = Phase("exact", status="skipped", note="the search reached the bound" if proved else "stopped")
-                    break
+                if inc.makespan <= bound * (1 + 1e-9) or opts.stop.is_set():
+                    ph = Phase("exact", status="skipped",
+                               note="the search reached the bound" if not opts.stop.is_set() else "stopped")
+                else:
+                    ph, sol = exact_once(until(end - refine_share * usable))
+            if sol.status == "infeasible":
+                phases.append(Phase("exact", time.monotonic() - t, status="infeasible", note=sol.reason))
+                return PipelineResult(None, bound, False, phases, [sol.reason], True, infeasible=True)
+            proved = sol.status == "optimal" or inc.makespan is not None and inc.makespan <= bound * (1 + 1e-9)
         elif str(opts.extra.get("big_exact", BIG_EXACT)) == "lns":
             hb.enter("exact-lns")
             ph = _lns_phase(problem, opts, inc, exact_budget, hb)

@@ -190,6 +190,7 @@ def test_solve_batch_bad_manifest_exits_2_and_writes_nothing(tmp_path, capsys, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
 
 
+@pytest.mark.slow  # 8 s: the default suite (CI 9:47 in all, session 42) sits near its cap
 def test_frontier_on_ray_equals_the_sequential_frontier(transformer):
     """The `ray` extra runs the same points as Ray tasks: same capacities, answers and bounds
     (a deterministic method, so the two runs must agree exactly)."""

@@ -971,6 +971,7 @@ def test_annotated_graph_runs_split_and_matches_the_plain_run():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.slow  # 7 s: the default suite (CI 9:47 in all, session 42) sits near its cap
 def test_solve_on_an_imported_model_respects_colocation(tmp_path):
     from solvers.cli import main as solve_main
 

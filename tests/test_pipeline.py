@@ -149,6 +149,7 @@ def test_warm_budget_covers_the_members_the_portfolio_runs_first():
             assert got >= need
 
 
+@pytest.mark.slow  # 7 s: the default suite (CI 9:47 in all, session 42) sits near its cap
 def test_warm_start_gives_the_portfolio_its_share_and_what_the_stretch_is_for(monkeypatch):
     """The portfolio's limit is the stretched warm budget; its own share (WARM_SHARE of the usable
     time) and the members the stretch is for (WARM_FIRST, and WARM_ALSO) go with it."""

@@ -249,6 +249,7 @@ def test_the_probe_keeps_each_candidates_best_schedule_for_the_later_tracks():
     assert check(prob, sol.placement, sol.start).makespan == 7.0 == sol.objective
 
 
+@pytest.mark.slow  # 7 s: the default suite (CI 9:47 in all, session 42) sits near its cap
 def test_later_tracks_start_where_the_probe_left_each_candidate(monkeypatch):
     """The restarts (here in turn: one worker) get the probe's schedule of every candidate it
     judged, each never above the member's own answer, and no candidate twice."""

@@ -56,6 +56,7 @@ def _start(prob, candidates, seconds: float, warm=None):
                      0.0, time.monotonic() + seconds, answer, verify)
 
 
+@pytest.mark.slow  # 6 s: the default suite (CI 9:47 in all, session 42) sits near its cap
 def test_the_side_track_posts_schedules_the_evaluator_confirms():
     prob = _problem()
     heft = run(prob, "heft", SolveOptions()).solution
