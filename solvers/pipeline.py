@@ -400,9 +400,17 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                 reasons = [r for r in reasons if warm is None or r != warm.reason] + [sol.reason]
     if inc.best is None:
         # Out of time or stopped before anything answered (e.g. loading took the limit): the linear-time
-        # baselines still answer, late rather than never.
+        # baselines still answer, late rather than never (one already published before the bounds,
+        # solvers.run.publish_baseline, is not made again).
+        published = opts.best_so_far.get()[0]
+        if published is not None and published[0] is problem:
+            _, sol, ev = published
+            if ev is not None and ev.feasible(problem):
+                inc.take((sol, ev))  # judged by the evaluator when it was published
+            else:
+                inc.offer(sol)
         for baseline in BASELINES.values():
-            if inc.offer(baseline(problem, sub(None))) is not None:
+            if inc.best is not None or inc.offer(baseline(problem, sub(None))) is not None:
                 break
     if end is not None and inc.best is not None:
         end += fallback

@@ -139,12 +139,18 @@ def hold_until_end(b: GraphBuilder, weights: list[str]) -> list[str]:
     for w in read:
         rec = b.record(w)
         rec["out_bytes"], rec["param_bytes"] = rec["param_bytes"], 0.0
-        kept = f"{w}:kept"
-        b.node(kept, colocate=rec.setdefault("colocate", w), op="order")
-        b.use(w, kept, 0.0, 0)
-        b.signal(STEP_END, kept)
-        added.append(kept)
+        added.append(keep_until(b, w, STEP_END))
     return added
+
+
+def keep_until(b: GraphBuilder, node: str, end: str) -> str:
+    """Hold ``node``'s output on its device until ``end`` has run: a zero-time ``<node>:kept`` node
+    colocated with it reads it (no bytes) and waits for ``end`` (a signal). Returns its id."""
+    kept = f"{node}:kept"
+    b.node(kept, colocate=b.record(node).setdefault("colocate", node), op="order")
+    b.use(node, kept, 0.0, 0)
+    b.signal(end, kept)
+    return kept
 
 
 def check_output_path(path: str | Path) -> Path:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..problem import Problem, ProblemError
-from .build import GraphBuilder, check_output_path, hold_until_end, write_native
+from .build import GraphBuilder, check_output_path, hold_until_end, keep_until, write_native
 from .costs import load_time_table, table_time
 from .devicespec import DeviceSpec, device_spec
 
@@ -1153,11 +1153,7 @@ def _hold_gradients(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any],
     held += [rec["id"] for rec in b.nodes if phase.get(rec["id"]) == "param" and rec.get("out_bytes")
              and b.has_successor(rec["id"])]
     for nid in held:
-        kept = f"{nid}:kept"
-        b.node(kept, colocate=b.record(nid).setdefault("colocate", nid), op="order")
-        phase[kept] = "optimizer"
-        b.use(nid, kept, 0.0, 0)
-        b.signal(STEP_AFTER_UPDATE, kept)
+        phase[keep_until(b, nid, STEP_AFTER_UPDATE)] = "optimizer"
 
 
 def _leaves(x: Any) -> list[Any]:
@@ -1404,26 +1400,24 @@ def program_order(problem: Problem) -> list[int]:
     import numpy as np
 
     p = problem
-    pred: list[list[int]] = [[] for _ in range(p.n)]
-    succ: list[list[int]] = [[] for _ in range(p.n)]
-    for u, v in zip(p.src.tolist(), p.dst.tolist()):
-        pred[v].append(u)
-        succ[u].append(v)
+    pptr, pnbr, _ = p.pred_ptr
+    sptr, snbr, _ = p.succ_ptr
     buffered = p.attrs.get("zero_grad") == "zeros" and p.attrs.get("grad_scaler")  # output 1: the buffer
     into_buffer = {int(p.dst[e]) for e in range(p.m) if buffered and p.ids[p.src[e]].startswith("param:")
                    and (p.edge_meta[e] or {}).get("src_output") == 1 and p.node_meta[p.dst[e]]["op"] == "aten.add_"}
     key: dict[int, tuple[int, int]] = {}
-    for v in np.argsort(p.topo_rank, kind="stable").tolist():
+    for v in p.topo_order.tolist():
+        preds = pnbr[pptr[v]:pptr[v + 1]].tolist()
         added = p.node_meta[v]["op"] in ("order", "saved") or v in into_buffer
-        key[v] = (max(key[u] for u in pred[v])[0] if added and pred[v] else v, v)
-    indeg = [len(x) for x in pred]
+        key[v] = (max(key[u] for u in preds)[0] if added and preds else v, v)
+    indeg = np.diff(pptr).tolist()
     heap = [(key[v], v) for v in range(p.n) if not indeg[v]]
     heapq.heapify(heap)
     out: list[int] = []
     while heap:
         _, u = heapq.heappop(heap)
         out.append(u)
-        for v in succ[u]:
+        for v in snbr[sptr[u]:sptr[u + 1]].tolist():
             indeg[v] -= 1
             if not indeg[v]:
                 heapq.heappush(heap, (key[v], v))
