@@ -152,6 +152,7 @@ def test_segment_search_refuses_an_unknown_memory_model():
         SegmentSearch(prob, ev.placement, ev.start, SolveOptions(), memory_model="resident")
 
 
+@pytest.mark.slow  # 8 s: the default suite (CI 10:08 in all on a loaded machine, session 42) sits near its cap
 def test_auto_runs_segments_under_the_peak_model():
     prob = generate("cnn", 400, seed=3, devices=3, memory_fraction=0.6)
     res = run(prob, "auto", SolveOptions(time_limit=9, workers=2, memory_model="peak", extra=_segment_extra()))

@@ -165,6 +165,7 @@ def test_a_stalled_track_starts_over_from_the_side_tracks_better_answer_only():
     assert _side_start(inc, track[0], _Side(None)) is None
 
 
+@pytest.mark.slow  # 11 s: the default suite (CI 10:08 in all on a loaded machine, session 42) sits near its cap
 def test_auto_with_a_side_track_reports_it_and_answers_the_evaluators_best(monkeypatch):
     monkeypatch.setattr(side_track, "cores", lambda: 2)
     prob = _problem(500, seed=3)

@@ -283,6 +283,7 @@ def test_the_incumbent_rejects_the_schedule_re_timed_without_its_waits(lstm_held
     check(p, inc.best[1].placement, inc.best[1].start, "peak")
 
 
+@pytest.mark.slow  # 6 s: the default suite (CI 10:08 in all on a loaded machine, session 42) sits near its cap
 def test_auto_answer_with_waits_stays_feasible(lstm_held):
     from placement.solution import SolveOptions
     from solvers.run import run
