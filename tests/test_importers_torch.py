@@ -106,8 +106,8 @@ def test_mlp_training_step_checked_by_hand():
     assert not VIEWS & set(_ops(cap))
     # PyTorch 2.x's default, zero_grad(set_to_none=True): the same ops; no gradient among the
     # persistent bytes; each gradient (the mm or sum that makes it) and each weight held to the step's
-    # end by a zero-time :kept node colocated with it, which waits for optimizer:end, after every
-    # update's last in-place write (addcdiv_)
+    # end by a zero-time :kept node colocated with the weight, which waits for optimizer:end, after
+    # every update's last in-place write (addcdiv_)
     new = capture(model, inputs)
     q = new.problem
     assert q.attrs["zero_grad"] == "none"
@@ -122,7 +122,10 @@ def test_mlp_training_step_checked_by_hand():
     qedges = set(zip((q.ids[u] for u in q.src.tolist()), (q.ids[v] for v in q.dst.tolist())))
     for held in grads + [f"param:{n}" for n in W]:
         assert (held, f"{held}:kept") in qedges and ("optimizer:end", f"{held}:kept") in qedges
-        assert q.colocate[q.index[f"{held}:kept"]] == q.colocate[q.index[held]] >= 0
+    for n in W:  # a weight is held with itself; each gradient with its weight (p.grad lives with p)
+        assert q.colocate[q.index[f"param:{n}:kept"]] == q.colocate[q.index[f"param:{n}"]] >= 0
+    homes = sorted(q.colocate_names[q.colocate[q.index[f"{g}:kept"]]] for g in grads)
+    assert homes == sorted(f"param:{n}" for n in W)
     assert sorted(q.node_meta[q.index[u]]["op"] for u, v in qedges if v == "optimizer:end") == ["aten.addcdiv_"] * 5
     assert sorted(q.ids[i] for i in range(q.n) if q.ids[i] not in added) == sorted(p.ids)
 

@@ -136,6 +136,38 @@ def test_zero_grad_none_holds_every_gradient_to_the_end_of_the_step():
     assert abs(_one_device_peak(p) - ours_by_hand) <= 0.001 * ours_by_hand, (_one_device_peak(p), ours_by_hand)
 
 
+def test_a_gradient_is_held_on_its_weights_device_and_its_producer_moves_freely():
+    """``p.grad`` lives with ``p``: each gradient's ``:kept`` holder is in its weight's colocation
+    group, not its producer's. With the weight (and its update) on device 0 and the backward
+    ``mm`` making its gradient on device 1, device 0 holds the gradient from its arrival to the
+    step's end, and device 1 only while the ``mm`` runs. Before (session 42) the holder went with
+    the producer: device 1 held the gradient to the step's end, and the producer could not move
+    without a node at the step's end."""
+    from placement.evaluator import buffers
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024, bias=False), torch.nn.Linear(1024, 512, bias=False),
+                                torch.nn.Linear(512, 256, bias=False))
+    p = capture(model, (torch.randn(1, 256),)).problem
+    p = p.with_devices(2, [float("inf")] * 2)
+    for name in ("0.weight", "1.weight", "2.weight"):
+        group = p.colocate[p.index[f"param:{name}"]]
+        holders = [i for i in np.flatnonzero(p.colocate == group) if p.names[i].endswith(":kept")]
+        assert len(holders) == 2, [p.names[i] for i in holders]  # the weight's and its gradient's
+    kept = next(i for i in range(p.n) if p.names[i].endswith(":kept") and not p.names[i].startswith("param:")
+                and p.colocate_names[p.colocate[i]] == "param:1.weight")
+    producer = next(int(u) for u in p.src[p.dst == kept] if p.names[u] != "optimizer:end")
+    assert p.colocate[producer] < 0 or np.sum(p.colocate == p.colocate[producer]) < np.sum(p.colocate == p.colocate[kept])
+    placement = np.zeros(p.n, dtype=int)
+    placement[producer if p.colocate[producer] < 0 else p.colocate == p.colocate[producer]] = 1
+    ev = evaluate(p, placement, memory_model="peak")
+    buf = buffers(p, ev.placement, ev.start, ev.finish)
+    held = {int(d): (float(t0), float(t1)) for d, u, t0, t1 in zip(buf.device, buf.node, buf.t0, buf.t1) if u == producer}
+    assert held[1] == (ev.start[producer], ev.finish[producer])
+    assert held[0] == (ev.finish[producer], ev.finish[kept]) and ev.finish[kept] == ev.makespan
+    assert p.out_bytes[producer] == 1024 * 512 * 4
+
+
 def test_accumulation_and_sparse_gradients_are_the_same_under_either_zero_grad():
     """With ``accumulate`` the gradient buffer the micro-batches add into is persistent either way
     (PyTorch allocates it at the first micro-batch's backward, when no micro-batch has yet peaked

@@ -75,6 +75,10 @@ class GraphBuilder:
         """The nodes reading output ``src_output`` of ``src``."""
         return [dst for dst in self._out.get(src, ()) if src_output in self._edges[(src, dst)].tensors]
 
+    def successors(self, src: str) -> list[str]:
+        """Every node reading from, or waiting for, ``src``."""
+        return list(self._out.get(src, ()))
+
     def has_successor(self, src: str) -> bool:
         """Whether any node reads from, or waits for, ``src``."""
         return bool(self._out.get(src))
@@ -143,12 +147,16 @@ def hold_until_end(b: GraphBuilder, weights: list[str]) -> list[str]:
     return added
 
 
-def keep_until(b: GraphBuilder, node: str, end: str) -> str:
-    """Hold ``node``'s output on its device until ``end`` has run: a zero-time ``<node>:kept`` node
-    colocated with it reads it (no bytes) and waits for ``end`` (a signal). Returns its id."""
+def keep_until(b: GraphBuilder, node: str, end: str, group: str | None = None) -> str:
+    """Hold ``node``'s output until ``end`` has run: a zero-time ``<node>:kept`` node reads it (no
+    bytes, no transfer time) and waits for ``end`` (a signal). The ``<node>:kept`` node joins
+    colocation group ``group`` (the device that keeps the tensor, docs/model.md: a copy lives where
+    it is read), by default ``node``'s own. Returns its id."""
     kept = f"{node}:kept"
-    b.node(kept, colocate=b.record(node).setdefault("colocate", node), op="order")
+    b.node(kept, colocate=group if group is not None else b.record(node).setdefault("colocate", node), op="order")
     b.use(node, kept, 0.0, 0)
+    if group is not None:
+        b.signal(node, kept)  # the same edge, marked free: held elsewhere, it costs no transfer time
     b.signal(end, kept)
     return kept
 

@@ -1108,9 +1108,9 @@ def _hold_gradients(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any],
     ``p.grad`` keeps it through ``optimizer.step()`` to the step's end (the next ``zero_grad()``
     frees it), not only until its own update has read it; the weight it updates lives on too.
     Each gradient's producer and each trained weight keep their tensor until a zero-time
-    ``<node>:kept`` node colocated with them, which waits for ``optimizer:end``, a zero-time node
-    after the last op of every update (the in-place write that ends it, nothing reads it); those
-    edges carry nothing and cost no transfer time. A producer that makes other tensors too (layer
+    ``<node>:kept`` node in the weight's colocation group (:func:`_update_group`), which waits for
+    ``optimizer:end``, a zero-time node after the last op of every update (the in-place write that
+    ends it, nothing reads it); those edges carry nothing and cost no transfer time. A producer that makes other tensors too (layer
     norm's input gradient, a convolution's) first hands its gradient to a zero-time
     ``<producer>:grad<k>`` node colocated with it (the model frees a node's outputs together), so
     they are not held with it.
@@ -1149,11 +1149,32 @@ def _hold_gradients(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any],
             b.use(nid, holder, _fresh_bytes(t), k, 0)
             rec["out_bytes"] -= _fresh_bytes(t)
         held.append(holder)
-    # the trained weights (a weight nothing updates is held by hold_until_end)
-    held += [rec["id"] for rec in b.nodes if phase.get(rec["id"]) == "param" and rec.get("out_bytes")
-             and b.has_successor(rec["id"])]
     for nid in held:
-        phase[keep_until(b, nid, STEP_AFTER_UPDATE)] = "optimizer"
+        phase[keep_until(b, nid, STEP_AFTER_UPDATE, _update_group(b, phase, nid))] = "optimizer"
+    # the trained weights (a weight nothing updates is held by hold_until_end)
+    for rec in list(b.nodes):
+        if phase.get(rec["id"]) == "param" and rec.get("out_bytes") and b.has_successor(rec["id"]):
+            phase[keep_until(b, rec["id"], STEP_AFTER_UPDATE)] = "optimizer"
+
+
+def _update_group(b: GraphBuilder, phase: dict[str, str], grad: str) -> str | None:
+    """The colocation group of the weight that gradient ``grad`` updates (``_colocate`` puts each
+    weight's update in one group, named after its parameter node), found from the optimizer ops
+    nearest after ``grad``; None when no single one is (the gradient is then held where it is made).
+
+    Why: ``p.grad`` lives on the weight's device, so the gradient is held to the step's end there,
+    a copy like any tensor read elsewhere, and the op that makes it stays free to move. Held where it
+    was made (session 42), each gradient's producer was colocated with a node at the step's end, and
+    a search that moved only a slice of the schedule could not move it."""
+    level, seen = [grad], {grad}
+    while level:
+        groups = {b.record(n).get("colocate") for n in level if phase.get(n) == "optimizer"}
+        anchored = {g for g in groups if g is not None and phase.get(g) == "param"}
+        if anchored:
+            return anchored.pop() if len(anchored) == 1 else None
+        level = [d for n in level for d in b.successors(n) if d not in seen and phase.get(d) == "optimizer"]
+        seen.update(level)
+    return None
 
 
 def _leaves(x: Any) -> list[Any]:
