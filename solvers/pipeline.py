@@ -99,7 +99,8 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # cpsat's unit LNS (formulations/unit_lns.py) then starts from refine's answer, not the warm
 # start's (NASNet: refine 8.37 -> 7.42 in 17 s, the unit LNS from 8.81 far slower).
 PRE_REFINE_NODES = 400
-SMALL_SEARCH_SHARE = 0.5  # under the peak model, of the exact phase's time: the alternating search first
+IDLE_SLICE_SECONDS = 0.05  # a search slice this short that gained nothing returned at once: nothing to try
+SMALL_SEARCH_SHARE = 0.5  # of the exact phase's time up to EXACT_MAX_NODES: the alternating search first
 EXACT_TRY_SHARE = 0.1  # ... after a CP-SAT try of this share of it
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
 # "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
@@ -472,8 +473,7 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
         if not coarse:
             search_share = float(opts.extra.get("small_search_share", SMALL_SEARCH_SHARE))
             # (the search needs an incumbent: without one CP-SAT keeps the whole phase to find one)
-            search_first = opts.memory_model == "peak" and search_share > 0.0 and exact_budget is not None and \
-                inc.best is not None
+            search_first = search_share > 0.0 and exact_budget is not None and inc.best is not None
             if not search_first and opts.memory_model == "peak" and problem.n > PRE_REFINE_NODES and \
                     exact_budget is not None and usable:
                 # Refine first (cpsat's unit LNS then starts from its answer): formulations/cpsat.py.
@@ -501,8 +501,11 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             if search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set():
                 ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
                 phases.append(ph)
+                # under the static model CP-SAT closes what the search cannot: it gets back the
+                # search's time once every search has run dry
                 phases.extend(_alternate_phase(problem, opts, inc, bound,
-                                               search_share * until(end - refine_share * usable), hb))
+                                               search_share * until(end - refine_share * usable), hb,
+                                               stop_when_dry=opts.memory_model == "static"))
                 t = time.monotonic()
                 if inc.makespan <= bound * (1 + 1e-9) or opts.stop.is_set():
                     ph = Phase("exact", status="skipped",
@@ -905,7 +908,7 @@ def _lns_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, budget: flo
 def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound: float, budget: float | None,
                      hb: Heartbeat, probed: Probe | None = None,
                      restarts: Iterator[tuple[str, Solution]] | None = None,
-                     side: SideTrack | None = None) -> list[Phase]:
+                     side: SideTrack | None = None, stop_when_dry: bool = False) -> list[Phase]:
     """Window LNS (formulations/window_lns.py) and refine (solvers/refine.py) in turns, from the
     incumbent, until ``budget`` seconds from now are spent (60 s without a limit); on graphs of
     SEGMENT_GRAPH_NODES or more, refine on segments of the schedule (solvers/segments.py) takes
@@ -937,7 +940,8 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
     and fresh searches; every new best of a track is the pipeline's too when it is better.
     With a ``side`` track (solvers/side_track.py: those restarts, searched in a second process for
     the whole time), its answers are offered to ``inc`` after every piece, and a stalled track starts
-    over from the side track's best when that is better than its own."""
+    over from the side track's best when that is better than its own. With ``stop_when_dry`` the
+    search ends, its time unspent, once every search's last slice gained nothing."""
     t0 = time.monotonic()
     end = t0 + (budget if budget is not None else 60.0)
     slice_s = max(min(SEARCH_SLICE_SECONDS, (end - t0) / 4), (end - t0) / SEARCH_SLICES)  # short budgets: 4 slices
@@ -993,6 +997,7 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
                             target_seconds=opts.extra.get("lns_target_seconds"))
 
     waited = {name: 0 for name in names}  # slices since each search last ran
+    idle_streak = 0  # slices in a row that returned at once with nothing
 
     def estimate(k: str) -> float:
         # A waiting search's rate was measured on an older schedule, and the others' moves may
@@ -1088,8 +1093,13 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             rate[name] = 0.0  # ran dry: the rest of its slice goes to LNS
             if end - time.monotonic() < 1.0 + window_seconds:
                 break  # and LNS has no time for a window
+        if stop_when_dry and len(rate) == len(names) and all(r <= 0.0 for r in rate.values()):
+            break
+        # every search returning at once with nothing, a whole round: taking turns would spin
+        idle_streak = idle_streak + 1 if took < IDLE_SLICE_SECONDS and cur.makespan >= before else 0
+        spinning = idle_streak >= len(names)
         watch.record(time.monotonic(), cur.makespan)
-        if (restarts is not None or side is not None) and watch.stalled(time.monotonic()) and \
+        if (restarts is not None or side is not None) and (watch.stalled(time.monotonic()) or spinning) and \
                 end - time.monotonic() >= restart_left and inc.makespan > bound * (1 + restart_gap):
             if side is not None:
                 track = _side_start(inc, cur, side)
@@ -1109,7 +1119,10 @@ def _alternate_phase(problem: Problem, opts: SolveOptions, inc: Incumbent, bound
             for k in waited:
                 waited[k] = 0
             watch.restart(time.monotonic(), cur.makespan)
+            idle_streak = 0
             log.append(f"restart from {label} {cur.makespan:.6g}")
+        elif spinning:
+            break  # and no restart follows: nothing would change until the budget ends
     phases = []
     if side is not None:
         _side_posts(inc, side.close(hurry=opts.stop.is_set()))
