@@ -1,12 +1,14 @@
-"""Small graphs under the peak model: auto's old exact path against the search between two CP-SAT
-tries (solvers/pipeline.py SMALL_SEARCH_SHARE), one whole run at a time under the bench lock.
+"""Small graphs: auto's old exact path against the search between two CP-SAT tries
+(solvers/pipeline.py SMALL_SEARCH_SHARE), one whole run at a time under the bench lock.
 
-    python bench/bench_search_first.py OUT.jsonl --limit 60 --ratio 1.3 GRAPH.json [GRAPH.json ...]
+    python bench/bench_search_first.py OUT.jsonl GRAPH.json [GRAPH.json ...] --limit 60 --ratio 1.3
+        [--memory-model static] [--ratio inf]
 
-Per graph: its peak memory lower bound on K devices (``memory_lower_bound``), the capacity RATIO x
-it, then for each mode a ``run(problem, "auto")`` in a fresh process under ``flock /tmp/bench.lock``:
-``exact`` (``small_search_share`` 0: CP-SAT, with the pre-refine above 400 nodes, as before
-session 42), ``search-first`` (the default) and ``alternate`` (the big graphs' path forced:
+Per graph: its memory lower bound on K devices under the model (``memory_lower_bound``, peak by
+default), the capacity RATIO x it (``inf``: unlimited), then for each mode a
+``run(problem, "auto")`` in a fresh process under ``flock /tmp/bench.lock``: ``exact``
+(``small_search_share`` 0: CP-SAT, with the peak model's pre-refine above 400 nodes, as before
+session 42; the static model's path before session 43), ``search-first`` (the default) and ``alternate`` (the big graphs' path forced:
 ``exact_max_nodes`` 50). Each answer is re-checked with ``placement.evaluator.check``. Rows go to
 OUT.jsonl (one JSON object per run).
 """
