@@ -1110,10 +1110,10 @@ def _hold_gradients(b: GraphBuilder, phase: dict[str, str], op_nodes: list[Any],
     Each gradient's producer and each trained weight keep their tensor until a zero-time
     ``<node>:kept`` node in the weight's colocation group (:func:`_update_group`), which waits for
     ``optimizer:end``, a zero-time node after the last op of every update (the in-place write that
-    ends it, nothing reads it); those edges carry nothing and cost no transfer time. A producer that makes other tensors too (layer
-    norm's input gradient, a convolution's) first hands its gradient to a zero-time
-    ``<producer>:grad<k>`` node colocated with it (the model frees a node's outputs together), so
-    they are not held with it.
+    ends it, nothing reads it); those edges carry nothing and cost no transfer time. A producer
+    that makes other tensors too (layer norm's input gradient, a convolution's) first hands its
+    gradient to a zero-time ``<producer>:grad<k>`` node colocated with it (the model frees a node's
+    outputs together), so they are not held with it.
 
     Why: the updates are free to run as soon as their gradient exists (nothing in the data orders
     them after the rest of the backward, as under ``zero_grad(set_to_none=False)`` before), and a
