@@ -100,8 +100,9 @@ EXACT_MAX_NODES = 1200  # solve the original graph exactly up to this size
 # start's (NASNet: refine 8.37 -> 7.42 in 17 s, the unit LNS from 8.81 far slower).
 PRE_REFINE_NODES = 400
 IDLE_SLICE_SECONDS = 0.05  # a search slice this short that gained nothing returned at once: nothing to try
-SMALL_SEARCH_SHARE = 0.5  # of the exact phase's time up to EXACT_MAX_NODES: the alternating search first
-EXACT_TRY_SHARE = 0.1  # ... after a CP-SAT try of this share of it
+SMALL_SEARCH_SHARE = 0.5  # peak model, up to EXACT_MAX_NODES: the alternating search's share of the exact phase (0: CP-SAT alone)
+EXACT_TRY_SHARE = 0.1  # ... after a CP-SAT try of this share of it (peak model)
+STATIC_EXACT_SHARE = 0.5  # static model: CP-SAT first, in one run, for this share of the exact phase
 # Above EXACT_MAX_NODES the exact phase is "lns" (CP-SAT on windows of the original graph) or
 # "coarse" (CP-SAT on a coarsened graph) or "multilevel" (a V-cycle: solvers/multilevel.py);
 # opts.extra["big_exact"] overrides (bench/results_scale.md).
@@ -495,17 +496,27 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
                 inc.offer(sol)
                 return Phase("exact", status=sol.status, note=sol.reason if sol.status == "infeasible" else ""), sol
 
-            # With search_first: a short CP-SAT try (a small graph is proved in it), the alternating
-            # search, then CP-SAT again from the search's answer with the rest.
-            ph, sol = exact_once(exact_budget * EXACT_TRY_SHARE if search_first else exact_budget)
-            if search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set():
+            # With search_first, under the peak model: a short CP-SAT try (a small graph is proved
+            # in it), the alternating search, then CP-SAT again from the search's answer with the
+            # rest. Under the static model CP-SAT runs first, for STATIC_EXACT_SHARE of the phase in
+            # one piece (its proofs need it whole: msr-fiddle's bert_l-6 is proved in 51 s by one
+            # run, and by none in 600 s when cut at 50 s and run again from the optimum), then the
+            # search, until it runs dry.
+            static = opts.memory_model == "static"
+            ph, sol = exact_once(exact_budget * (STATIC_EXACT_SHARE if static else EXACT_TRY_SHARE)
+                                 if search_first else exact_budget)
+            if search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set() and static:
                 ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
                 phases.append(ph)
-                # under the static model CP-SAT closes what the search cannot: it gets back the
-                # search's time once every search has run dry
+                phases.extend(_alternate_phase(problem, opts, inc, bound, until(end - refine_share * usable), hb,
+                                               stop_when_dry=True))
+                t = time.monotonic()
+                ph = Phase("exact", status="skipped", note="CP-SAT ran first (static model); the search had the rest")
+            elif search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set():
+                ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
+                phases.append(ph)
                 phases.extend(_alternate_phase(problem, opts, inc, bound,
-                                               search_share * until(end - refine_share * usable), hb,
-                                               stop_when_dry=opts.memory_model == "static"))
+                                               search_share * until(end - refine_share * usable), hb))
                 t = time.monotonic()
                 if inc.makespan <= bound * (1 + 1e-9) or opts.stop.is_set():
                     ph = Phase("exact", status="skipped",
