@@ -505,14 +505,15 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             static = opts.memory_model == "static"
             ph, sol = exact_once(exact_budget * (STATIC_EXACT_SHARE if static else EXACT_TRY_SHARE)
                                  if search_first else exact_budget)
-            if search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set() and static:
+            unproved = search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set()
+            if unproved and static:
                 ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
                 phases.append(ph)
                 phases.extend(_alternate_phase(problem, opts, inc, bound, until(end - refine_share * usable), hb,
                                                stop_when_dry=True))
                 t = time.monotonic()
                 ph = Phase("exact", status="skipped", note="CP-SAT ran first (static model); the search had the rest")
-            elif search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set():
+            elif unproved:
                 ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
                 phases.append(ph)
                 phases.extend(_alternate_phase(problem, opts, inc, bound,
