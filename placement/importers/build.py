@@ -47,9 +47,11 @@ class GraphBuilder:
     def record(self, node_id: str) -> dict[str, Any]:
         return self.nodes[self._index[node_id]]
 
-    def use(self, src: str, dst: str, nbytes: float, src_output: int | None = None, dst_input: int | None = None) -> None:
+    def use(self, src: str, dst: str, nbytes: float, src_output: int | None = None, dst_input: int | None = None,
+            free: bool = False) -> None:
         """``dst`` reads output ``src_output`` of ``src`` (``nbytes`` bytes) at input ``dst_input``;
-        without either, ``dst`` only has to wait for ``src``."""
+        without either, ``dst`` only has to wait for ``src``. ``free``: the edge costs no transfer
+        time (not even the link's latency) wherever the two run."""
         if src == dst:
             return
         e = self._edges.get((src, dst))
@@ -60,12 +62,12 @@ class GraphBuilder:
         if dst_input is not None and dst_input not in slots:
             slots.append(dst_input)
         e.nbytes[src_output] = max(e.nbytes.get(src_output, 0.0), float(nbytes))
+        e.free = e.free or free
 
     def signal(self, src: str, dst: str) -> None:
         """``dst`` waits for ``src`` and nothing travels: the edge costs no transfer time (not even
         the link's latency) wherever the two run."""
-        self.use(src, dst, 0.0)
-        self._edges[(src, dst)].free = True
+        self.use(src, dst, 0.0, free=True)
 
     def has_edge(self, src: str, dst: str) -> bool:
         """Whether ``dst`` already reads from, or waits for, ``src``."""
@@ -154,9 +156,7 @@ def keep_until(b: GraphBuilder, node: str, end: str, group: str | None = None) -
     it is read), by default ``node``'s own. Returns its id."""
     kept = f"{node}:kept"
     b.node(kept, colocate=group if group is not None else b.record(node).setdefault("colocate", node), op="order")
-    b.use(node, kept, 0.0, 0)
-    if group is not None:
-        b.signal(node, kept)  # the same edge, marked free: held elsewhere, it costs no transfer time
+    b.use(node, kept, 0.0, 0, free=group is not None)  # held on another device, it costs no transfer time
     b.signal(end, kept)
     return kept
 
