@@ -13,16 +13,23 @@ The manifest is JSON::
 
 Writes ``OUT/<graph>_K<k>_M<memory>_<method>.json`` per cell and ``OUT/summary.md`` (atomically).
 Exit 0 when every cell answered, 1 when some did not, 2 for a bad manifest (nothing written).
+Ctrl-C (or SIGTERM) stops the batch: the running cells answer with what they have, the cells not
+started are listed as stopped, and the reports and the summary are written; a second Ctrl-C quits
+at once, writing nothing more.
 """
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
+import os
 import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from placement.evaluator import MEMORY_MODELS
 from placement.formats import load_problem
@@ -32,7 +39,8 @@ from placement.report import write_report
 from placement.units import format_bytes, parse_bytes
 
 from .methods import methods
-from .sweep import PARALLEL, Point, ray_available, run_points
+from .background import in_worker
+from .sweep import PARALLEL, Point, ray_available, ray_session, run_points
 
 FIELDS = {"graphs", "devices", "memory", "methods", "memory_model", "time_limit", "seed", "out"}
 
@@ -121,10 +129,33 @@ def summary_table(results: list[dict[str, Any]], ran: str) -> str:
         mlb = rep.get("memory_lower_bound")
         lb = rep.get("lower_bound")
         rows.append(f"| {Path(lab['graph']).name} | {lab['devices']} | {'file' if lab['memory'] is None else format_bytes(lab['memory'])} | "
-                    f"{lab['method']} | {r['status']} | {'-' if mk is None else f'{mk:.6g}'} | "
+                    f"{lab['method']} | {r['status'] if rep else 'stopped'} | {'-' if mk is None else f'{mk:.6g}'} | "
                     f"{'-' if lb is None else f'{lb:.6g}'} | "
                     f"{'-' if gap is None else f'{100 * gap:.2f}%'} | {'-' if mlb is None else format_bytes(mlb)} | {r['seconds']:.1f} |")
     return "\n".join(rows) + "\n"
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """While the block runs, the first SIGINT or SIGTERM sets ``stop`` (with one line on stderr)
+    and a second ends the process at once (exit 130); the old handlers come back after."""
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            os.write(2, b"solve-batch: stopped again; quitting without writing\n")
+            os._exit(130)
+        stop.set()
+        print(f"solve-batch: {signal.Signals(signum).name} received; the running cells answer with what they have, "
+              "the others are skipped", file=sys.stderr, flush=True)
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -143,10 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ManifestError, ProblemError) as exc:
         print(f"solve-batch: error: {exc}", file=sys.stderr)
         return 2
-    results, ran = run_points(points, args.parallel, args.ray_address)
+    stop = threading.Event()
+    with stop_on_signals(stop), ray_session(args.parallel, args.ray_address):  # Ray wants the main thread
+        results, ran = in_worker(lambda: run_points(points, args.parallel, args.ray_address, stop=stop))
     man["out"].mkdir(parents=True, exist_ok=True)
     for r in results:
-        write_report(man["out"] / r["label"]["file"], r["report"])
+        if r["report"]:  # a cell stopped before it answered has no report; the summary lists it
+            write_report(man["out"] / r["label"]["file"], r["report"])
     table = summary_table(results, ran)
     write_atomic(man["out"] / "summary.md", table)
     print(table, end="")

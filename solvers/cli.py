@@ -20,7 +20,7 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from formulations.maxload.heuristics import read_split
 from placement.evaluator import MEMORY_MODELS
@@ -34,6 +34,7 @@ from placement.trace import write_chrome_trace, write_gantt
 from placement.units import format_bytes, parse_memory_list
 
 from . import IMPORTED_AT
+from .background import in_worker, worker
 from .methods import methods
 from . import run as run_module
 from .frontier import frontier, frontier_table, min_devices, plot_frontier
@@ -226,40 +227,12 @@ def _prepare(args: argparse.Namespace) -> tuple[Problem, SolveOptions]:
     return problem, opts
 
 
-def _worker(job: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str, Any]]:
-    """A started daemon thread running ``job()``, and the box where it leaves ``result`` or the
-    ``error`` it raised (for the main thread to re-raise)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = job()
-        except BaseException as exc:  # re-raised in the main thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    return thread, box
-
-
-def _in_worker(job: Callable[[], Any]) -> Any:
-    """``job()`` run in a worker thread while the main thread waits in short steps: Python runs
-    signal handlers only in the main thread, so a main thread inside a native solve (CP-SAT) would
-    see Ctrl-C only when that solve ends (a frontier took 2-4.5 s to stop, session 40)."""
-    worker, box = _worker(job, "sweep")
-    while worker.is_alive():
-        worker.join(0.05)
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
 def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) -> int:
     """``--frontier`` and ``--min-devices``: independent solves over memory or device counts, in a
-    worker thread (:func:`_in_worker`); Ctrl-C ends them with what they have."""
+    worker thread (solvers/background.py); Ctrl-C ends them with what they have."""
     if args.frontier:
         with ray_session(args.parallel, args.ray_address):  # Ray wants the main thread for its own signal handlers
-            fr = _in_worker(lambda: frontier(problem, opts.memory_model, args.method, args.points, args.time_limit,
+            fr = in_worker(lambda: frontier(problem, opts.memory_model, args.method, args.points, args.time_limit,
                                              args.seed, args.parallel, args.ray_address, started=opts.started,
                                              stop=opts.stop))
         print(frontier_table(fr, format_bytes))
@@ -269,7 +242,7 @@ def _sweep_main(problem: Problem, opts: SolveOptions, args: argparse.Namespace) 
             plot_frontier(args.plot, fr)
         return 0 if fr.smallest_feasible is not None else 1
     cap = float(problem.memory.max())
-    md = _in_worker(lambda: min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed,
+    md = in_worker(lambda: min_devices(problem, cap, opts.memory_model, args.method, args.time_limit, args.seed,
                                         started=opts.started, stop=opts.stop))
     verdict = "-" if md.devices is None else f"{md.devices}{' (proved fewest: fewer cannot hold the memory)' if md.proved else ''}"
     print(f"devices of {format_bytes(cap)}: fewest found {verdict}; the memory lower bound allows no fewer than {md.fewest_by_bound}")
@@ -499,19 +472,19 @@ class Command:
         # The run plans to end when the finish reserve begins; past that it is asked to stop, and
         # STOP_GRACE later it is abandoned: the reserve pays for the report either way.
         soft = self.started + limit - finish_reserve(problem, limit)
-        worker, box = _worker(job, "solve")
-        while worker.is_alive():
-            worker.join(0.05)
+        thread, box = worker(job, "solve")
+        while thread.is_alive():
+            thread.join(0.05)
             now = time.monotonic()
             self._keepalive(now)
             if now >= soft and self.limit_at is None:
                 self.limit_at = now
                 self.stop.set()
             since = min(t for t in (self.signalled_at, self.limit_at, math.inf) if t is not None)
-            if worker.is_alive() and now - since > STOP_GRACE:
+            if thread.is_alive() and now - since > STOP_GRACE:
                 self.abandoned = True
-                if unwind(worker):  # so that it stops taking the interpreter lock from the report below
-                    worker.join(UNWIND_WAIT)
+                if unwind(thread):  # so that it stops taking the interpreter lock from the report below
+                    thread.join(UNWIND_WAIT)
                 why = "interrupted" if self.signalled_at is not None else f"the time limit of {limit:g} s"
                 return interrupted_result(problem, opts, args.method, f"{why}: the run did not stop within {STOP_GRACE} s; "
                                           "reporting the best answer verified so far", args.objective)
