@@ -151,6 +151,59 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
                      knapsacks, pl, st)
 
 
+def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float) -> bool | None:
+    """Whether some placement meets every held-tensor knapsack (item 3 alone: no times): False is a
+    proof that no placement of the real problem fits its peak memory capacities (the knapsacks are
+    necessary conditions, over exact integer bytes); True, a placement meeting them was found (not
+    that one fits); None, neither within ``seconds``, or the graph is out of the model's reach.
+    Cheap where the full relaxation is not: on a graph whose capacity no placement meets, the
+    portfolio's descents and kicks would otherwise search the whole time limit for nothing."""
+    n = problem.n
+    param, out, cap, exact = memory_ints(problem, "peak")
+    if not exact or n > MAX_NODES or n == 0:
+        return None
+    un = units(problem)
+    mask = problem.allowed_mask()
+    m = cp_model.CpModel()
+    x = unit_placement_literals(m, un.members, mask)
+    if _held_knapsacks(m, problem, x, un.of, param, out, cap, mask) == 0:
+        return True  # no forced set can overflow a device
+    break_device_symmetry(m, device_classes(problem), x, un.members, mask)
+    solver = cp_solver(opts)
+    solver.parameters.max_time_in_seconds = max(min(seconds, opts.remaining() or seconds), 0.01)
+    status = run_cp(solver, m, opts)
+    if status == cp_model.INFEASIBLE:
+        return False
+    return True if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+
+
+def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOptions, seconds: float,
+                      tolerance: float = 0.005, check_seconds: float = 1.0) -> float:
+    """A memory lower bound at least ``low`` (itself a valid one) for K devices of equal capacity:
+    the largest capacity in [low, high) at which :func:`held_knapsacks_feasible` proves that no
+    placement fits, found by bisection to ``tolerance`` of it within ``seconds`` (an undecided check
+    counts as "may fit"; each check gets at most ``check_seconds``: near the threshold they get
+    hard). Infeasible at capacity c means infeasible at every smaller one, so every
+    capacity below the answer is proved too small. On imported training graphs the knapsacks
+    see what the per-device bounds (placement/memory_bounds.py) do not: a layer's weights, their
+    gradient and optimizer states, and the activations its backward reads sit on one device."""
+    end = time.monotonic() + seconds
+    k = problem.k
+    lo, hi = float(low), float(high)
+    while hi - lo > tolerance * max(lo, 1.0) and not opts.stop.is_set():
+        left = end - time.monotonic()
+        if left <= 0.01:
+            break
+        mid = math.floor((lo + hi) / 2)
+        if mid <= lo:
+            break
+        if held_knapsacks_feasible(problem.with_devices(k, [float(mid)] * k), opts, min(left, check_seconds)) is False:
+            lo = float(mid)
+        else:
+            hi = float(mid)
+    return lo
+
+
 def _held_knapsacks(m: cp_model.CpModel, problem: Problem, x: dict, ug: np.ndarray, param: np.ndarray,
                     out: np.ndarray, cap: np.ndarray, mask: np.ndarray) -> int:
     """For every node x of positive time and device d: params on d + the tensors forced onto d at

@@ -2,7 +2,8 @@
 
 ``frontier``: what is the smallest memory per device at which a placement is found, and what does
 more memory buy? Capacities run geometrically from ``memory_lower_bound`` (no placement exists
-below it) to the memory the unconstrained answer uses (more cannot help that answer); each is an
+below it; under the peak model raised by the held-tensor knapsacks, formulations/held_bound.py
+``held_memory_bound``) to the memory the unconstrained answer uses (more cannot help that answer); each is an
 independent solve (solvers/sweep.py: on Ray when installed). Then:
 - monotone answers: an answer that fits capacity c fits every larger one, so each point keeps the
   best answer found at its capacity or below, or the unconstrained answer where it fits
@@ -28,9 +29,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from formulations.held_bound import held_memory_bound
 from placement.evaluator import Evaluation, ScheduleError, check, evaluate
 from placement.memory_bounds import memory_lower_bound
 from placement.problem import Problem
+from placement.solution import SolveOptions
 
 from .sweep import Point, ray_session, run_points, solve_point
 
@@ -108,6 +111,12 @@ def capacities(low: float, high: float, count: int) -> list[float]:
     return [low * (high / low) ** (i / (count - 1)) for i in range(count)]
 
 
+# Under the peak model the frontier's lowest point is the memory lower bound raised by the
+# held-tensor knapsacks' bisection, for this share of the time left after the unconstrained solve,
+# at most HELD_BOUND_SECONDS (imported models of 198-724 nodes: 0.7-5.8 s to 0.5%, the bound 1.14-1.49 x
+# placement/memory_bounds.py's; bench/results_peak.md, session 44).
+HELD_BOUND_SHARE = 0.1
+HELD_BOUND_SECONDS = 5.0
 # Of each wave's share of a frontier's time, what a point's solve may use: the rest is for starting
 # its worker (on Ray: a process importing the solver) and returning its answer. Measured on a
 # 570-node imported model, 3 points on 2 cores at 20 s: the waves' time was not counted and the
@@ -134,6 +143,11 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
 
         top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed), stop)  # in this process
         high = max(top["memory"]) if top["feasible"] else mlb
+        if memory_model == "peak" and high > mlb and not (stop is not None and stop.is_set()):
+            # the held-tensor knapsacks prove more capacities too small (formulations/held_bound.py)
+            left = share(1)
+            mlb = held_memory_bound(problem, mlb, high, SolveOptions(memory_model="peak", time_limit=None),
+                                    HELD_BOUND_SECONDS if left is None else min(HELD_BOUND_SECONDS, HELD_BOUND_SHARE * left))
         caps = capacities(mlb, high, points)
         each = share(waves, POINT_SHARE)
         todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}) for c in caps]

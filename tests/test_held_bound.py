@@ -14,7 +14,7 @@ import pytest
 
 from formulations.bruteforce import placements
 from formulations.cpsat import cpsat
-from formulations.held_bound import held_relaxation_bound
+from formulations.held_bound import held_knapsacks_feasible, held_memory_bound, held_relaxation_bound
 from formulations.pathbound import path_lower_bound
 from formulations.peak_search import best_schedule_bb
 from placement.evaluator import evaluate
@@ -142,3 +142,69 @@ def test_off_switch_keeps_the_optimum():
         assert sol.status == "infeasible"
     else:
         assert sol.status == "optimal" and sol.objective == pytest.approx(best)
+
+
+@pytest.mark.parametrize("kind,seed", INSTANCES)
+def test_held_knapsacks_say_no_placement_fits_only_when_enumeration_agrees(kind, seed):
+    """The cheap check auto runs before its warm start (solvers/run.py held_infeasibility): False
+    only where no placement has a schedule within capacity; and where the full relaxation proves
+    infeasibility, the knapsacks alone do too (no times are needed for it)."""
+    p = instance(kind, seed)
+    got = held_knapsacks_feasible(p, opts(), 10.0)
+    assert got is not None  # tiny: decided
+    if not got:
+        assert optimum(p) is None
+    if held_relaxation_bound(p, opts(), 10.0).bound == math.inf:
+        assert got is False
+
+
+def test_held_knapsacks_catch_some_infeasible_instances():
+    """Else the test above checks nothing: some instances are proved infeasible by the check."""
+    caught = sum(held_knapsacks_feasible(instance(kind, seed), opts(), 10.0) is False for kind, seed in INSTANCES)
+    assert caught >= 5, caught
+
+
+def test_auto_answers_infeasible_at_once_where_no_placement_meets_the_knapsacks():
+    """Before, auto searched its whole time limit for a placement that cannot exist and answered
+    unknown (an imported WGAN-GP at 1.3 x its memory lower bound). Now it says infeasible, with
+    the reason, before its warm start, on an instance enumeration proves infeasible."""
+    from solvers.run import run
+
+    for kind, seed in INSTANCES:
+        p = instance(kind, seed)
+        if held_knapsacks_feasible(p, opts(), 10.0) is False and memory_infeasible_by_bound(p) is False:
+            assert optimum(p) is None
+            res = run(p, "auto", SolveOptions(memory_model="peak", time_limit=60))
+            assert res.status == "infeasible" and "held-tensor knapsacks" in res.reason
+            assert res.history == []  # proved before any phase ran, not by a search that ran out
+            return
+    pytest.fail("no instance that only the knapsacks prove infeasible")
+
+
+def memory_infeasible_by_bound(p) -> bool:
+    """Whether the simpler proofs (the memory lower bound) already say no placement fits."""
+    from placement.bounds import infeasibility
+    from placement.memory_bounds import memory_lower_bound
+    from solvers.run import memory_infeasibility
+
+    return bool(infeasibility(p, "peak") or memory_infeasibility(p, memory_lower_bound(p, "peak")))
+
+
+def test_held_memory_bound_is_a_capacity_no_placement_fits():
+    """The frontier's lowest capacity under the peak model (solvers/frontier.py): at the bound
+    itself enumeration finds no placement with a schedule within it, so every smaller capacity
+    is too small as well; and it rises above placement/memory_bounds.py's bound somewhere."""
+    from placement.memory_bounds import memory_lower_bound
+
+    raised = 0
+    for kind, seed in INSTANCES[::2]:
+        p = instance(kind, seed)
+        low = float(memory_lower_bound(p, "peak")["best"])
+        one = p.with_devices(1, float("inf"))
+        high = float(evaluate(one, np.zeros(one.n, dtype=np.int64), memory_model="peak").peak_memory.max())
+        got = held_memory_bound(p, low, high, opts(), 10.0)
+        assert low <= got < high
+        if got > low:
+            raised += 1
+            assert optimum(p.with_devices(p.k, [got] * p.k)) is None, (kind, seed, low, got)
+    assert raised >= 3, raised
