@@ -13,7 +13,7 @@ import numpy as np
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from formulations.held_bound import held_knapsacks_feasible
+from formulations.held_bound import held_knapsacks_feasible, held_memory_bound
 from heuristics.tofu import EVAL_SECONDS_PER_SHARD, plan_summary
 from placement.bounds import infeasibility, lower_bounds
 from placement.memory_bounds import memory_lower_bound
@@ -235,6 +235,8 @@ def run(
     why = infeasibility(problem, opts.memory_model) or memory_infeasibility(problem, mem_lb)
     if not why and method == "auto":
         why = held_infeasibility(problem, opts)
+        if why:
+            mem_lb = held_memory_report(problem, opts, mem_lb)
     if why:
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict(),
                          memory_bound=mem_lb)
@@ -287,6 +289,22 @@ def held_infeasibility(problem: Problem, opts: SolveOptions) -> str | None:
         return ("no placement keeps every tensor forced onto a device while a node runs within the peak memory "
                 "capacities (held-tensor knapsacks, docs/exact.md)")
     return None
+
+
+def held_memory_report(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -> dict[str, float]:
+    """``mem_lb`` with the held-tensor knapsacks' memory bound (``held_knapsacks``) when they have
+    just proved the capacity too small: the report then says how much memory per device no
+    placement can do without, not only that this capacity is too small (at most
+    HELD_CHECK_SECONDS, HELD_CHECK_SHARE of the limit)."""
+    k = problem.k
+    one = problem.with_devices(1, [math.inf])
+    high = float(evaluate(one, np.zeros(one.n, dtype=np.int64), memory_model="peak").peak_memory.max())
+    low = float(mem_lb.get("best", 0.0))
+    if high <= low:
+        return mem_lb
+    budget = HELD_CHECK_SECONDS if opts.time_limit is None else min(HELD_CHECK_SECONDS, HELD_CHECK_SHARE * opts.time_limit)
+    held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, budget)
+    return {**mem_lb, "held_knapsacks": held, "best": max(low, held)} if held > low else mem_lb
 
 
 def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callable[[str], None], lbs, t0: float) -> RunResult:

@@ -168,6 +168,7 @@ def test_auto_answers_infeasible_at_once_where_no_placement_meets_the_knapsacks(
     """Before, auto searched its whole time limit for a placement that cannot exist and answered
     unknown (an imported WGAN-GP at 1.3 x its memory lower bound). Now it says infeasible, with
     the reason, before its warm start, on an instance enumeration proves infeasible."""
+    from placement.memory_bounds import memory_lower_bound
     from solvers.run import run
 
     for kind, seed in INSTANCES:
@@ -177,6 +178,10 @@ def test_auto_answers_infeasible_at_once_where_no_placement_meets_the_knapsacks(
             res = run(p, "auto", SolveOptions(memory_model="peak", time_limit=60))
             assert res.status == "infeasible" and "held-tensor knapsacks" in res.reason
             assert res.history == []  # proved before any phase ran, not by a search that ran out
+            # the report's memory lower bound, raised by the knapsacks, is still a capacity nothing fits
+            top = res.memory_bound["best"]
+            assert top >= memory_lower_bound(p, "peak")["best"]
+            assert optimum(p.with_devices(p.k, [top] * p.k)) is None
             return
     pytest.fail("no instance that only the knapsacks prove infeasible")
 
