@@ -104,6 +104,12 @@ class Frontier:
                 "ran": self.ran, "points": [p.as_dict() for p in self.points]}
 
 
+def placed(result: dict[str, Any]) -> bool:
+    """Whether a sweep's result carries a placement that fits (a partitioned plan, which
+    ``--method tofu`` answers with, has none)."""
+    return bool(result["feasible"]) and "placement" in result
+
+
 def capacities(low: float, high: float, count: int) -> list[float]:
     """``count`` capacities from low to high, geometrically spaced (one when high <= low)."""
     if count <= 1 or high <= low * (1 + 1e-9) or low <= 0:
@@ -111,6 +117,10 @@ def capacities(low: float, high: float, count: int) -> list[float]:
     return [low * (high / low) ** (i / (count - 1)) for i in range(count)]
 
 
+# The frontier and --min-devices are about placements: auto does not answer with Tofu's partitioned
+# plan there (its points would have no placement to carry to larger capacities; an imported model's
+# frontier raised KeyError 'placement' where that plan answered a point, before session 44).
+PLACEMENTS_ONLY = {"auto_partition": False}
 # Under the peak model the frontier's lowest point is the memory lower bound raised by the
 # held-tensor knapsacks' bisection, for this share of the time left after the unconstrained solve,
 # at most HELD_BOUND_SECONDS (imported models of 198-724 nodes: 0.7-5.8 s to 0.5%, the bound 1.14-1.49 x
@@ -141,8 +151,9 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         def share(parts: int, used: float = 1.0) -> float | None:
             return None if deadline is None else used * max(0.0, deadline - time.monotonic()) / parts
 
-        top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed), stop)  # in this process
-        high = max(top["memory"]) if top["feasible"] else mlb
+        top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed,
+                                extra=PLACEMENTS_ONLY), stop)  # in this process
+        high = max(top["memory"]) if placed(top) else mlb
         if memory_model == "peak" and high > mlb and not (stop is not None and stop.is_set()):
             # the held-tensor knapsacks prove more capacities too small (formulations/held_bound.py)
             left = share(1)
@@ -150,7 +161,7 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
                                     HELD_BOUND_SECONDS if left is None else min(HELD_BOUND_SECONDS, HELD_BOUND_SHARE * left))
         caps = capacities(mlb, high, points)
         each = share(waves, POINT_SHARE)
-        todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}) for c in caps]
+        todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}, PLACEMENTS_ONLY) for c in caps]
         results, ran = run_points(todo, parallel, address, stop=stop)
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
     best: tuple[float, Answer] | None = None  # (capacity found at, answer): the point before's
@@ -160,9 +171,9 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         # answer with idle time re-evaluates shorter by its order (evaluate_at), and the point before's
         # answer, which fits here too, must not give way to a longer one (monotone points).
         cands = [] if best is None else [best]
-        if res["feasible"]:
+        if placed(res):
             cands.append((c, answer_of(res)))
-        if top["feasible"] and high <= c * (1 + 1e-12):  # the unconstrained answer fits from its own memory up
+        if placed(top) and high <= c * (1 + 1e-12):  # the unconstrained answer fits from its own memory up
             cands.append((math.inf, answer_of(top)))
         point = FrontierPoint(c, res["status"], None, res["lower_bound"], seconds=res["seconds"])
         chosen = None
@@ -265,9 +276,9 @@ def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", m
         if stop is not None and stop.is_set():
             break
         share = None if deadline is None else max(0.0, deadline - time.monotonic()) / (len(tries) - i)
-        res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed), stop)
+        res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed, extra=PLACEMENTS_ONLY), stop)
         out.tried.append({"devices": k, "status": res["status"], "makespan": res["makespan"]})
-        if res["feasible"]:
+        if placed(res):
             out.devices, out.proved = k, k == lb_k
             break
     return out

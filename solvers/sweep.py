@@ -38,6 +38,7 @@ class Point:
     time_limit: float | None = 60.0
     seed: int = 0
     label: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # SolveOptions.extra of the run
 
 
 def solve_point(point: Point, stop: threading.Event | None = None) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def solve_point(point: Point, stop: threading.Event | None = None) -> dict[str, 
     answer's placement, order, waits (node indices: the report's ``control_dependencies``,
     listed when the order alone does not fit) and start times, so a sweep can re-use it. ``stop``
     (Ctrl-C in the CLI) ends the solve with its best answer so far."""
-    opts = SolveOptions(memory_model=point.memory_model, time_limit=point.time_limit, seed=point.seed)
+    opts = SolveOptions(memory_model=point.memory_model, time_limit=point.time_limit, seed=point.seed, extra=dict(point.extra))
     if stop is not None:
         opts.stop = stop
     res = run(point.problem, point.method, opts)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from placement.evaluator import evaluate
+from placement.evaluator import check, evaluate
 from placement.generate import generate
 from placement.memory_bounds import memory_lower_bound
 from solvers import batch, cli
@@ -292,3 +292,28 @@ def test_a_stopped_point_shows_no_bound_rather_than_zero(monkeypatch):
     assert [pt.lower_bound for pt in fr.points] == [2.0, 2.0, None]
     last = fmod.frontier_table(fr).splitlines()[-1].split()
     assert last[2:6] == ["2", "-", "-", "unknown"]  # the answer carried from below, no bound, no gap
+
+
+def test_an_imported_models_frontier_keeps_to_placements():
+    """Session 44: at a capacity no placement fits, auto answers an imported model with Tofu's
+    partitioned plan, which has no placement: the frontier then raised KeyError 'placement'.
+    Its points now ask auto for placements only; the lowest point, at the memory lower bound the
+    held-tensor knapsacks raise, is proved infeasible, and the points above it are placements
+    that fit their capacities."""
+    torch = pytest.importorskip("torch")
+    from placement.importers.torch import capture
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
+    p = capture(torch.nn.Sequential(*layers), (torch.randn(64, 256),), devices=4).problem
+    fr = frontier(p, "peak", "auto", points=3, time_limit=10, parallel="none")
+    assert fr.memory_lower_bound > memory_lower_bound(p, "peak")["best"]
+    assert fr.points[0].status == "infeasible"
+    found = [(pt, ans) for pt, ans in zip(fr.points, fr.answers) if pt.makespan is not None]
+    assert found
+    for pt, ans in found:
+        at = p.with_devices(4, pt.capacity)
+        ev = check(at, ans.placement, ans.start, "peak")
+        assert ev.feasible(at) and ev.makespan >= pt.makespan * (1 - 1e-9)  # its start times, or later: never shorter
