@@ -159,8 +159,10 @@ def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float
     Cheap where the full relaxation is not: on a graph whose capacity no placement meets, the
     portfolio's descents and kicks would otherwise search the whole time limit for nothing."""
     n = problem.n
+    if n > MAX_NODES or n == 0:  # before the byte arrays: a 200K-node run pays nothing here
+        return None
     param, out, cap, exact = memory_ints(problem, "peak")
-    if not exact or n > MAX_NODES or n == 0:
+    if not exact:
         return None
     un = units(problem)
     mask = problem.allowed_mask()
