@@ -172,7 +172,8 @@ def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float
         return True  # no forced set can overflow a device
     break_device_symmetry(m, device_classes(problem), x, un.members, mask)
     solver = cp_solver(opts)
-    solver.parameters.max_time_in_seconds = max(min(seconds, opts.remaining() or seconds), 0.01)
+    rem = opts.remaining()
+    solver.parameters.max_time_in_seconds = max(seconds if rem is None else min(seconds, rem), 0.01)
     status = run_cp(solver, m, opts)
     if status == cp_model.INFEASIBLE:
         return False

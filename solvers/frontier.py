@@ -157,7 +157,10 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         if memory_model == "peak" and high > mlb and not (stop is not None and stop.is_set()):
             # the held-tensor knapsacks prove more capacities too small (formulations/held_bound.py)
             left = share(1)
-            mlb = held_memory_bound(problem, mlb, high, SolveOptions(memory_model="peak", time_limit=None),
+            held_opts = SolveOptions(memory_model="peak", time_limit=None)
+            if stop is not None:
+                held_opts.stop = stop  # Ctrl-C ends the bisection too
+            mlb = held_memory_bound(problem, mlb, high, held_opts,
                                     HELD_BOUND_SECONDS if left is None else min(HELD_BOUND_SECONDS, HELD_BOUND_SHARE * left))
         caps = capacities(mlb, high, points)
         each = share(waves, POINT_SHARE)
