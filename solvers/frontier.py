@@ -259,7 +259,7 @@ class MinDevices:
     capacity: float
     fewest_by_bound: int  # below this many devices the memory lower bound proves no placement fits
     devices: int | None  # the fewest devices on which a placement was found
-    proved: bool  # devices == fewest_by_bound
+    proved: bool  # no fewer devices can hold it: fewest_by_bound, or every count tried before was proved infeasible
     tried: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -282,6 +282,8 @@ def min_devices(problem: Problem, capacity: float, memory_model: str = "peak", m
         res = solve_point(Point(problem.with_devices(k, capacity), method, memory_model, share, seed, extra=PLACEMENTS_ONLY), stop)
         out.tried.append({"devices": k, "status": res["status"], "makespan": res["makespan"]})
         if placed(res):
-            out.devices, out.proved = k, k == lb_k
+            # proved fewest when every smaller count is: below lb_k by the memory bound, from lb_k
+            # on by the solves (auto's held-tensor knapsacks prove a capacity too small at once)
+            out.devices, out.proved = k, all(t["status"] == "infeasible" for t in out.tried[:-1])
             break
     return out

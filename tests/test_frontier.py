@@ -317,3 +317,26 @@ def test_an_imported_models_frontier_keeps_to_placements():
         at = p.with_devices(4, pt.capacity)
         ev = check(at, ans.placement, ans.start, "peak")
         assert ev.feasible(at) and ev.makespan >= pt.makespan * (1 - 1e-9)  # its start times, or later: never shorter
+
+
+@pytest.mark.parametrize("before, proved", [(["infeasible", "infeasible"], True), (["infeasible", "unknown"], False),
+                                            (["unknown", "infeasible"], False)])
+def test_min_devices_is_proved_fewest_when_every_smaller_count_was_proved_infeasible(transformer, monkeypatch, before, proved):
+    """Session 44: auto proves a capacity too small at once where the held-tensor knapsacks do; a
+    placement found two counts above the memory bound's fewest is then the proved fewest, but
+    only when each count before it was proved infeasible, not merely left unanswered."""
+    import solvers.frontier as fm
+
+    statuses = iter(before + ["feasible"])
+
+    def fake(point, stop=None):
+        status = next(statuses)
+        res = {"status": status, "feasible": status == "feasible", "makespan": 1.0 if status == "feasible" else None}
+        if status == "feasible":
+            res["placement"] = [0] * point.problem.n
+        return res
+
+    monkeypatch.setattr(fm, "solve_point", fake)
+    cap = 1.2 * memory_lower_bound(transformer, "peak", 3)["best"]
+    md = fm.min_devices(transformer, cap, "peak", "auto", None)
+    assert md.devices == md.fewest_by_bound + 2 and md.proved is proved
