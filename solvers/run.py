@@ -30,7 +30,7 @@ from .pipeline import BASELINES, finish_reserve, pipeline
 
 # From this size on, ``auto`` publishes a baseline answer before the bounds (publish_baseline).
 BASELINE_FIRST_NODES = 10000
-# auto, peak model: the held-tensor knapsacks' check (held_infeasibility) gets this share of the
+# auto, peak model: the held-tensor knapsacks' check and bisection (held_check) get this share of the
 # time limit, at most HELD_CHECK_SECONDS (measured 0.05-0.5 s on imported graphs of 198-724 nodes,
 # 1.0-2.4 s on a generated 778-node CNN, where it found a placement meeting them).
 HELD_CHECK_SHARE = 0.05
@@ -234,9 +234,8 @@ def run(
     opts.best_so_far.memory_bound = (problem, mem_lb)
     why = infeasibility(problem, opts.memory_model) or memory_infeasibility(problem, mem_lb)
     if not why and method == "auto":
-        why = held_infeasibility(problem, opts)
-        if why:
-            mem_lb = held_memory_report(problem, opts, mem_lb)
+        why, mem_lb = held_check(problem, opts, mem_lb)
+        opts.best_so_far.memory_bound = (problem, mem_lb)
     if why:
         return RunResult("infeasible", method, None, None, lb, time.monotonic() - t0, reason=why, bounds=lbs.as_dict(),
                          memory_bound=mem_lb)
@@ -276,35 +275,37 @@ def memory_infeasibility(problem: Problem, mem_lb: dict[str, float]) -> str | No
     return None
 
 
-def held_infeasibility(problem: Problem, opts: SolveOptions) -> str | None:
-    """Under the peak model with finite capacities: a proof that no placement fits, when CP-SAT
-    finds that no placement meets the held-tensor knapsacks (formulations/held_bound.py) within
-    its small budget; else None. Why: without it, on a capacity no placement fits, the warm
-    start's descents and kicks searched the whole time limit and auto answered ``unknown`` (an
-    imported WGAN-GP at 1.3 x its memory lower bound: 28 s, where this proof takes 0.07 s)."""
+def held_check(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -> tuple[str | None, dict[str, float]]:
+    """Under the peak model with finite capacities, the held-tensor knapsacks (formulations/
+    held_bound.py) within HELD_CHECK_SHARE of the limit, at most HELD_CHECK_SECONDS: a proof that no
+    placement fits (the reason, else None), and ``mem_lb`` raised by their bisection with what is
+    left of that budget (part ``held_knapsacks``), so the report says how much memory per device
+    no placement can do without. Why: on a capacity no placement fits, the warm start's descents
+    and kicks searched the whole limit and auto answered ``unknown`` (an imported WGAN-GP at 1.3 x
+    its memory lower bound: 28 s, where the knapsacks prove it in 0.07 s); and on imported models
+    the per-device memory bound is 1.4-1.5 x too low on some."""
     if opts.memory_model != "peak" or not np.all(np.isfinite(problem.memory)) or opts.stop.is_set():
-        return None
+        return None, mem_lb
     budget = HELD_CHECK_SECONDS if opts.time_limit is None else min(HELD_CHECK_SECONDS, HELD_CHECK_SHARE * opts.time_limit)
-    if held_knapsacks_feasible(problem, opts, budget) is False:
-        return ("no placement keeps every tensor forced onto a device while a node runs within the peak memory "
-                "capacities (held-tensor knapsacks, docs/exact.md)")
-    return None
-
-
-def held_memory_report(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -> dict[str, float]:
-    """``mem_lb`` with the held-tensor knapsacks' memory bound (``held_knapsacks``) when they have
-    just proved the capacity too small: the report then says how much memory per device no
-    placement can do without, not only that this capacity is too small (at most
-    HELD_CHECK_SECONDS, HELD_CHECK_SHARE of the limit)."""
-    k = problem.k
-    one = problem.with_devices(1, [math.inf])
-    high = float(evaluate(one, np.zeros(one.n, dtype=np.int64), memory_model="peak").peak_memory.max())
-    low = float(mem_lb.get("best", 0.0))
-    if high <= low:
-        return mem_lb
-    budget = HELD_CHECK_SECONDS if opts.time_limit is None else min(HELD_CHECK_SECONDS, HELD_CHECK_SHARE * opts.time_limit)
-    held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, budget)
-    return {**mem_lb, "held_knapsacks": held, "best": max(low, held)} if held > low else mem_lb
+    end = time.monotonic() + budget
+    fits = held_knapsacks_feasible(problem, opts, budget)
+    if fits is None:
+        return None, mem_lb
+    k, low = problem.k, float(mem_lb.get("best", 0.0))
+    if fits:
+        high = float(problem.memory.max())  # some placement meets the knapsacks there
+    else:
+        one = problem.with_devices(1, [math.inf])
+        high = float(evaluate(one, np.zeros(one.n, dtype=np.int64), memory_model="peak").peak_memory.max())
+    left = end - time.monotonic()
+    if high > low and left > 0.05:
+        held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, left)
+        if held > low:
+            mem_lb = {**mem_lb, "held_knapsacks": held, "best": held}
+    if fits:
+        return None, mem_lb
+    return ("no placement keeps every tensor forced onto a device while a node runs within the peak memory "
+            "capacities (held-tensor knapsacks, docs/exact.md)"), mem_lb
 
 
 def _run_makespan(problem: Problem, method: str, opts: SolveOptions, say: Callable[[str], None], lbs, t0: float) -> RunResult:

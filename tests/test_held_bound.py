@@ -146,7 +146,7 @@ def test_off_switch_keeps_the_optimum():
 
 @pytest.mark.parametrize("kind,seed", INSTANCES)
 def test_held_knapsacks_say_no_placement_fits_only_when_enumeration_agrees(kind, seed):
-    """The cheap check auto runs before its warm start (solvers/run.py held_infeasibility): False
+    """The cheap check auto runs before its warm start (solvers/run.py held_check): False
     only where no placement has a schedule within capacity; and where the full relaxation proves
     infeasibility, the knapsacks alone do too (no times are needed for it)."""
     p = instance(kind, seed)
@@ -213,3 +213,26 @@ def test_held_memory_bound_is_a_capacity_no_placement_fits():
             raised += 1
             assert optimum(p.with_devices(p.k, [got] * p.k)) is None, (kind, seed, low, got)
     assert raised >= 3, raised
+
+
+def test_a_feasible_runs_report_carries_the_knapsacks_memory_bound_and_it_is_valid():
+    """Where some placement fits, auto's report still raises its memory lower bound by the
+    knapsacks' bisection (solvers/run.py held_check); enumeration finds nothing that fits at that
+    bound on every instance where it was raised, and it was raised on some."""
+    from placement.memory_bounds import memory_lower_bound
+    from solvers.run import run
+
+    raised = 0
+    for kind, seed in INSTANCES:
+        p = instance(kind, seed)
+        if optimum(p) is None:
+            continue
+        res = run(p, "auto", SolveOptions(memory_model="peak", time_limit=20))
+        assert res.feasible
+        top = res.memory_bound["best"]
+        assert top <= float(p.memory.max())  # a placement fits the capacity itself
+        if "held_knapsacks" in res.memory_bound:
+            raised += 1
+            assert top > memory_lower_bound(p, "peak")["best"]
+            assert optimum(p.with_devices(p.k, [top] * p.k)) is None, (kind, seed, top)
+    assert raised >= 2, raised
