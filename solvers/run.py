@@ -35,6 +35,13 @@ BASELINE_FIRST_NODES = 10000
 # 1.0-2.4 s on a generated 778-node CNN, where it found a placement meeting them).
 HELD_CHECK_SHARE = 0.05
 HELD_CHECK_SECONDS = 3.0
+# ... of which, when a placement meets the knapsacks (the run goes on), the bisection for the
+# report's bound may use only this share of the limit, and runs only when that is at least
+# HELD_REPORT_SECONDS: each of its checks builds a model before CP-SAT's clock starts, and at
+# 2% of a 30 s limit it cost answers 0.4-2% on three imported models of four (bench/results_peak.md,
+# session 44), where the check alone cost nothing measurable.
+HELD_REPORT_SHARE = 0.005
+HELD_REPORT_SECONDS = 1.0
 
 
 @dataclass
@@ -297,8 +304,10 @@ def held_check(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -
     else:
         one = problem.with_devices(1, [math.inf])
         high = float(evaluate(one, np.zeros(one.n, dtype=np.int64), memory_model="peak").peak_memory.max())
+    if fits and opts.time_limit is not None:
+        end = min(end, time.monotonic() + HELD_REPORT_SHARE * opts.time_limit)
     left = end - time.monotonic()
-    if high > low and left > 0.05:
+    if high > low and left >= (HELD_REPORT_SECONDS if fits else 0.05):
         held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, left)
         if held > low:
             mem_lb = {**mem_lb, "held_knapsacks": held, "best": held}
