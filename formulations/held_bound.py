@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -73,15 +74,12 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
     only a hint)."""
     t0 = time.monotonic()
     n, k = problem.n, problem.k
-    param, out, cap, exact = memory_ints(problem, "peak")
-    if not exact or n > MAX_NODES or n == 0:
+    base = _placement_model(problem)
+    if base is None:
         return HeldBound(0.0, False, None, time.monotonic() - t0, 0)
+    m, x, un, mask, (param, out, cap) = base
     factor, dur, comm = _scaled(problem)
-    un = units(problem)
-    mask = problem.allowed_mask()
-    m = cp_model.CpModel()
     horizon = int(dur.sum() + comm.sum()) + 1
-    x = unit_placement_literals(m, un.members, mask)
     ug = un.of
     start = [m.new_int_var(0, horizon, f"s{i}") for i in range(n)]
     mk = m.new_int_var(0, horizon, "makespan")
@@ -151,15 +149,12 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
                      knapsacks, pl, st)
 
 
-def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float) -> bool | None:
-    """Whether some placement meets every held-tensor knapsack (item 3 alone: no times): False is a
-    proof that no placement of the real problem fits its peak memory capacities (the knapsacks are
-    necessary conditions, over exact integer bytes); True, a placement meeting them was found (not
-    that one fits); None, neither within ``seconds``, or the graph is out of the model's reach.
-    Cheap where the full relaxation is not: on a graph whose capacity no placement meets, the
-    portfolio's descents and kicks would otherwise search the whole time limit for nothing."""
-    n = problem.n
-    if n > MAX_NODES or n == 0:  # before the byte arrays: a 200K-node run pays nothing here
+def _placement_model(problem: Problem) -> tuple[cp_model.CpModel, dict, Any, np.ndarray, tuple] | None:
+    """A model with one literal per (unit, allowed device), the units, the allowed-device mask and
+    the exact integer bytes (params, outputs, capacities); None where the relaxation is not used:
+    bytes not whole after scaling, or more than MAX_NODES nodes (checked first: a 200K-node run
+    pays nothing here)."""
+    if problem.n > MAX_NODES or problem.n == 0:
         return None
     param, out, cap, exact = memory_ints(problem, "peak")
     if not exact:
@@ -167,7 +162,20 @@ def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float
     un = units(problem)
     mask = problem.allowed_mask()
     m = cp_model.CpModel()
-    x = unit_placement_literals(m, un.members, mask)
+    return m, unit_placement_literals(m, un.members, mask), un, mask, (param, out, cap)
+
+
+def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float) -> bool | None:
+    """Whether some placement meets every held-tensor knapsack (item 3 alone: no times): False is a
+    proof that no placement of the real problem fits its peak memory capacities (the knapsacks are
+    necessary conditions, over exact integer bytes); True, a placement meeting them was found (not
+    that one fits); None, neither within ``seconds``, or the graph is out of the model's reach.
+    Cheap where the full relaxation is not: on a graph whose capacity no placement meets, the
+    portfolio's descents and kicks would otherwise search the whole time limit for nothing."""
+    base = _placement_model(problem)
+    if base is None:
+        return None
+    m, x, un, mask, (param, out, cap) = base
     if _held_knapsacks(m, problem, x, un.of, param, out, cap, mask) == 0:
         return True  # no forced set can overflow a device
     break_device_symmetry(m, device_classes(problem), x, un.members, mask)

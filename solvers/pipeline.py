@@ -506,20 +506,16 @@ def _pipeline(problem: Problem, opts: SolveOptions, lower_bound: float, inc: Inc
             ph, sol = exact_once(exact_budget * (STATIC_EXACT_SHARE if static else EXACT_TRY_SHARE)
                                  if search_first else exact_budget)
             unproved = search_first and sol.status not in ("optimal", "infeasible") and not opts.stop.is_set()
-            if unproved and static:
+            if unproved:
                 ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
                 phases.append(ph)
-                phases.extend(_alternate_phase(problem, opts, inc, bound, until(end - refine_share * usable), hb,
-                                               stop_when_dry=True))
+                rest = until(end - refine_share * usable)
+                phases.extend(_alternate_phase(problem, opts, inc, bound, rest, hb, stop_when_dry=True) if static else
+                              _alternate_phase(problem, opts, inc, bound, search_share * rest, hb))
                 t = time.monotonic()
-                ph = Phase("exact", status="skipped", note="CP-SAT ran first (static model); the search had the rest")
-            elif unproved:
-                ph.seconds, ph.makespan, ph.bound = time.monotonic() - t, inc.makespan, bound
-                phases.append(ph)
-                phases.extend(_alternate_phase(problem, opts, inc, bound,
-                                               search_share * until(end - refine_share * usable), hb))
-                t = time.monotonic()
-                if inc.makespan <= bound * (1 + 1e-9) or opts.stop.is_set():
+                if static:
+                    ph = Phase("exact", status="skipped", note="CP-SAT ran first (static model); the search had the rest")
+                elif inc.makespan <= bound * (1 + 1e-9) or opts.stop.is_set():
                     ph = Phase("exact", status="skipped",
                                note="the search reached the bound" if not opts.stop.is_set() else "stopped")
                 else:
