@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,8 +40,22 @@ from .common import device_classes
 from .cpsolver import break_device_symmetry, cp_solver, set_params, unit_placement_literals
 from .cpsolver import solve as run_cp
 from .integer_bytes import memory_ints
-from .saved_bytes import MAX_NODES, held_tensors
+from .saved_bytes import MAX_NODES, Held, held_tensors, spread_held, undominated
 from .units import units
+
+
+# The knapsack check alone (no times) on larger graphs than the relaxation: at most
+# CHECK_MAX_NODES nodes, CHECK_TERMS (x, tensor, device) terms in its model (nodes x spread
+# evenly beyond that). The imported 1,393-node RNN's 548K terms build and decide in about 3 s.
+CHECK_MAX_NODES = 20_000
+CHECK_TERMS = 300_000
+CHECK_PARAMS = {"cp_model_probing_level": 0, "symmetry_level": 0}
+# Per (x, tensor, holder, device) term: what building the model costs, and the least CP-SAT gets
+# (its presolve does not stop on time: given 0.3 s on a generated 10K-node CNN's model of 338K
+# terms it returned after 2.5 s, given 1.0 s after 1.1 s). With less time left the check says
+# "undecided" at once rather than overrun its budget.
+BUILD_SECONDS_PER_TERM = 4e-6
+SOLVE_SECONDS_PER_TERM = 3e-6
 
 
 @dataclass
@@ -115,7 +129,7 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
                    for i in range(n) if (int(ug[i]), d) in x and dur[i] > 0]
             if len(ivs) > 1:
                 m.add_no_overlap(ivs)
-    knapsacks = _held_knapsacks(m, problem, x, ug, param, out, cap, mask)
+    knapsacks = _held_knapsacks(m, problem, held_tensors(problem, problem.n), x, ug, param, out, cap, mask)
     if knapsacks == 0:  # no forced set can overflow: the full model already holds all of R
         return HeldBound(0.0, False, None, time.monotonic() - t0, 0)
     break_device_symmetry(m, device_classes(problem), x, un.members, mask)
@@ -149,12 +163,12 @@ def held_relaxation_bound(problem: Problem, opts: SolveOptions, seconds: float,
                      knapsacks, pl, st)
 
 
-def _placement_model(problem: Problem) -> tuple[cp_model.CpModel, dict, Any, np.ndarray, tuple] | None:
+def _placement_model(problem: Problem, max_nodes: int = MAX_NODES) -> tuple[cp_model.CpModel, dict, Any, np.ndarray, tuple] | None:
     """A model with one literal per (unit, allowed device), the units, the allowed-device mask and
-    the exact integer bytes (params, outputs, capacities); None where the relaxation is not used:
-    bytes not whole after scaling, or more than MAX_NODES nodes (checked first: a 200K-node run
-    pays nothing here)."""
-    if problem.n > MAX_NODES or problem.n == 0:
+    the exact integer bytes (params, outputs, capacities); None where the model is not used:
+    bytes not whole after scaling, or more than ``max_nodes`` nodes (checked first: a 200K-node
+    run pays nothing here)."""
+    if problem.n > max_nodes or problem.n == 0:
         return None
     param, out, cap, exact = memory_ints(problem, "peak")
     if not exact:
@@ -165,42 +179,194 @@ def _placement_model(problem: Problem) -> tuple[cp_model.CpModel, dict, Any, np.
     return m, unit_placement_literals(m, un.members, mask), un, mask, (param, out, cap)
 
 
-def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float) -> bool | None:
-    """Whether some placement meets every held-tensor knapsack (item 3 alone: no times): False is a
-    proof that no placement of the real problem fits its peak memory capacities (the knapsacks are
-    necessary conditions, over exact integer bytes); True, a placement meeting them was found (not
-    that one fits); None, neither within ``seconds``, or the graph is out of the model's reach.
-    Cheap where the full relaxation is not: on a graph whose capacity no placement meets, the
-    portfolio's descents and kicks would otherwise search the whole time limit for nothing."""
-    base = _placement_model(problem)
-    if base is None:
+def check_helds(problem: Problem, deadline: float | None = None) -> list[Held] | None:
+    """The held tensors the knapsack check uses: at nodes spread over the graph, within
+    CHECK_TERMS model terms over the K devices (saved_bytes.spread_held); None on graphs beyond
+    CHECK_MAX_NODES or when ``deadline`` passes first; those a neighbour dominates are left out
+    (saved_bytes.undominated). They do not depend on the capacities."""
+    if problem.n > CHECK_MAX_NODES or problem.n == 0:
         return None
-    m, x, un, mask, (param, out, cap) = base
-    if _held_knapsacks(m, problem, x, un.of, param, out, cap, mask) == 0:
-        return True  # no forced set can overflow a device
-    break_device_symmetry(m, device_classes(problem), x, un.members, mask)
-    solver = cp_solver(opts)
+    helds = spread_held(problem, CHECK_TERMS // max(problem.k, 1), deadline)
+    return None if helds is None else undominated(helds)
+
+
+def held_knapsacks_feasible(problem: Problem, opts: SolveOptions, seconds: float) -> bool | None:
+    """Whether some placement meets the held-tensor knapsacks (item 3 alone: no times) at the
+    nodes :func:`check_helds` picks: False is a proof that no placement of the real problem fits
+    its peak memory capacities (the knapsacks are necessary conditions, over exact integer
+    bytes); True, a placement meeting them was found (not that one fits); None, neither within
+    ``seconds`` (the held sets and the model's construction included), or the graph is out of
+    the model's reach. Cheap where the full relaxation is not: on a graph whose capacity no
+    placement meets, the portfolio's descents and kicks would otherwise search the whole time
+    limit for nothing."""
     rem = opts.remaining()
-    solver.parameters.max_time_in_seconds = max(seconds if rem is None else min(seconds, rem), 0.01)
-    status = run_cp(solver, m, opts)
-    if status == cp_model.INFEASIBLE:
-        return False
-    return True if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    end = time.monotonic() + (seconds if rem is None else min(seconds, rem))
+    check = KnapsackCheck.build(problem, end)
+    return None if check is None else check.feasible(problem.memory, opts, end - time.monotonic())
+
+
+@dataclass
+class KnapsackCheck:
+    """The knapsack check for one graph: its held sets, a few plain placements and the CP-SAT
+    model, each made once and used for every capacity asked (the capacities are variables fixed
+    before each solve). Why: a bisection over capacities would otherwise pay the held sets and
+    the model's construction per step (on a 1,401-node chain they are 80% of a check), and where
+    a plain placement meets the knapsacks no model is needed at all (a generated 10K-node CNN:
+    CP-SAT's presolve alone takes 2-5 s to find what a balanced split shows at once)."""
+
+    problem: Problem
+    helds: list[Held]
+    skip: np.ndarray  # integer capacities below which no knapsack was left out
+    deadline: float
+    model: cp_model.CpModel | None = None
+    capacity: list[cp_model.IntVar | None] = field(default_factory=list)
+    count: int = -1  # knapsacks in the model; -1: not built yet
+    plain: list[np.ndarray] = field(default_factory=list)  # device per unit, each allowed
+    terms: HeldTerms | None = None
+
+    @classmethod
+    def build(cls, problem: Problem, deadline: float, floor: float | None = None) -> KnapsackCheck | None:
+        """The check for ``problem``'s devices; its model leaves out a knapsack that cannot
+        overflow the capacities (or ``floor`` per device, when lower), so it serves those
+        capacities and larger ones. None when the graph is out of reach or ``deadline``
+        (time.monotonic()) passes first."""
+        if problem.n > CHECK_MAX_NODES or problem.n == 0 or not memory_ints(problem, "peak")[3]:
+            return None
+        helds = check_helds(problem, deadline)
+        if helds is None:
+            return None
+        cap = memory_ints(problem, "peak")[2]
+        if floor is not None:
+            low = memory_ints(problem.with_devices(problem.k, [float(floor)] * problem.k), "peak")[2]
+            cap = np.where(cap >= 0, np.minimum(cap, low), cap)
+        return cls(problem, helds, cap, deadline, plain=plain_placements(problem), terms=HeldTerms.of(problem, helds))
+
+    def feasible(self, memory: np.ndarray, opts: SolveOptions, seconds: float) -> bool | None:
+        """:func:`held_knapsacks_feasible` at capacities ``memory``: each at least what the check
+        was built for, and finite where that was (devices alike in ``problem`` stay alike, so the
+        symmetry breaking stays valid when only capacities change)."""
+        if seconds <= 0:
+            return None
+        end = time.monotonic() + seconds
+        cap = memory_ints(self.problem.with_devices(self.problem.k, list(memory)), "peak")[2]
+        if any(self.terms.met(dev, cap, self.problem.k) for dev in self.plain):
+            return True
+        work = sum(len(h.tensors) for h in self.helds) * self.problem.k  # the model's terms, about
+        if self.count < 0 and (end - time.monotonic() < (BUILD_SECONDS_PER_TERM + SOLVE_SECONDS_PER_TERM) * work
+                               or not self._model(min(end, self.deadline))):
+            return None
+        if self.count == 0:
+            return True  # no forced set can overflow a device
+        for var, c in zip(self.capacity, cap):
+            if var is not None:
+                dom = self.model.proto.variables[var.index].domain
+                dom[0], dom[1] = int(c), int(c)
+        left = end - time.monotonic()
+        if left < max(SOLVE_SECONDS_PER_TERM * work, 0.01):
+            return None
+        solver = cp_solver(opts)
+        solver.parameters.max_time_in_seconds = max(left, 0.01)
+        set_params(solver.parameters, CHECK_PARAMS)
+        status = run_cp(solver, self.model, opts)
+        if status == cp_model.INFEASIBLE:
+            return False
+        return True if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+
+    def _model(self, deadline: float) -> bool:
+        """Build the CP-SAT model; False when ``deadline`` passes first."""
+        m, x, un, mask, (param, out, cap) = _placement_model(self.problem, CHECK_MAX_NODES)
+        capacity = [m.new_int_var(0, int(c), f"capacity{d}") if c >= 0 else None for d, c in enumerate(self.skip)]
+        count = _held_knapsacks(m, self.problem, self.helds, x, un.of, param, out, self.skip, mask, deadline, capacity)
+        if count is None:
+            return False
+        break_device_symmetry(m, device_classes(self.problem), x, un.members, mask)
+        self.model, self.capacity, self.count = m, capacity, count
+        return True
+
+
+def plain_placements(problem: Problem) -> list[np.ndarray]:
+    """Two placements of the units (a device per unit) that often meet loose knapsacks: the units
+    in the order of their first node cut into K runs of about equal bytes (params and outputs),
+    and the same order dealt round robin; each kept only where every unit may go where it is put."""
+    un = units(problem)
+    k, count = problem.k, len(un.members)
+    if count == 0:
+        return []
+    pos = np.empty(problem.n, dtype=np.int64)
+    pos[problem.topo_order] = np.arange(problem.n)
+    first = np.full(count, problem.n, dtype=np.int64)
+    np.minimum.at(first, un.of, pos)
+    order = np.argsort(first, kind="stable")
+    size = np.bincount(un.of, weights=problem.param_bytes + problem.out_bytes, minlength=count)[order]
+    middle = np.cumsum(size) - size / 2
+    runs, dealt = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+    runs[order] = np.minimum((middle * k / max(float(size.sum()), 1e-300)).astype(np.int64), k - 1)
+    dealt[order] = np.arange(count) % k
+    mask = problem.allowed_mask()
+    member = np.array([m[0] for m in un.members], dtype=np.int64)
+    return [dev for dev in (runs, dealt) if mask[member, dev].all()]
+
+
+@dataclass
+class HeldTerms:
+    """The held sets flattened: one row per (node x, tensor u, holder unit g), in integer bytes."""
+
+    x: np.ndarray  # index into the held sets
+    u: np.ndarray
+    g: np.ndarray
+    param: np.ndarray  # integer bytes per node
+    out: np.ndarray
+    unit_of: np.ndarray
+
+    @classmethod
+    def of(cls, problem: Problem, helds: list[Held]) -> HeldTerms:
+        xs, us, gs = [], [], []
+        for i, h in enumerate(helds):
+            for u, hs in zip(h.tensors, h.holders):
+                for g in hs:
+                    xs.append(i)
+                    us.append(u)
+                    gs.append(g)
+        param, out, _, _ = memory_ints(problem, "peak")
+        return cls(np.array(xs, dtype=np.int64), np.array(us, dtype=np.int64), np.array(gs, dtype=np.int64),
+                   param, out, units(problem).of)
+
+    def met(self, dev: np.ndarray, cap: np.ndarray, k: int) -> bool:
+        """Whether the placement ``dev`` (a device per unit) meets every knapsack at the integer
+        capacities ``cap`` (negative: unlimited): a tensor counts once per device holding it."""
+        limit = np.where(cap >= 0, cap, np.inf)
+        params = np.bincount(dev[self.unit_of], weights=self.param.astype(float), minlength=k)
+        if np.any(params > limit):
+            return False
+        if self.x.size == 0:
+            return True
+        d = dev[self.g]
+        key = np.unique((self.x * (len(self.out) + 1) + self.u) * k + d)
+        rows = key // k // (len(self.out) + 1)
+        u = key // k % (len(self.out) + 1)
+        load = np.bincount(rows * k + key % k, weights=self.out[u].astype(float), minlength=(int(rows.max()) + 1) * k)
+        return not np.any(load.reshape(-1, k) + params > limit)
 
 
 def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOptions, seconds: float,
-                      tolerance: float = 0.005, check_seconds: float = 1.0) -> float:
+                      tolerance: float = 0.005, check_seconds: float = 1.0,
+                      check: KnapsackCheck | None = None) -> float:
     """A memory lower bound at least ``low`` (itself a valid one) for K devices of equal capacity:
-    the largest capacity in [low, high) at which :func:`held_knapsacks_feasible` proves that no
-    placement fits, found by bisection to ``tolerance`` of it within ``seconds`` (an undecided check
-    counts as "may fit"; each check gets at most ``check_seconds``: near the threshold they get
-    hard). Infeasible at capacity c means infeasible at every smaller one, so every
-    capacity below the answer is proved too small. On imported training graphs the knapsacks
-    see what the per-device bounds (placement/memory_bounds.py) do not: a layer's weights, their
-    gradient and optimizer states, and the activations its backward reads sit on one device."""
+    the largest capacity in [low, high) at which the knapsack check proves that no placement
+    fits, found by bisection to ``tolerance`` of it within ``seconds`` (an undecided check counts
+    as "may fit"; each solve gets at most ``check_seconds``: near the threshold they get hard).
+    Infeasible at capacity c means infeasible at every smaller one, so every capacity below the
+    answer is proved too small. On imported training graphs the knapsacks see what the
+    per-device bounds (placement/memory_bounds.py) do not: a layer's weights, their gradient and
+    optimizer states, and the activations its backward reads sit on one device. ``check``: the
+    model already built for this graph with a floor at most ``low`` (else it is built here)."""
     end = time.monotonic() + seconds
     k = problem.k
     lo, hi = float(low), float(high)
+    if check is None:
+        check = KnapsackCheck.build(problem.with_devices(k, [lo] * k), end)
+    if check is None:
+        return lo
     while hi - lo > tolerance * max(lo, 1.0) and not opts.stop.is_set():
         left = end - time.monotonic()
         if left <= 0.01:
@@ -208,28 +374,43 @@ def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOpti
         mid = math.floor((lo + hi) / 2)
         if mid <= lo:
             break
-        if held_knapsacks_feasible(problem.with_devices(k, [float(mid)] * k), opts, min(left, check_seconds)) is False:
+        if check.feasible(np.full(k, float(mid)), opts, min(left, check_seconds)) is False:
             lo = float(mid)
         else:
             hi = float(mid)
     return lo
 
 
-def _held_knapsacks(m: cp_model.CpModel, problem: Problem, x: dict, ug: np.ndarray, param: np.ndarray,
-                    out: np.ndarray, cap: np.ndarray, mask: np.ndarray) -> int:
-    """For every node x of positive time and device d: params on d + the tensors forced onto d at
-    x <= capacity. A tensor forced by several units gets one literal per device, implied by each."""
+def _held_knapsacks(m: cp_model.CpModel, problem: Problem, helds: list[Held], x: dict, ug: np.ndarray,
+                    param: np.ndarray, out: np.ndarray, cap: np.ndarray, mask: np.ndarray,
+                    deadline: float | None = None, capacity: list | None = None) -> int | None:
+    """For every node x of ``helds`` and device d: params on d + the tensors forced onto d at x <=
+    capacity (``capacity[d]``, a variable, else the integer ``cap[d]``; a knapsack that cannot
+    exceed ``cap[d]`` is left out). A tensor forced by several units gets one literal per device,
+    implied by each. The number of knapsacks added, or None when ``deadline`` (time.monotonic())
+    passes first."""
     held_lit: dict[tuple[tuple[int, ...], int], cp_model.IntVar] = {}
     count = 0
-    pterms: list[list[tuple[int, cp_model.IntVar]]] = [
-        [(int(param[i]), x[int(ug[i]), d]) for i in range(problem.n) if (int(ug[i]), d) in x and param[i] > 0]
-        for d in range(problem.k)]
+    unit_param = np.bincount(ug, weights=param.astype(float), minlength=int(ug.max()) + 1 if len(ug) else 0)
+    on_device: list[cp_model.LinearExprT] = []  # the param bytes each device holds
+    all_params: list[int] = []
+    for d in range(problem.k):
+        ps = [(int(unit_param[g]), lit) for (g, dd), lit in x.items() if dd == d and unit_param[g] > 0]
+        all_params.append(sum(c for c, _ in ps))
+        if not ps:
+            on_device.append(0)
+            continue
+        total = m.new_int_var(0, all_params[-1], f"params{d}")
+        m.add(total == cp_model.LinearExpr.weighted_sum([lit for _, lit in ps], [c for c, _ in ps]))
+        on_device.append(total)
     seen: set[tuple] = set()
-    for h in held_tensors(problem, problem.n):
+    for h in helds:
+        if deadline is not None and time.monotonic() > deadline:
+            return None
         for d in range(problem.k):
             if cap[d] < 0:
                 continue
-            terms = list(pterms[d])
+            terms: dict[int, tuple[int, cp_model.IntVar]] = {}
             for u, hs in zip(h.tensors, h.holders):
                 if out[u] <= 0:
                     continue
@@ -246,11 +427,12 @@ def _held_knapsacks(m: cp_model.CpModel, problem: Problem, x: dict, ug: np.ndarr
                         for a in lits:
                             m.add_implication(a, lit)
                         held_lit[key] = lit
-                terms.append((int(out[u]), lit))
-            sig = (d, tuple(sorted((c, lit.index) for c, lit in terms)))
-            if sig in seen or sum(c for c, _ in terms) <= cap[d]:
+                terms[u] = (int(out[u]), lit)
+            sig = (d, tuple(sorted((c, lit.index) for c, lit in terms.values())))
+            if sig in seen or all_params[d] + sum(c for c, _ in terms.values()) <= cap[d]:
                 continue
             seen.add(sig)
-            m.add(sum(c * lit for c, lit in terms) <= int(cap[d]))
+            held = cp_model.LinearExpr.weighted_sum([lit for _, lit in terms.values()], [c for c, _ in terms.values()])
+            m.add(on_device[d] + held <= (int(cap[d]) if capacity is None else capacity[d]))
             count += 1
     return count

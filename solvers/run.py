@@ -13,7 +13,7 @@ import numpy as np
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from formulations.held_bound import held_knapsacks_feasible, held_memory_bound
+from formulations.held_bound import KnapsackCheck, held_memory_bound
 from heuristics.tofu import EVAL_SECONDS_PER_SHARD, plan_summary
 from placement.bounds import infeasibility, lower_bounds
 from placement.memory_bounds import memory_lower_bound
@@ -295,10 +295,11 @@ def held_check(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -
         return None, mem_lb
     budget = HELD_CHECK_SECONDS if opts.time_limit is None else min(HELD_CHECK_SECONDS, HELD_CHECK_SHARE * opts.time_limit)
     end = time.monotonic() + budget
-    fits = held_knapsacks_feasible(problem, opts, budget)
+    k, low = problem.k, float(mem_lb.get("best", 0.0))
+    check = KnapsackCheck.build(problem, end, floor=low)  # one model for the check and the bisection
+    fits = None if check is None else check.feasible(problem.memory, opts, end - time.monotonic())
     if fits is None:
         return None, mem_lb
-    k, low = problem.k, float(mem_lb.get("best", 0.0))
     if fits:
         high = float(problem.memory.max())  # some placement meets the knapsacks there
     else:
@@ -308,7 +309,7 @@ def held_check(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -
         end = min(end, time.monotonic() + HELD_REPORT_SHARE * opts.time_limit)
     left = end - time.monotonic()
     if high > low and left >= (HELD_REPORT_SECONDS if fits else 0.05):
-        held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, left)
+        held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, left, check=check)
         if held > low:
             mem_lb = {**mem_lb, "held_knapsacks": held, "best": held}
     if fits:
