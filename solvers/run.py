@@ -32,7 +32,8 @@ from .pipeline import BASELINES, finish_reserve, pipeline
 BASELINE_FIRST_NODES = 10000
 # auto, peak model: the held-tensor knapsacks' check and bisection (held_check) get this share of the
 # time limit, at most HELD_CHECK_SECONDS (measured 0.05-0.5 s on imported graphs of 198-724 nodes,
-# 1.0-2.4 s on a generated 778-node CNN, where it found a placement meeting them).
+# 1.0-2.4 s on a generated 778-node CNN, where it found a placement meeting them; session 45: up to
+# 20,000 nodes, undecided rather than over budget where the model is too big for it).
 HELD_CHECK_SHARE = 0.05
 HELD_CHECK_SECONDS = 3.0
 # ... of which, when a placement meets the knapsacks (the run goes on), the bisection for the
