@@ -241,10 +241,14 @@ class KnapsackCheck:
             cap = np.where(cap >= 0, np.minimum(cap, low), cap)
         return cls(problem, helds, cap, deadline, plain=plain_placements(problem), terms=HeldTerms.of(problem, helds))
 
-    def feasible(self, memory: np.ndarray, opts: SolveOptions, seconds: float) -> bool | None:
+    def feasible(self, memory: np.ndarray, opts: SolveOptions, seconds: float,
+                 build_by: float | None = None) -> bool | None:
         """:func:`held_knapsacks_feasible` at capacities ``memory``: each at least what the check
         was built for, and finite where that was (devices alike in ``problem`` stay alike, so the
-        symmetry breaking stays valid when only capacities change)."""
+        symmetry breaking stays valid when only capacities change). The model, when this call
+        builds it, may take until ``build_by`` (time.monotonic(); default: within ``seconds``),
+        and the solve still gets ``seconds`` after it, up to ``build_by``: a bisection's steps
+        then share one build."""
         if seconds <= 0:
             return None
         end = time.monotonic() + seconds
@@ -252,9 +256,12 @@ class KnapsackCheck:
         if any(self.terms.met(dev, cap, self.problem.k) for dev in self.plain):
             return True
         work = sum(len(h.tensors) for h in self.helds) * self.problem.k  # the model's terms, about
-        if self.count < 0 and (end - time.monotonic() < (BUILD_SECONDS_PER_TERM + SOLVE_SECONDS_PER_TERM) * work
-                               or not self._model(min(end, self.deadline))):
-            return None
+        if self.count < 0:
+            by = min(end if build_by is None else max(end, build_by), self.deadline)
+            if by - time.monotonic() < (BUILD_SECONDS_PER_TERM + SOLVE_SECONDS_PER_TERM) * work or not self._model(by):
+                return None
+            if build_by is not None:
+                end = min(max(end, time.monotonic() + seconds), by)
         if self.count == 0:
             return True  # no forced set can overflow a device
         for var, c in zip(self.capacity, cap):
@@ -374,7 +381,7 @@ def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOpti
         mid = math.floor((lo + hi) / 2)
         if mid <= lo:
             break
-        if check.feasible(np.full(k, float(mid)), opts, min(left, check_seconds)) is False:
+        if check.feasible(np.full(k, float(mid)), opts, min(left, check_seconds), build_by=end) is False:
             lo = float(mid)
         else:
             hi = float(mid)
