@@ -315,8 +315,10 @@ def summary(problem: Problem, result: RunResult, memory_model: str) -> str:
     else:
         lines.append(f"lower bound: {result.lower_bound:.6g}")
     if result.memory_bound.get("best"):
+        parts = [k for k in result.memory_bound if k != "best"]
+        part = f", from {max(parts, key=lambda k: result.memory_bound[k])}" if parts else ""
         lines.append(f"memory lower bound: {format_bytes(result.memory_bound['best'])} per device (no placement on "
-                     f"{problem.k} devices fits below it)")
+                     f"{problem.k} devices fits below it{part})")
     if result.reason:
         lines.append(f"reason: {result.reason}")
     return "\n".join(lines)

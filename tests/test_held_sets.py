@@ -138,6 +138,12 @@ def test_auto_proves_infeasible_before_its_warm_start_on_the_large_chain():
     pl = np.array([int(i[1:]) * 4 // 700 if i[0] in "fb" else 3 for i in tight.ids])  # layers in 4 runs
     fits = float(evaluate(tight.with_devices(4, [1e9] * 4), pl, memory_model="peak").peak_memory.max())
     assert memory_lower_bound(tight, "peak")["best"] <= res.memory_bound["best"] < fits
+    # solve's summary names the part that gave it
+    from solvers.cli import summary
+
+    line = next(x for x in summary(tight, res, "peak").splitlines() if x.startswith("memory lower bound"))
+    top = max((k for k in res.memory_bound if k != "best"), key=res.memory_bound.get)
+    assert line.endswith(f"from {top})"), line
 
 
 @pytest.mark.parametrize("kind,seed", INSTANCES[::4])
