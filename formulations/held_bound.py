@@ -26,6 +26,7 @@ canonically (the optimum is unchanged by a relabelling).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,7 +259,7 @@ class KnapsackCheck:
         work = sum(len(h.tensors) for h in self.helds) * self.problem.k  # the model's terms, about
         if self.count < 0:
             by = min(end if build_by is None else max(end, build_by), self.deadline)
-            if by - time.monotonic() < (BUILD_SECONDS_PER_TERM + SOLVE_SECONDS_PER_TERM) * work or not self._model(by):
+            if by - time.monotonic() < (BUILD_SECONDS_PER_TERM + SOLVE_SECONDS_PER_TERM) * work or not self._model(by, opts):
                 return None
             if build_by is not None:
                 end = min(max(end, time.monotonic() + seconds), by)
@@ -279,11 +280,12 @@ class KnapsackCheck:
             return False
         return True if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
 
-    def _model(self, deadline: float) -> bool:
-        """Build the CP-SAT model; False when ``deadline`` passes first."""
+    def _model(self, deadline: float, opts: SolveOptions) -> bool:
+        """Build the CP-SAT model; False when ``deadline`` passes or ``opts.stop`` is set first."""
         m, x, un, mask, (param, out, cap) = _placement_model(self.problem, CHECK_MAX_NODES)
         capacity = [m.new_int_var(0, int(c), f"capacity{d}") if c >= 0 else None for d, c in enumerate(self.skip)]
-        count = _held_knapsacks(m, self.problem, self.helds, x, un.of, param, out, self.skip, mask, deadline, capacity)
+        count = _held_knapsacks(m, self.problem, self.helds, x, un.of, param, out, self.skip, mask, deadline, capacity,
+                                opts.stop)
         if count is None:
             return False
         break_device_symmetry(m, device_classes(self.problem), x, un.members, mask)
@@ -390,12 +392,13 @@ def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOpti
 
 def _held_knapsacks(m: cp_model.CpModel, problem: Problem, helds: list[Held], x: dict, ug: np.ndarray,
                     param: np.ndarray, out: np.ndarray, cap: np.ndarray, mask: np.ndarray,
-                    deadline: float | None = None, capacity: list | None = None) -> int | None:
+                    deadline: float | None = None, capacity: list | None = None,
+                    stop: threading.Event | None = None) -> int | None:
     """For every node x of ``helds`` and device d: params on d + the tensors forced onto d at x <=
     capacity (``capacity[d]``, a variable, else the integer ``cap[d]``; a knapsack that cannot
     exceed ``cap[d]`` is left out). A tensor forced by several units gets one literal per device,
     implied by each. The number of knapsacks added, or None when ``deadline`` (time.monotonic())
-    passes first."""
+    passes or ``stop`` is set first."""
     held_lit: dict[tuple[tuple[int, ...], int], cp_model.IntVar] = {}
     count = 0
     unit_param = np.bincount(ug, weights=param.astype(float), minlength=int(ug.max()) + 1 if len(ug) else 0)
@@ -412,7 +415,7 @@ def _held_knapsacks(m: cp_model.CpModel, problem: Problem, helds: list[Held], x:
         on_device.append(total)
     seen: set[tuple] = set()
     for h in helds:
-        if deadline is not None and time.monotonic() > deadline:
+        if (deadline is not None and time.monotonic() > deadline) or (stop is not None and stop.is_set()):
             return None
         for d in range(problem.k):
             if cap[d] < 0:
