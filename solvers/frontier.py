@@ -4,7 +4,8 @@
 more memory buy? Capacities run geometrically from ``memory_lower_bound`` (no placement exists
 below it; under the peak model raised by the held-tensor knapsacks, formulations/held_bound.py
 ``held_memory_bound``) to the memory the unconstrained answer uses (more cannot help that answer); each is an
-independent solve (solvers/sweep.py: on Ray when installed). Then:
+independent solve (solvers/sweep.py: on Ray when installed); a lowest capacity the knapsacks proved
+too small reads ``infeasible`` without a solve. Then:
 - monotone answers: an answer that fits capacity c fits every larger one, so each point keeps the
   best answer found at its capacity or below, or the unconstrained answer where it fits
   (``from_capacity`` says where it came from, inf for the unconstrained solve);
@@ -146,7 +147,7 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
     deadline = None if time_limit is None else (time.monotonic() if started is None else started) + time_limit
     mlb = float(memory_lower_bound(problem, memory_model)["best"])
     with ray_session(parallel, address) as width:
-        waves = math.ceil(points / width)
+        waves = math.ceil(points / width)  # before the knapsacks' bound: maybe one more than run
 
         def share(parts: int, used: float = 1.0) -> float | None:
             return None if deadline is None else used * max(0.0, deadline - time.monotonic()) / parts
@@ -154,18 +155,27 @@ def frontier(problem: Problem, memory_model: str = "peak", method: str = "auto",
         top = solve_point(Point(problem.with_devices(k, math.inf), method, memory_model, share(waves + 1), seed,
                                 extra=PLACEMENTS_ONLY), stop)  # in this process
         high = max(top["memory"]) if placed(top) else mlb
+        proved_low = False  # whether the lowest capacity is proved too small
         if memory_model == "peak" and high > mlb and not (stop is not None and stop.is_set()):
             # the held-tensor knapsacks prove more capacities too small (formulations/held_bound.py)
             left = share(1)
             held_opts = SolveOptions(memory_model="peak", time_limit=None)
             if stop is not None:
                 held_opts.stop = stop  # Ctrl-C ends the bisection too
-            mlb = held_memory_bound(problem, mlb, high, held_opts,
-                                    HELD_BOUND_SECONDS if left is None else min(HELD_BOUND_SECONDS, HELD_BOUND_SHARE * left))
+            raised = held_memory_bound(problem, mlb, high, held_opts,
+                                       HELD_BOUND_SECONDS if left is None else min(HELD_BOUND_SECONDS, HELD_BOUND_SHARE * left))
+            proved_low, mlb = raised > mlb, raised
         caps = capacities(mlb, high, points)
-        each = share(waves, POINT_SHARE)
-        todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}, PLACEMENTS_ONLY) for c in caps]
+        # A capacity the knapsacks proved too small needs no solve: its point reads infeasible, and
+        # the other points share the time (before, its solve had too little time to prove it again
+        # and read unknown: an imported RNN's frontier, session 45).
+        skipped = caps[:1] if proved_low and len(caps) > 1 else []
+        each = share(math.ceil((len(caps) - len(skipped)) / width), POINT_SHARE)
+        todo = [Point(problem.with_devices(k, c), method, memory_model, each, seed, {"capacity": c}, PLACEMENTS_ONLY)
+                for c in caps[len(skipped):]]
         results, ran = run_points(todo, parallel, address, stop=stop)
+        results = [{"status": "infeasible", "feasible": False, "makespan": None, "lower_bound": None, "seconds": 0.0}
+                   for _ in skipped] + results
     out = Frontier(k, memory_model, mlb, top.get("makespan"), ran=ran)
     best: tuple[float, Answer] | None = None  # (capacity found at, answer): the point before's
     for c, res in zip(caps, results):

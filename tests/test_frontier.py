@@ -340,3 +340,24 @@ def test_min_devices_is_proved_fewest_when_every_smaller_count_was_proved_infeas
     cap = 1.2 * memory_lower_bound(transformer, "peak", 3)["best"]
     md = fm.min_devices(transformer, cap, "peak", "auto", None)
     assert md.devices == md.fewest_by_bound + 2 and md.proved is proved
+
+
+def test_a_lowest_capacity_the_knapsacks_proved_too_small_reads_infeasible_without_a_solve():
+    """Under the peak model the frontier starts at the knapsacks' raised memory bound, a capacity
+    proved too small: that point is infeasible (enumeration agrees) and costs no solve; the
+    points above it are solved."""
+    from placement.memory_bounds import memory_lower_bound
+    from tests.test_held_bound import INSTANCES, instance, optimum
+
+    for kind, seed in INSTANCES:
+        p = instance(kind, seed).with_devices(instance(kind, seed).k, float("inf"))
+        fr = frontier(p, "peak", method="auto", points=3, time_limit=30, parallel="none")
+        if fr.memory_lower_bound <= memory_lower_bound(p, "peak")["best"] or len(fr.points) < 2:
+            continue  # the knapsacks did not raise this one's bound
+        low = fr.points[0]
+        assert low.capacity == fr.memory_lower_bound
+        assert low.status == "infeasible" and low.seconds == 0.0 and low.makespan is None
+        assert optimum(p.with_devices(p.k, [low.capacity] * p.k)) is None
+        assert all(pt.seconds > 0 for pt in fr.points[1:])
+        return
+    pytest.fail("no instance whose memory bound the knapsacks raise")
