@@ -376,6 +376,10 @@ def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOpti
         check = KnapsackCheck.build(problem.with_devices(k, [lo] * k), end)
     if check is None:
         return lo
+    # Met at the bound itself means met at every larger capacity: none can be proved too small.
+    # Worth three steps: on generated graphs it ends the bisection (a 571-node LSTM 2.0 -> 0.7 s).
+    if check.feasible(np.full(k, lo), opts, min(end - time.monotonic(), 3 * check_seconds), build_by=end) is True:
+        return lo
     while hi - lo > tolerance * max(lo, 1.0) and not opts.stop.is_set():
         left = end - time.monotonic()
         if left <= 0.01:
