@@ -360,7 +360,7 @@ class HeldTerms:
 
 def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOptions, seconds: float,
                       tolerance: float = 0.005, check_seconds: float = 1.0,
-                      check: KnapsackCheck | None = None) -> float:
+                      check: KnapsackCheck | None = None, ask_low: bool = True) -> float:
     """A memory lower bound at least ``low`` (itself a valid one) for K devices of equal capacity:
     the largest capacity in [low, high) at which the knapsack check proves that no placement
     fits, found by bisection to ``tolerance`` of it within ``seconds`` (an undecided check counts
@@ -369,7 +369,8 @@ def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOpti
     answer is proved too small. On imported training graphs the knapsacks see what the
     per-device bounds (placement/memory_bounds.py) do not: a layer's weights, their gradient and
     optimizer states, and the activations its backward reads sit on one device. ``check``: the
-    model already built for this graph with a floor at most ``low`` (else it is built here)."""
+    model already built for this graph with a floor at most ``low`` (else it is built here);
+    ``ask_low=False`` when a larger capacity is already proved too small (so is ``low``)."""
     end = time.monotonic() + seconds
     k = problem.k
     lo, hi = float(low), float(high)
@@ -379,7 +380,7 @@ def held_memory_bound(problem: Problem, low: float, high: float, opts: SolveOpti
         return lo
     # Met at the bound itself means met at every larger capacity: none can be proved too small.
     # Worth three steps: on generated graphs it ends the bisection (a 571-node LSTM 2.0 -> 0.7 s).
-    if check.feasible(np.full(k, lo), opts, min(end - time.monotonic(), 3 * check_seconds), build_by=end) is True:
+    if ask_low and check.feasible(np.full(k, lo), opts, min(end - time.monotonic(), 3 * check_seconds), build_by=end) is True:
         return lo
     while hi - lo > tolerance * max(lo, 1.0) and not opts.stop.is_set():
         left = end - time.monotonic()

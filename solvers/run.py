@@ -310,7 +310,7 @@ def held_check(problem: Problem, opts: SolveOptions, mem_lb: dict[str, float]) -
         end = min(end, time.monotonic() + HELD_REPORT_SHARE * opts.time_limit)
     left = end - time.monotonic()
     if high > low and left >= (HELD_REPORT_SECONDS if fits else 0.05):
-        held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, left, check=check)
+        held = held_memory_bound(problem.with_devices(k, [math.inf] * k), low, high, opts, left, check=check, ask_low=fits)
         if held > low:
             mem_lb = {**mem_lb, "held_knapsacks": held, "best": held}
     if fits:
