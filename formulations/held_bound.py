@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from heuristics.baselines import fill
 from placement.problem import Problem
 from placement.solution import SolveOptions
 
@@ -232,12 +233,12 @@ class KnapsackCheck:
         overflow the capacities (or ``floor`` per device, when lower), so it serves those
         capacities and larger ones. None when the graph is out of reach or ``deadline``
         (time.monotonic()) passes first."""
-        if problem.n > CHECK_MAX_NODES or problem.n == 0 or not memory_ints(problem, "peak")[3]:
+        if problem.n > CHECK_MAX_NODES or problem.n == 0:
             return None
-        helds = check_helds(problem, deadline)
+        _, _, cap, exact = memory_ints(problem, "peak")
+        helds = check_helds(problem, deadline) if exact else None
         if helds is None:
             return None
-        cap = memory_ints(problem, "peak")[2]
         if floor is not None:
             low = memory_ints(problem.with_devices(problem.k, [float(floor)] * problem.k), "peak")[2]
             cap = np.where(cap >= 0, np.minimum(cap, low), cap)
@@ -295,26 +296,30 @@ class KnapsackCheck:
 
 
 def plain_placements(problem: Problem) -> list[np.ndarray]:
-    """Two placements of the units (a device per unit) that often meet loose knapsacks: the units
-    in the order of their first node cut into K runs of about equal bytes (params and outputs),
-    and the same order dealt round robin; each kept only where every unit may go where it is put."""
+    """Two placements of the units (a device per unit) that often meet loose knapsacks: the
+    topological fill to equal shares of the bytes (heuristics/baselines.py ``fill``), and the
+    units in the order of their first node dealt round robin (kept where every unit may go where
+    it is put)."""
     un = units(problem)
-    k, count = problem.k, len(un.members)
-    if count == 0:
+    k = problem.k
+    if not un.members:
         return []
+    member = np.array([m[0] for m in un.members], dtype=np.int64)
+    out = []
+    share = float((problem.param_bytes + problem.out_bytes).sum()) / k
+    filled = fill(problem.with_devices(k, [math.inf] * k), np.full(k, share))
+    if filled is not None:
+        out.append(filled[member])
     pos = np.empty(problem.n, dtype=np.int64)
     pos[problem.topo_order] = np.arange(problem.n)
-    first = np.full(count, problem.n, dtype=np.int64)
+    first = np.full(len(member), problem.n, dtype=np.int64)
     np.minimum.at(first, un.of, pos)
     order = np.argsort(first, kind="stable")
-    size = np.bincount(un.of, weights=problem.param_bytes + problem.out_bytes, minlength=count)[order]
-    middle = np.cumsum(size) - size / 2
-    runs, dealt = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
-    runs[order] = np.minimum((middle * k / max(float(size.sum()), 1e-300)).astype(np.int64), k - 1)
-    dealt[order] = np.arange(count) % k
-    mask = problem.allowed_mask()
-    member = np.array([m[0] for m in un.members], dtype=np.int64)
-    return [dev for dev in (runs, dealt) if mask[member, dev].all()]
+    dealt = np.empty(len(member), dtype=np.int64)
+    dealt[order] = np.arange(len(member)) % k
+    if problem.allowed_mask()[member, dealt].all():
+        out.append(dealt)
+    return out
 
 
 @dataclass
